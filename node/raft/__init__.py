@@ -1,0 +1,13 @@
+"""KIP-595's Raft dialect as a sans-IO state machine.
+
+Nothing in this package reads a clock, opens a socket or touches a file (a test enforces it). A runtime
+feeds `RaftNode.handle(now_ms, event)` and carries out the actions it returns, in order:
+
+- `records`: record batches, control records and their byte format (with CRC32C);
+- `log`: the in-memory view of the replicated log and its epoch -> start-offset cache;
+- `quorum_state`: the persisted election state (`QuorumStateMessage`) and one class per role;
+- `events` / `actions`: what goes into and comes out of the state machine;
+- `storage`: the abstract persistent storage both runtimes implement;
+- `config`: the `quorum.*` settings;
+- `node`: the message handlers that tie it together.
+"""

@@ -1,0 +1,67 @@
+"""What a runtime feeds into `RaftNode.handle(now_ms, event)`."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from node.protocol.messages import Request, Response
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """First event after construction: arms timers and starts looking for a leader."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """A timer set with `SetTimer` is due (or the runtime simply woke up): handle expired deadlines."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestReceived:
+    """An inbound request. `reply_to` is the runtime's token for the connection; echo it in `Respond`."""
+
+    reply_to: Hashable
+    correlation_id: int
+    message: Request
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseReceived:
+    """The answer to a `SendRequest` this node made to node `source`."""
+
+    source: int
+    correlation_id: int
+    message: Response
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFailed:
+    """A `SendRequest` could not be delivered or its connection broke before the answer came."""
+
+    destination: int
+    correlation_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlushCompleted:
+    """Every log byte up to `end_offset` (exclusive) is durable: fsync returned."""
+
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """The state machine above asks the leader to append `records`; `handle` names the completion."""
+
+    handle: Hashable
+    records: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Resign:
+    """Graceful shutdown: a leader resigns with EndQuorumEpoch, a candidate gives up its election."""
+
+
+Event = Start | Tick | RequestReceived | ResponseReceived | RequestFailed | FlushCompleted | Append | Resign

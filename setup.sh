@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# One entry point for a fresh Debian machine: installs what kraft-chaos needs, then runs
+#   bash setup.sh run    — the default chaos run, end to end
+#   bash setup.sh test   — lint + the whole test suite
+# Anything after the verb is passed on (to `kchaos run` or to pytest).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+verb="${1:-run}"; shift || true
+
+# System packages: Python tooling, Java for Spark, Chromium for report rendering tests, and the
+# network tools the netns backend drives. apt-get only runs when something is missing.
+apt_pkgs=(python3-venv python3-dev gcc openjdk-17-jre-headless chromium iproute2 iptables nftables procps)
+missing=()
+for p in "${apt_pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# A Python that already has venv (e.g. pyenv) makes python3-venv/python3-dev unnecessary.
+if python3 -c 'import venv, ensurepip' 2>/dev/null; then
+    missing=("${missing[@]/python3-venv}"); missing=("${missing[@]/python3-dev}")
+fi
+command -v java >/dev/null 2>&1 && missing=("${missing[@]/openjdk-17-jre-headless}")
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sed '/^$/d')
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}" >&2
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e '.[test]'
+export PATH="$PWD/.venv/bin:$PATH"
+
+case "$verb" in
+run)
+    exec kchaos run "$@"
+    ;;
+test)
+    ruff check .
+    ruff format --check . || { echo "setup: run 'ruff format .' to fix formatting" >&2; exit 1; }
+    set +e
+    python -m pytest "$@"
+    rc=$?
+    set -e
+    if [ "$rc" -eq 5 ]; then
+        echo "setup: pytest collected no tests — treating that as a failure" >&2
+        exit 1
+    fi
+    exit "$rc"
+    ;;
+*)
+    echo "setup: unknown verb '$verb' (expected 'run' or 'test')" >&2
+    exit 2
+    ;;
+esac
