@@ -3,19 +3,130 @@
 `RaftNode.handle(now_ms, event)` is the only way in; it returns the actions the runtime must carry
 out, in order. Everything else on the class is a read-only view for runtimes, metrics, dumps and the
 simulator's invariant checks.
+
+Reading guide: `_on_*` methods handle one event or message each and are named after the KIP's
+sections; `_become_*` are the role transitions (each persists the quorum state before anything else
+is sent); `_drive` sends whatever the current role owes its peers; `_check_deadlines` fires timers.
 """
 
 from __future__ import annotations
 
+import base64
 import random
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 
-from node.raft.actions import Action
+from node.protocol.errors import ErrorCode
+from node.protocol.messages import (
+    NO_LEADER,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    EpochEndOffset,
+    FetchRequest,
+    FetchResponse,
+    ReplicaState,
+    Request,
+    Response,
+    VoteRequest,
+    VoteResponse,
+)
+from node.raft.actions import (
+    Action,
+    AppendBatches,
+    AppendCompleted,
+    AppendFailed,
+    Fatal,
+    Flush,
+    HighWatermarkAdvanced,
+    LeaderChanged,
+    PersistClusterId,
+    PersistQuorumState,
+    Respond,
+    SendRequest,
+    SetTimer,
+    TruncateLog,
+)
 from node.raft.config import RaftConfig
-from node.raft.events import Event
-from node.raft.quorum_state import Role
-from node.raft.records import RecordBatch
+from node.raft.events import (
+    Append,
+    Event,
+    FlushCompleted,
+    RequestFailed,
+    RequestReceived,
+    Resign,
+    ResponseReceived,
+    Start,
+    Tick,
+)
+from node.raft.log import RaftLog
+from node.raft.metrics import RaftMetrics
+from node.raft.quorum_state import (
+    NO_ID,
+    Candidate,
+    Follower,
+    Leader,
+    QuorumStateData,
+    ReplicaProgress,
+    Resigned,
+    Role,
+    RoleState,
+    Unattached,
+    Voted,
+)
+from node.raft.records import (
+    MAX_BATCH_BYTES,
+    ClusterIdMessage,
+    LeaderChangeMessage,
+    RecordBatch,
+    decode_control,
+    encode_control,
+)
 from node.raft.storage import LoadedState
+
+NEVER = 1 << 62
+
+
+def random_cluster_id(rng: random.Random) -> str:
+    """A Kafka-style clusterId: 16 random bytes, URL-safe base64 without padding (22 chars)."""
+    return base64.urlsafe_b64encode(rng.getrandbits(128).to_bytes(16, "big")).decode().rstrip("=")
+
+
+@dataclass(slots=True)
+class _InFlight:
+    correlation_id: int
+    deadline: int
+
+
+@dataclass(slots=True)
+class _ParkedFetch:
+    reply_to: Hashable
+    correlation_id: int
+    request: FetchRequest
+    deadline: int
+
+
+@dataclass(slots=True)
+class _PendingAppend:
+    handle: Hashable
+    records: tuple[bytes, ...]
+    size: int
+    received_ms: int
+
+
+@dataclass(slots=True)
+class _WrittenAppend:
+    """An append that is in the log and waits for the high watermark to pass it."""
+
+    handle: Hashable
+    base_offset: int
+    last_offset: int
+    epoch: int
+    received_ms: int
 
 
 class RaftNode:
@@ -26,40 +137,1002 @@ class RaftNode:
         rng: random.Random,
         cluster_id_factory: Callable[[random.Random], str] | None = None,
     ) -> None:
-        raise NotImplementedError
+        self.config = config
+        self.node_id = config.node_id
+        self.voters: tuple[int, ...] = tuple(sorted(config.voter_ids))
+        self.rng = rng
+        self._cluster_id_factory = cluster_id_factory or random_cluster_id
+        self.cluster_id: str | None = loaded.cluster_id
+        self.log = RaftLog(loaded.batches)
+        self.high_watermark = 0
+        self.metrics_state = RaftMetrics()
+        self._out: list[Action] = []
+        self._now = 0
+        self._next_correlation = 1
+        self._inflight: dict[int, _InFlight] = {}
+        self._backoff_until: dict[int, int] = {}
+        self._failures: dict[int, int] = {}
+        self._parked: list[_ParkedFetch] = []
+        self._pending: deque[_PendingAppend] = deque()
+        self._written: deque[_WrittenAppend] = deque()
+        self._flushed_end = self.log.end_offset  # what storage loaded is durable
+        self._flush_in_flight = False
+        self._flush_cap = NEVER
+        self._control_applied = 0  # index into log.control_bases of the next unapplied control batch
+        self._timer_armed = NEVER
+        self._started = False
+        self._shutting_down = False
+        self._election_started_ms: int | None = None
+
+        qs = loaded.quorum_state or QuorumStateData(current_voters=self.voters)
+        self.quorum_state = qs
+        self.state: RoleState = self._restore_role(qs)
+
+    # =============================================================================================
+    # public surface
+    # =============================================================================================
 
     def handle(self, now: int, event: Event) -> list[Action]:
-        raise NotImplementedError
+        self._now = now
+        self._out = []
+        match event:
+            case Start():
+                self._started = True
+                self._arm_initial_timers(now)
+            case Tick():
+                pass
+            case RequestReceived(reply_to, correlation_id, message):
+                self._on_request(now, reply_to, correlation_id, message)
+            case ResponseReceived(source, correlation_id, message):
+                self._on_response(now, source, correlation_id, message)
+            case RequestFailed(destination, correlation_id):
+                self._on_request_failed(now, destination, correlation_id)
+            case FlushCompleted(end_offset):
+                self._on_flush_completed(now, end_offset)
+            case Append(handle, records):
+                self._on_append(now, handle, records)
+            case Resign():
+                self._on_resign(now)
+            case _:
+                raise TypeError(f"unknown event {event!r}")
+        if self._started:
+            self._check_deadlines(now)
+            self._drive(now)
+            self._arm_timer(now)
+        out, self._out = self._out, []
+        return out
 
-    # --- read-only views ---
-    node_id: int
-    role: Role
-    epoch: int
-    leader_id: int  # -1 when unknown
-    voted_id: int  # -1 when none
-    high_watermark: int
-    cluster_id: str | None
+    @property
+    def role(self) -> Role:
+        return self.state.role
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    @property
+    def leader_id(self) -> int:
+        match self.state:
+            case Leader():
+                return self.node_id
+            case Follower(leader_id=leader) | Resigned(leader_id=leader):
+                return leader
+        return NO_LEADER
+
+    @property
+    def voted_id(self) -> int:
+        return self.quorum_state.voted_id
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.config.voter_ids
 
     @property
     def log_end_offset(self) -> int:
-        raise NotImplementedError
+        return self.log.end_offset
 
     @property
     def log_start_offset(self) -> int:
-        raise NotImplementedError
+        return self.log.start_offset
 
     @property
     def last_epoch(self) -> int:
-        raise NotImplementedError
+        return self.log.last_epoch
+
+    @property
+    def flushed_end_offset(self) -> int:
+        return self._flushed_end
 
     def read_committed(self, start_offset: int, max_records: int | None = None) -> list[RecordBatch]:
         """Committed batches (data and control) from `start_offset`, below the high watermark."""
-        raise NotImplementedError
+        batches = self.log.read(start_offset, max_bytes=1 << 62, below=self.high_watermark)
+        if max_records is None:
+            return batches
+        out, count = [], 0
+        for batch in batches:
+            out.append(batch)
+            count += len(batch.records)
+            if count >= max_records:
+                break
+        return out
 
     def batches(self) -> list[RecordBatch]:
         """Every batch in the log, committed or not (for dumps and invariant checks)."""
-        raise NotImplementedError
+        return self.log.batches()
 
     def metrics(self, now: int) -> dict[str, float | str]:
         """KIP-595's raft-manager metrics that the core can know (names as in the KIP)."""
-        raise NotImplementedError
+        state = {
+            Role.LEADER: "leader",
+            Role.CANDIDATE: "candidate",
+            Role.FOLLOWER: "follower" if self.is_voter else "observer",
+        }.get(self.role, "unattached" if self.is_voter else "observer")
+        if self.role is Role.VOTED:
+            state = "voted"
+        elif self.role is Role.RESIGNED:
+            state = "resigned"
+        return {
+            "current-leader": self.leader_id,
+            "current-epoch": self.epoch,
+            "current-vote": self.voted_id,
+            "log-end-offset": self.log.end_offset,
+            "log-end-epoch": self.log.last_epoch,
+            "high-watermark": self.high_watermark,
+            "current-state": state,
+            **self.metrics_state.snapshot(now),
+        }
+
+    def describe_quorum(self, now: int) -> DescribeQuorumResponse:
+        return self._describe_quorum(now)
+
+    # =============================================================================================
+    # start-up
+    # =============================================================================================
+
+    def _restore_role(self, qs: QuorumStateData) -> RoleState:
+        """The role a restarted node resumes in (after Kafka's QuorumState.initialize)."""
+        epoch = qs.leader_epoch
+        if epoch < self.log.last_epoch:
+            # The log knows a later epoch than the quorum-state file: trust the log's epoch.
+            return Unattached(self.log.last_epoch, NEVER)
+        if qs.leader_id == self.node_id and self.is_voter:
+            # A leader lost its in-memory state when it stopped: it may not lead this epoch again.
+            return Resigned(epoch, self.node_id, NEVER, ())
+        if qs.voted_id == self.node_id and self.is_voter:
+            return Candidate(epoch, retries=1, election_deadline=NEVER)
+        if qs.leader_id != NO_ID:
+            return Follower(epoch, qs.leader_id, NEVER)
+        if qs.voted_id != NO_ID and self.is_voter:
+            return Voted(epoch, qs.voted_id, NEVER)
+        return Unattached(epoch, NEVER)
+
+    def _arm_initial_timers(self, now: int) -> None:
+        match self.state:
+            case Follower() as s:
+                s.fetch_deadline = now + self.config.fetch_timeout_ms
+            case Candidate() as s:
+                self._election_started_ms = now
+                s.election_deadline = now + self._random_election_timeout()
+            case Unattached() | Voted() | Resigned() as s:
+                s.election_deadline = now + self._random_election_timeout()
+        if isinstance(self.state, Candidate):
+            self._persist_and_request_votes_again()
+
+    def _persist_and_request_votes_again(self) -> None:
+        """A restarted candidate re-asks for votes in the same epoch (voters re-grant them)."""
+        assert isinstance(self.state, Candidate)
+        self.state.granted = {self.node_id}
+        self._maybe_win_election(self._now)
+
+    # =============================================================================================
+    # role transitions
+    # =============================================================================================
+
+    def _persist(self, leader_id: int, voted_id: int) -> None:
+        self.quorum_state = QuorumStateData(
+            leader_id=leader_id,
+            leader_epoch=self.state.epoch,
+            voted_id=voted_id,
+            applied_offset=self.quorum_state.applied_offset,
+            current_voters=self.voters,
+        )
+        self._out.append(PersistQuorumState(self.quorum_state))
+
+    def _leave_role(self, now: int) -> None:
+        """Clean up what the old role owned before switching to another."""
+        old = self.state
+        if isinstance(old, Leader):
+            for parked in self._parked:
+                self._respond_fetch_error(parked.reply_to, parked.correlation_id, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            self._parked.clear()
+            self._fail_pending(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership lost before the append was written")
+        # Requests of the old role are moot; their answers will be ignored.
+        self._inflight.clear()
+        self._backoff_until.clear()
+        self._failures.clear()
+
+    def _announce(self) -> None:
+        self._out.append(LeaderChanged(self.state.epoch, self.leader_id))
+
+    def _become_unattached(self, now: int, epoch: int) -> None:
+        self._leave_role(now)
+        self.state = Unattached(epoch, now + self._random_election_timeout())
+        self._persist(NO_ID, NO_ID)
+        self._announce()
+
+    def _become_voted(self, now: int, epoch: int, candidate_id: int) -> None:
+        self._leave_role(now)
+        self.state = Voted(epoch, candidate_id, now + self._random_election_timeout())
+        self._persist(NO_ID, candidate_id)
+        self._announce()
+
+    def _become_follower(self, now: int, epoch: int, leader_id: int) -> None:
+        voted = self.quorum_state.voted_id if epoch == self.quorum_state.leader_epoch else NO_ID
+        self._leave_role(now)
+        self.state = Follower(epoch, leader_id, now + self.config.fetch_timeout_ms)
+        self._persist(leader_id, voted)
+        self._announce()
+        self._election_finished(now)
+
+    def _become_candidate(self, now: int) -> None:
+        if not self.is_voter:
+            return
+        retries = self.state.retries + 1 if isinstance(self.state, Candidate) else 1
+        self._leave_role(now)
+        if self._election_started_ms is None:
+            self._election_started_ms = now
+        self.state = Candidate(
+            self.state.epoch + 1,
+            retries=retries,
+            election_deadline=now + self._random_election_timeout(),
+            granted={self.node_id},
+        )
+        # KIP-595: the vote for itself is persisted before any VoteRequest leaves.
+        self._persist(NO_ID, self.node_id)
+        self._announce()
+        self._maybe_win_election(now)
+
+    def _become_leader(self, now: int) -> None:
+        assert isinstance(self.state, Candidate)
+        granted = tuple(sorted(self.state.granted))
+        self._leave_role(now)
+        epoch = self.state.epoch
+        start = self.log.end_offset
+        progress = {v: ReplicaProgress(v) for v in self.voters}
+        self.state = Leader(
+            epoch=epoch,
+            epoch_start_offset=start,
+            voters=progress,
+            observers={},
+            unendorsed={v for v in self.voters if v != self.node_id},
+            granted=granted,
+            check_quorum_deadline=now + self.config.fetch_timeout_ms,
+        )
+        self._persist(self.node_id, self.node_id)
+        self._announce()
+        self._election_finished(now)
+        # The LeaderChange control record lets the high watermark advance without client writes;
+        # the first leader of a cluster also writes the clusterId (KIP-595 "Cluster Bootstrapping").
+        control = [encode_control(LeaderChangeMessage(self.node_id, granted))]
+        if self.cluster_id is None and not self._log_has_cluster_id():
+            control.append(encode_control(ClusterIdMessage(self._cluster_id_factory(self.rng))))
+        self._write_batch(RecordBatch(start, epoch, tuple(control), control=True, timestamp_ms=now))
+
+    def _become_resigned(self, now: int) -> None:
+        assert isinstance(self.state, Leader)
+        leader = self.state
+        successors = sorted(
+            (v for v in self.voters if v != self.node_id),
+            key=lambda v: (-leader.voters[v].end_offset, v),
+        )
+        self._leave_role(now)
+        self.state = Resigned(
+            leader.epoch,
+            self.node_id,
+            now + self._random_election_timeout(),
+            tuple(successors),
+            unacknowledged=set(successors),
+        )
+        self._announce()
+
+    def _election_finished(self, now: int) -> None:
+        if self._election_started_ms is not None:
+            self.metrics_state.record_election(now, now - self._election_started_ms)
+            self._election_started_ms = None
+
+    def _maybe_transition_on_epoch(self, now: int, epoch: int, leader_id: int) -> bool:
+        """Learn of a newer epoch (or of the leader of ours) from any message. True if it changed."""
+        if epoch > self.epoch:
+            if leader_id != NO_LEADER and leader_id != self.node_id:
+                self._become_follower(now, epoch, leader_id)
+            else:
+                self._become_unattached(now, epoch)
+            return True
+        if (
+            epoch == self.epoch
+            and leader_id not in (NO_LEADER, self.node_id)
+            and isinstance(self.state, Unattached | Voted | Candidate)
+        ):
+            self._become_follower(now, epoch, leader_id)
+            return True
+        return False
+
+    # =============================================================================================
+    # requests
+    # =============================================================================================
+
+    def _on_request(self, now: int, reply_to: Hashable, cid: int, message: Request) -> None:
+        match message:
+            case VoteRequest():
+                self._respond(reply_to, cid, self._on_vote_request(now, message))
+            case BeginQuorumEpochRequest():
+                self._respond(reply_to, cid, self._on_begin_quorum_epoch_request(now, message))
+            case EndQuorumEpochRequest():
+                self._respond(reply_to, cid, self._on_end_quorum_epoch_request(now, message))
+            case FetchRequest():
+                self._on_fetch_request(now, reply_to, cid, message)
+            case DescribeQuorumRequest():
+                self._respond(reply_to, cid, self._describe_quorum(now))
+            case _:
+                raise TypeError(f"unknown request {message!r}")
+
+    def _respond(self, reply_to: Hashable, cid: int, message: Response) -> None:
+        self._out.append(Respond(reply_to, cid, message))
+
+    def _cluster_id_mismatch(self, cluster_id: str | None) -> bool:
+        return cluster_id is not None and self.cluster_id is not None and cluster_id != self.cluster_id
+
+    # --- Vote Request Handling --------------------------------------------------------------------
+
+    def _vote_response(self, error: ErrorCode, granted: bool) -> VoteResponse:
+        return VoteResponse(int(error), self.leader_id, self.epoch, granted)
+
+    def _on_vote_request(self, now: int, req: VoteRequest) -> VoteResponse:
+        # 1. clusterId must match the cached one when both are known.
+        if self._cluster_id_mismatch(req.cluster_id):
+            return self._vote_response(ErrorCode.INVALID_CLUSTER_ID, False)
+        if not self.is_voter:
+            return self._vote_response(ErrorCode.INCONSISTENT_VOTER_SET, False)
+        # 2. A larger epoch than the candidate's is known: reject.
+        if req.candidate_epoch < self.epoch:
+            return self._vote_response(ErrorCode.FENCED_LEADER_EPOCH, False)
+        # 4.1 A candidate outside the voter set: accept the epoch bump, reject, and start an election.
+        if req.candidate_id not in self.config.voter_ids:
+            if req.candidate_epoch > self.epoch:
+                self._become_unattached(now, req.candidate_epoch)
+                assert isinstance(self.state, Unattached)
+                self.state.election_deadline = now
+            return self._vote_response(ErrorCode.INCONSISTENT_VOTER_SET, False)
+        # 4. A larger epoch: move to it first (a leader or candidate steps down here).
+        if req.candidate_epoch > self.epoch:
+            self._become_unattached(now, req.candidate_epoch)
+        # 3. Already voted in this epoch: only the same candidate gets the vote again.
+        match self.state:
+            case Voted(voted_id=voted):
+                return self._vote_response(ErrorCode.NONE, voted == req.candidate_id)
+            case Candidate() | Leader() | Follower() | Resigned():
+                return self._vote_response(ErrorCode.NONE, False)
+        # 4.2 The candidate's log must be at least as up-to-date as ours.
+        if (req.last_offset_epoch, req.last_offset) < (self.log.last_epoch, self.log.end_offset):
+            return self._vote_response(ErrorCode.NONE, False)
+        self._become_voted(now, req.candidate_epoch, req.candidate_id)  # persisted before granting
+        return self._vote_response(ErrorCode.NONE, True)
+
+    # --- BeginQuorumEpoch Request Handling --------------------------------------------------------
+
+    def _on_begin_quorum_epoch_request(self, now: int, req: BeginQuorumEpochRequest) -> BeginQuorumEpochResponse:
+        if self._cluster_id_mismatch(req.cluster_id):
+            self._out.append(
+                Fatal(
+                    f"elected leader {req.leader_id} belongs to cluster {req.cluster_id}, "
+                    f"but this node's cluster is {self.cluster_id}"
+                )
+            )
+            return BeginQuorumEpochResponse(int(ErrorCode.INVALID_CLUSTER_ID), self.leader_id, self.epoch)
+        if not self.is_voter or req.leader_id not in self.config.voter_ids:
+            return BeginQuorumEpochResponse(int(ErrorCode.INCONSISTENT_VOTER_SET), self.leader_id, self.epoch)
+        if req.leader_epoch < self.epoch:
+            return BeginQuorumEpochResponse(int(ErrorCode.FENCED_LEADER_EPOCH), self.leader_id, self.epoch)
+        if req.leader_epoch == self.epoch and self.leader_id not in (NO_LEADER, req.leader_id):
+            # Two leaders claim one epoch: refuse the conflicting one.
+            return BeginQuorumEpochResponse(int(ErrorCode.INVALID_QUORUM_STATE), self.leader_id, self.epoch)
+        if not (isinstance(self.state, Follower) and self.epoch == req.leader_epoch):
+            self._become_follower(now, req.leader_epoch, req.leader_id)
+        return BeginQuorumEpochResponse(int(ErrorCode.NONE), self.leader_id, self.epoch)
+
+    # --- EndQuorumEpoch Request Handling ----------------------------------------------------------
+
+    def _on_end_quorum_epoch_request(self, now: int, req: EndQuorumEpochRequest) -> EndQuorumEpochResponse:
+        def answer(error: ErrorCode) -> EndQuorumEpochResponse:
+            return EndQuorumEpochResponse(int(error), self.leader_id, self.epoch)
+
+        if self._cluster_id_mismatch(req.cluster_id):
+            return answer(ErrorCode.INVALID_CLUSTER_ID)
+        if not self.is_voter:
+            return answer(ErrorCode.INCONSISTENT_VOTER_SET)
+        if req.leader_epoch < self.epoch:
+            return answer(ErrorCode.FENCED_LEADER_EPOCH)
+        if req.leader_epoch > self.epoch:
+            self._maybe_transition_on_epoch(now, req.leader_epoch, req.leader_id)
+        elif self.leader_id != req.leader_id:
+            self._maybe_transition_on_epoch(now, req.leader_epoch, req.leader_id)
+            if self.leader_id != req.leader_id:
+                return answer(ErrorCode.INVALID_QUORUM_STATE)  # the leader of this epoch is not known
+        if self.node_id not in req.preferred_successors:
+            return answer(ErrorCode.INCONSISTENT_VOTER_SET)
+        position = req.preferred_successors.index(self.node_id)
+        if position == 0:
+            backoff = 0
+        else:
+            backoff = min(self.config.retry_backoff_max_ms, self.config.retry_backoff_ms * 2 ** (position - 1))
+        match self.state:
+            case Follower() as s:
+                s.fetch_deadline = min(s.fetch_deadline, now + backoff)
+            case Unattached() | Voted() as s:
+                s.election_deadline = min(s.election_deadline, now + backoff)
+        if backoff == 0 and isinstance(self.state, Follower | Unattached | Voted):
+            self._become_candidate(now)
+        return answer(ErrorCode.NONE)
+
+    # --- FetchRequest Handling --------------------------------------------------------------------
+
+    def _respond_fetch_error(self, reply_to: Hashable, cid: int, error: ErrorCode) -> None:
+        self._respond(reply_to, cid, FetchResponse(int(error), self.leader_id, self.epoch, self.high_watermark))
+
+    def _on_fetch_request(self, now: int, reply_to: Hashable, cid: int, req: FetchRequest) -> None:
+        # 1. clusterId
+        if self._cluster_id_mismatch(req.cluster_id):
+            self._respond_fetch_error(reply_to, cid, ErrorCode.INVALID_CLUSTER_ID)
+            return
+        # 2. The epoch must be ours, and we must lead it.
+        if req.current_leader_epoch < self.epoch:
+            self._respond_fetch_error(reply_to, cid, ErrorCode.FENCED_LEADER_EPOCH)
+            return
+        if req.current_leader_epoch > self.epoch:
+            self._respond_fetch_error(reply_to, cid, ErrorCode.UNKNOWN_LEADER_EPOCH)
+            return
+        if not isinstance(self.state, Leader):
+            self._respond_fetch_error(reply_to, cid, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        leader = self.state
+        is_voter = req.replica_id in self.config.voter_ids
+        if is_voter:
+            # An endorsement inferred from a Fetch in our epoch; also liveness for the zombie rule.
+            leader.unendorsed.discard(req.replica_id)
+            leader.fetched_since_check.add(req.replica_id)
+        # 3. LastFetchedEpoch must be consistent with our log.
+        diverging = self._diverging_epoch(req.fetch_offset, req.last_fetched_epoch)
+        if diverging is not None:
+            self._respond(
+                reply_to,
+                cid,
+                FetchResponse(
+                    int(ErrorCode.NONE),
+                    self.node_id,
+                    self.epoch,
+                    self.high_watermark,
+                    self.log.start_offset,
+                    diverging,
+                ),
+            )
+            return
+        self._record_fetch(now, leader, req, is_voter)
+        # 4. A voter's fetch offset acknowledges everything before it (followers fetch only after fsync).
+        if is_voter:
+            self._maybe_advance_leader_hwm(now)
+        if self.log.end_offset > req.fetch_offset or req.max_wait_ms <= 0:
+            self._complete_fetch(reply_to, cid, req)
+        else:
+            self._parked.append(_ParkedFetch(reply_to, cid, req, now + req.max_wait_ms))
+
+    def _diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> EpochEndOffset | None:
+        if fetch_offset == self.log.start_offset and last_fetched_epoch == 0:
+            return None
+        end = self.log.end_offset_for_epoch(last_fetched_epoch)
+        if end.epoch != last_fetched_epoch or fetch_offset > end.offset:
+            return EpochEndOffset(end.epoch, end.offset)
+        return None
+
+    def _record_fetch(self, now: int, leader: Leader, req: FetchRequest, is_voter: bool) -> None:
+        table = leader.voters if is_voter else leader.observers
+        progress = table.get(req.replica_id)
+        if progress is None:
+            progress = table[req.replica_id] = ReplicaProgress(req.replica_id)
+        # Caught up: at the log end now, or at least as far as the log end was at its previous fetch.
+        if req.fetch_offset >= self.log.end_offset:
+            progress.last_caught_up_ms = now
+        elif progress.end_at_last_fetch >= 0 and req.fetch_offset >= progress.end_at_last_fetch:
+            progress.last_caught_up_ms = progress.last_fetch_ms
+        progress.end_offset = req.fetch_offset
+        progress.last_fetch_ms = now
+        progress.end_at_last_fetch = self.log.end_offset
+
+    def _complete_fetch(self, reply_to: Hashable, cid: int, req: FetchRequest) -> None:
+        records = tuple(self.log.read(req.fetch_offset, min(req.max_bytes, self.config.fetch_max_bytes)))
+        self._respond(
+            reply_to,
+            cid,
+            FetchResponse(
+                int(ErrorCode.NONE),
+                self.node_id,
+                self.epoch,
+                self.high_watermark,
+                self.log.start_offset,
+                None,
+                records,
+            ),
+        )
+
+    def _complete_parked_fetches(self, now: int, expired_only: bool) -> None:
+        if not self._parked:
+            return
+        keep = []
+        for parked in self._parked:
+            if expired_only and parked.deadline > now:
+                keep.append(parked)
+            else:
+                self._complete_fetch(parked.reply_to, parked.correlation_id, parked.request)
+        self._parked = keep
+
+    # --- DescribeQuorum Request Handling ----------------------------------------------------------
+
+    def _describe_quorum(self, now: int) -> DescribeQuorumResponse:
+        if not isinstance(self.state, Leader):
+            return DescribeQuorumResponse(
+                int(ErrorCode.NOT_LEADER_OR_FOLLOWER), self.leader_id, self.epoch, self.high_watermark
+            )
+        leader = self.state
+
+        def replica(p: ReplicaProgress) -> ReplicaState:
+            if p.replica_id == self.node_id:
+                return ReplicaState(p.replica_id, self.log.end_offset, now, now)
+            return ReplicaState(p.replica_id, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms)
+
+        return DescribeQuorumResponse(
+            int(ErrorCode.NONE),
+            self.node_id,
+            self.epoch,
+            self.high_watermark,
+            tuple(replica(leader.voters[v]) for v in self.voters),
+            tuple(replica(leader.observers[o]) for o in sorted(leader.observers)),
+            cluster_id=self.cluster_id,
+            leader_time_ms=now,
+        )
+
+    # =============================================================================================
+    # responses
+    # =============================================================================================
+
+    def _on_response(self, now: int, source: int, cid: int, message: Response) -> None:
+        inflight = self._inflight.get(source)
+        if inflight is None or inflight.correlation_id != cid:
+            return  # an answer to a request this role no longer waits for
+        del self._inflight[source]
+        self._failures.pop(source, None)
+        match message:
+            case VoteResponse():
+                self._on_vote_response(now, source, message)
+            case BeginQuorumEpochResponse():
+                self._on_begin_quorum_epoch_response(now, source, message)
+            case EndQuorumEpochResponse():
+                self._on_end_quorum_epoch_response(now, source, message)
+            case FetchResponse():
+                self._on_fetch_response(now, source, message)
+            case DescribeQuorumResponse():
+                pass
+            case _:
+                raise TypeError(f"unknown response {message!r}")
+
+    def _on_request_failed(self, now: int, destination: int, cid: int) -> None:
+        inflight = self._inflight.get(destination)
+        if inflight is None or inflight.correlation_id != cid:
+            return
+        del self._inflight[destination]
+        self._back_off(now, destination)
+
+    def _back_off(self, now: int, destination: int) -> None:
+        failures = self._failures.get(destination, 0) + 1
+        self._failures[destination] = failures
+        delay = min(self.config.retry_backoff_max_ms, self.config.retry_backoff_ms * 2 ** (failures - 1))
+        self._backoff_until[destination] = now + delay
+
+    # --- Vote Response Handling -------------------------------------------------------------------
+
+    def _on_vote_response(self, now: int, source: int, resp: VoteResponse) -> None:
+        if self._maybe_transition_on_epoch(now, resp.leader_epoch, resp.leader_id):
+            return
+        # 1. Only a candidate of this very epoch cares.
+        if not isinstance(self.state, Candidate) or resp.leader_epoch != self.epoch:
+            return
+        candidate = self.state
+        # 2. Count the vote (in memory only: after a restart it is simply asked for again).
+        if resp.vote_granted and resp.error_code == ErrorCode.NONE:
+            candidate.granted.add(source)
+            self._maybe_win_election(now)
+        else:
+            # INVALID_CLUSTER_ID in a Vote is only a rejection (the inconsistent node may be alone).
+            candidate.rejected.add(source)
+            if len(candidate.rejected) > len(self.voters) - self.config.majority:
+                # The election cannot be won any more (e.g. a refused 2-voter candidate): back off now.
+                self._election_failed(now)
+
+    def _maybe_win_election(self, now: int) -> None:
+        assert isinstance(self.state, Candidate)
+        if len(self.state.granted) >= self.config.majority:
+            self._become_leader(now)
+
+    def _election_failed(self, now: int) -> None:
+        assert isinstance(self.state, Candidate)
+        if self.state.backing_off_until is not None:
+            return
+        cap = self.config.election_backoff_max_ms
+        window = min(cap, 50 * (1 << min(self.state.retries, 20)))
+        self.state.backing_off_until = now + self.rng.randint(0, window)
+        self._inflight.clear()
+
+    # --- BeginQuorumEpoch / EndQuorumEpoch Response Handling --------------------------------------
+
+    def _on_begin_quorum_epoch_response(self, now: int, source: int, resp: BeginQuorumEpochResponse) -> None:
+        if self._maybe_transition_on_epoch(now, resp.leader_epoch, resp.leader_id):
+            return
+        if isinstance(self.state, Leader) and resp.leader_epoch == self.epoch:
+            if resp.error_code == ErrorCode.NONE:
+                self.state.unendorsed.discard(source)
+            else:
+                self._back_off(now, source)
+
+    def _on_end_quorum_epoch_response(self, now: int, source: int, resp: EndQuorumEpochResponse) -> None:
+        if isinstance(self.state, Resigned):
+            self.state.unacknowledged.discard(source)
+        if not self._shutting_down:
+            self._maybe_transition_on_epoch(now, resp.leader_epoch, resp.leader_id)
+
+    # --- FetchResponse Handling -------------------------------------------------------------------
+
+    def _on_fetch_response(self, now: int, source: int, resp: FetchResponse) -> None:
+        if resp.error_code == ErrorCode.INVALID_CLUSTER_ID:
+            self._out.append(
+                Fatal(f"node {source} rejected this node's clusterId {self.cluster_id} (INVALID_CLUSTER_ID)")
+            )
+            return
+        if self._maybe_transition_on_epoch(now, resp.leader_epoch, resp.leader_id):
+            return
+        state = self.state
+        if not (isinstance(state, Follower) and source == state.leader_id and resp.leader_epoch == state.epoch):
+            if resp.error_code != ErrorCode.NONE:
+                self._back_off(now, source)
+            return
+        if resp.error_code != ErrorCode.NONE:
+            self._back_off(now, source)
+            return
+        state.fetch_deadline = now + self.config.fetch_timeout_ms
+        if resp.diverging_epoch is not None:
+            self._truncate_to_diverging(resp.diverging_epoch)
+            return
+        appended: list[RecordBatch] = []
+        for batch in resp.records:
+            if batch.base_offset != self.log.end_offset or batch.epoch > state.epoch:
+                break  # not what we asked for; the next fetch sorts it out
+            self.log.append(batch)
+            appended.append(batch)
+        if appended:
+            self.metrics_state.fetched(now, sum(len(b.records) for b in appended))
+            self._out.append(AppendBatches(tuple(appended)))
+            self._request_flush()
+        self._update_follower_hwm(now, resp.high_watermark)
+
+    def _truncate_to_diverging(self, diverging: EpochEndOffset) -> None:
+        """KIP-595 FetchResponse handling step 2 (and Kafka's truncateToEndOffset)."""
+        if diverging.epoch == 0:
+            offset = min(diverging.end_offset, self.log.end_offset)
+        else:
+            local = self.log.end_offset_for_epoch(diverging.epoch)
+            offset = min(local.offset, diverging.end_offset) if local.epoch == diverging.epoch else local.offset
+        if offset < self.high_watermark:
+            self._out.append(
+                Fatal(f"leader asked to truncate to offset {offset}, below the high watermark {self.high_watermark}")
+            )
+            return
+        if offset < self.log.end_offset:
+            self._truncate(offset)
+
+    def _truncate(self, offset: int) -> None:
+        self.log.truncate(offset)
+        self._out.append(TruncateLog(offset))
+        if self._flush_in_flight:
+            self._flush_cap = min(self._flush_cap, offset)
+        self._flushed_end = min(self._flushed_end, offset)
+        applied = self._control_applied
+        self._control_applied = min(applied, len(self.log.control_bases))
+
+    def _update_follower_hwm(self, now: int, leader_hwm: int) -> None:
+        new = min(leader_hwm, self.log.end_offset)
+        if new > self.high_watermark:
+            self._advance_hwm(now, new)
+
+    # =============================================================================================
+    # appends, flushes and the high watermark
+    # =============================================================================================
+
+    def _on_append(self, now: int, handle: Hashable, records: tuple[bytes, ...]) -> None:
+        if not isinstance(self.state, Leader):
+            self._out.append(AppendFailed(handle, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), "not the leader"))
+            return
+        if not records:
+            self._out.append(AppendFailed(handle, int(ErrorCode.INVALID_REQUEST), "no records"))
+            return
+        size = sum(4 + len(r) for r in records)
+        if size + 64 > MAX_BATCH_BYTES or len(records) > self.config.append_max_records:
+            self._out.append(
+                AppendFailed(handle, int(ErrorCode.MESSAGE_TOO_LARGE), f"{len(records)} records, {size} bytes")
+            )
+            return
+        self._pending.append(_PendingAppend(handle, tuple(records), size, now))
+        if not self._flush_in_flight:
+            self._write_pending(now)
+
+    def _write_pending(self, now: int) -> None:
+        """Group every waiting append into one batch, one write and one fsync."""
+        assert isinstance(self.state, Leader)
+        if not self._pending:
+            return
+        records: list[bytes] = []
+        size = 0
+        group: list[_PendingAppend] = []
+        while self._pending:
+            nxt = self._pending[0]
+            if group and (
+                size + nxt.size + 64 > MAX_BATCH_BYTES
+                or len(records) + len(nxt.records) > self.config.append_max_records
+            ):
+                break
+            self._pending.popleft()
+            group.append(nxt)
+            records.extend(nxt.records)
+            size += nxt.size
+        base = self.log.end_offset
+        offset = base
+        for item in group:
+            last = offset + len(item.records) - 1
+            self._written.append(_WrittenAppend(item.handle, offset, last, self.epoch, item.received_ms))
+            offset = last + 1
+        self.metrics_state.appended(now, len(records))
+        self._write_batch(RecordBatch(base, self.epoch, tuple(records), timestamp_ms=now))
+
+    def _write_batch(self, batch: RecordBatch) -> None:
+        self.log.append(batch)
+        self._out.append(AppendBatches((batch,)))
+        self._request_flush()
+        if isinstance(self.state, Leader):
+            self._complete_parked_fetches(self._now, expired_only=False)
+
+    def _request_flush(self) -> None:
+        if not self._flush_in_flight and self.log.end_offset > self._flushed_end:
+            self._flush_in_flight = True
+            self._out.append(Flush(self.log.end_offset))
+
+    def _on_flush_completed(self, now: int, end_offset: int) -> None:
+        self._flush_in_flight = False
+        self._flushed_end = max(self._flushed_end, min(end_offset, self._flush_cap, self.log.end_offset))
+        self._flush_cap = NEVER
+        if isinstance(self.state, Leader):
+            self._maybe_advance_leader_hwm(now)
+            if self._pending:
+                self._write_pending(now)
+            else:
+                self._request_flush()
+        else:
+            self._request_flush()
+
+    def _maybe_advance_leader_hwm(self, now: int) -> None:
+        leader = self.state
+        assert isinstance(leader, Leader)
+        offsets = sorted(
+            (self._flushed_end if v == self.node_id else leader.voters[v].end_offset for v in self.voters),
+            reverse=True,
+        )
+        candidate = offsets[self.config.majority - 1]
+        # Never commit in an epoch before an entry of that epoch is committed (the Figure-8 rule).
+        if candidate > leader.epoch_start_offset and candidate > self.high_watermark:
+            self._advance_hwm(now, candidate)
+
+    def _advance_hwm(self, now: int, hwm: int) -> None:
+        self.high_watermark = hwm
+        self._out.append(HighWatermarkAdvanced(hwm))
+        self._apply_committed_control_records()
+        self._resolve_written_appends(now)
+        if isinstance(self.state, Leader):
+            self._complete_parked_fetches(now, expired_only=False)
+
+    def _resolve_written_appends(self, now: int) -> None:
+        """An append is decided once the high watermark passes it: committed if the log still holds
+        its batch (same base offset and epoch), otherwise certainly not (another entry was committed
+        in its place). Truncation alone decides nothing: a later leader could still commit it."""
+        while self._written and self._written[0].last_offset < self.high_watermark:
+            item = self._written.popleft()
+            batch = self.log.batch_at(item.base_offset)
+            if batch.epoch == item.epoch:  # (offset, epoch) names one entry: it is ours
+                self.metrics_state.committed(now, now - item.received_ms)
+                self._out.append(AppendCompleted(item.handle, item.base_offset, item.last_offset))
+            else:
+                self._out.append(
+                    AppendFailed(
+                        item.handle,
+                        int(ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                        f"offset {item.base_offset} was committed with epoch {batch.epoch}, not {item.epoch}",
+                    )
+                )
+
+    def _fail_pending(self, error: ErrorCode, message: str) -> None:
+        while self._pending:
+            item = self._pending.popleft()
+            self._out.append(AppendFailed(item.handle, int(error), message))
+
+    def _log_has_cluster_id(self) -> bool:
+        for base in self.log.control_bases:
+            for record in self.log.batch_at(base).records:
+                if isinstance(decode_control(record), ClusterIdMessage):
+                    return True
+        return False
+
+    def _apply_committed_control_records(self) -> None:
+        bases = self.log.control_bases
+        while self._control_applied < len(bases) and bases[self._control_applied] < self.high_watermark:
+            batch = self.log.batch_at(bases[self._control_applied])
+            self._control_applied += 1
+            for record in batch.records:
+                message = decode_control(record)
+                if isinstance(message, ClusterIdMessage):
+                    if self.cluster_id is None:
+                        self.cluster_id = message.cluster_id
+                        self._out.append(PersistClusterId(message.cluster_id))
+                    elif self.cluster_id != message.cluster_id:
+                        self._out.append(
+                            Fatal(
+                                f"the metadata log commits clusterId {message.cluster_id}, "
+                                f"but this node's data dir belongs to cluster {self.cluster_id}"
+                            )
+                        )
+
+    # =============================================================================================
+    # graceful resignation
+    # =============================================================================================
+
+    def _on_resign(self, now: int) -> None:
+        self._shutting_down = True
+        if isinstance(self.state, Leader):
+            self._become_resigned(now)
+        elif isinstance(self.state, Candidate):
+            self._inflight.clear()
+            self.state.backing_off_until = NEVER  # give up this election; never start another
+
+    # =============================================================================================
+    # timers and what each role sends
+    # =============================================================================================
+
+    def _random_election_timeout(self) -> int:
+        timeout = self.config.election_timeout_ms
+        return timeout + self.rng.randint(0, timeout)
+
+    def _check_deadlines(self, now: int) -> None:
+        for dest, inflight in list(self._inflight.items()):
+            if inflight.deadline <= now:
+                del self._inflight[dest]
+                self._back_off(now, dest)
+        if isinstance(self.state, Leader):
+            self._complete_parked_fetches(now, expired_only=True)
+        match self.state:
+            case Unattached(election_deadline=deadline) | Voted(election_deadline=deadline) if deadline <= now:
+                if self.is_voter:
+                    self._become_candidate(now)
+                else:
+                    self.state.election_deadline = now + self._random_election_timeout()
+            case Follower(fetch_deadline=deadline) if deadline <= now:
+                if self.is_voter:
+                    self._become_candidate(now)
+                else:
+                    self._become_unattached(now, self.epoch)
+            case Candidate() as c:
+                if c.backing_off_until is not None and c.backing_off_until <= now:
+                    self._become_candidate(now)
+                elif c.backing_off_until is None and c.election_deadline <= now:
+                    self._election_failed(now)
+            case Leader() as leader if leader.check_quorum_deadline <= now:
+                # The zombie-leader rule: without Fetches from a majority in a fetch timeout, re-elect.
+                if len(leader.fetched_since_check) + 1 >= self.config.majority:
+                    leader.fetched_since_check = set()
+                    leader.check_quorum_deadline = now + self.config.fetch_timeout_ms
+                else:
+                    self._become_candidate(now)
+            case Resigned(election_deadline=deadline) if deadline <= now and not self._shutting_down:
+                self._become_candidate(now)
+
+    def _next_deadline(self) -> int:
+        deadlines = [inflight.deadline for inflight in self._inflight.values()]
+        deadlines.extend(until for until in self._backoff_until.values())
+        deadlines.extend(parked.deadline for parked in self._parked)
+        match self.state:
+            case Unattached(election_deadline=d) | Voted(election_deadline=d):
+                deadlines.append(d)
+            case Resigned(election_deadline=d) if not self._shutting_down:
+                deadlines.append(d)
+            case Follower(fetch_deadline=d):
+                deadlines.append(d)
+            case Candidate() as c:
+                deadlines.append(c.backing_off_until if c.backing_off_until is not None else c.election_deadline)
+            case Leader(check_quorum_deadline=d):
+                deadlines.append(d)
+        return min(deadlines, default=NEVER)
+
+    def _arm_timer(self, now: int) -> None:
+        # Backoff entries that are past are dead weight: drop them.
+        for dest in [d for d, until in self._backoff_until.items() if until <= now]:
+            del self._backoff_until[dest]
+        deadline = self._next_deadline()
+        if deadline != self._timer_armed or deadline <= now:
+            self._timer_armed = deadline
+            if deadline < NEVER:
+                self._out.append(SetTimer(max(deadline, now)))
+
+    def _can_send(self, now: int, dest: int) -> bool:
+        return dest not in self._inflight and self._backoff_until.get(dest, 0) <= now
+
+    def _send(self, now: int, dest: int, message: Request) -> None:
+        cid = self._next_correlation
+        self._next_correlation += 1
+        self._inflight[dest] = _InFlight(cid, now + self.config.request_timeout_ms)
+        self._out.append(SendRequest(dest, cid, message))
+
+    def _fetch_request(self, max_wait_ms: int) -> FetchRequest:
+        return FetchRequest(
+            cluster_id=self.cluster_id,
+            replica_id=self.node_id,
+            current_leader_epoch=self.epoch,
+            fetch_offset=self.log.end_offset,
+            last_fetched_epoch=self.log.last_epoch,
+            max_wait_ms=max_wait_ms,
+            max_bytes=self.config.fetch_max_bytes,
+        )
+
+    def _drive(self, now: int) -> None:
+        state = self.state
+        match state:
+            case Candidate() if state.backing_off_until is None:
+                request = VoteRequest(
+                    self.cluster_id, state.epoch, self.node_id, self.log.last_epoch, self.log.end_offset
+                )
+                for voter in self.voters:
+                    if (
+                        voter != self.node_id
+                        and voter not in state.granted
+                        and voter not in state.rejected
+                        and self._can_send(now, voter)
+                    ):
+                        self._send(now, voter, request)
+            case Leader():
+                request = BeginQuorumEpochRequest(self.cluster_id, self.node_id, state.epoch)
+                for voter in sorted(state.unendorsed):
+                    if self._can_send(now, voter):
+                        self._send(now, voter, request)
+            case Follower():
+                # A voter acknowledges through its fetch offset, so it fetches again only once fsync'd.
+                if (
+                    self._can_send(now, state.leader_id)
+                    and not self._flush_in_flight
+                    and self._flushed_end == self.log.end_offset
+                ):
+                    self._send(now, state.leader_id, self._fetch_request(self.config.fetch_max_wait_ms))
+            case Unattached():
+                # Leader discovery: ask a random voter; its answer names the leader it knows.
+                others = [v for v in self.voters if v != self.node_id]
+                if others and not self._inflight and self._flushed_end == self.log.end_offset:
+                    voter = self.rng.choice(others)
+                    if self._can_send(now, voter):
+                        self._send(now, voter, self._fetch_request(0))
+            case Resigned():
+                request = EndQuorumEpochRequest(
+                    self.cluster_id, self.node_id, self.node_id, state.epoch, state.preferred_successors
+                )
+                for voter in sorted(state.unacknowledged):
+                    if self._can_send(now, voter) and self._failures.get(voter, 0) < 3:
+                        self._send(now, voter, request)

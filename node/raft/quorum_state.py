@@ -68,6 +68,7 @@ class ReplicaProgress:
     end_offset: int = -1  # acknowledged log end offset (its fetch offset), -1 when unknown
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    end_at_last_fetch: int = -1  # the leader's log end when this replica last fetched
 
 
 @dataclass(slots=True)

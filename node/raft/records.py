@@ -153,9 +153,7 @@ ControlMessage = LeaderChangeMessage | ClusterIdMessage
 def encode_control(msg: ControlMessage) -> bytes:
     if isinstance(msg, LeaderChangeMessage):
         ids = msg.voted_ids
-        return _CTRL.pack(ControlType.LEADER_CHANGE, 0) + struct.pack(
-            f">ii{len(ids)}i", msg.leader_id, len(ids), *ids
-        )
+        return _CTRL.pack(ControlType.LEADER_CHANGE, 0) + struct.pack(f">ii{len(ids)}i", msg.leader_id, len(ids), *ids)
     return _CTRL.pack(ControlType.CLUSTER_ID, 0) + msg.cluster_id.encode()
 
 
