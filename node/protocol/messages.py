@@ -128,9 +128,7 @@ RESPONSES = (
 )
 
 Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | DescribeQuorumRequest
-Response = (
-    VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse | DescribeQuorumResponse
-)
+Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse | DescribeQuorumResponse
 
 # Kafka's API keys, so frames look familiar in a capture.
 API_KEYS: dict[type, int] = {
