@@ -1,0 +1,577 @@
+"""`RaftStorage` on real files with real fsync: segment files, quorum-state and meta.properties.
+
+Layout of a data dir (the names Kafka uses, so an operator recognises it):
+
+    <data_dir>/.lock                                   flock'ed while a node owns the dir
+    <data_dir>/meta.properties                         version=1, node.id, cluster.id (once committed)
+    <data_dir>/__cluster_metadata-0/<base offset>.log  segments: concatenated record batches
+    <data_dir>/__cluster_metadata-0/quorum-state       JSON QuorumStateMessage + data_version + crc32c
+
+Start-up never silently drops data that may have been acknowledged: a torn or corrupt tail (bad bytes
+with no valid batch after them) is truncated away and reported, anything corrupt before a valid batch
+refuses to start with the file, byte position and offset.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+from array import array
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c
+
+from node.raft.quorum_state import QuorumStateData
+from node.raft.records import (
+    HEADER_SIZE,
+    MAGIC,
+    MAX_BATCH_BYTES,
+    CorruptBatchError,
+    RecordBatch,
+    decode_batch,
+    encode_batch,
+)
+from node.raft.storage import LoadedState, RaftStorage, StorageError
+
+LOG_DIR_NAME = "__cluster_metadata-0"
+QUORUM_STATE_NAME = "quorum-state"
+META_NAME = "meta.properties"
+LOCK_NAME = ".lock"
+DEFAULT_SEGMENT_BYTES = 64 << 20
+QUORUM_STATE_VERSION = 0
+META_VERSION = 1
+_SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}.log"
+
+
+def fsync_dir(path: Path) -> None:
+    """Make creations, renames and deletions inside `path` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` so that a crash leaves either the old or the new content, never a mix."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+# --- quorum-state ----------------------------------------------------------------------------------
+
+
+def _canonical(obj: object) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+def encode_quorum_state(state: QuorumStateData) -> bytes:
+    body = {
+        "leaderId": state.leader_id,
+        "leaderEpoch": state.leader_epoch,
+        "votedId": state.voted_id,
+        "appliedOffset": state.applied_offset,
+        "currentVoters": [{"voterId": v} for v in state.current_voters],
+        "data_version": QUORUM_STATE_VERSION,
+    }
+    return _canonical({**body, "crc32c": crc32c.crc32c(_canonical(body))}) + b"\n"
+
+
+def decode_quorum_state(raw: bytes, where: str) -> QuorumStateData:
+    """Parse a quorum-state file; anything unexpected raises StorageError naming `where`."""
+
+    def bad(reason: str) -> StorageError:
+        return StorageError(f"corrupt quorum-state file {where}: {reason}; refusing to start (never reset a vote)")
+
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise bad(f"not valid JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise bad("not a JSON object")
+    crc = doc.pop("crc32c", None)
+    if not _is_int(crc):
+        raise bad("missing crc32c")
+    if crc32c.crc32c(_canonical(doc)) != crc:
+        raise bad("crc32c mismatch")
+    if doc.get("data_version") != QUORUM_STATE_VERSION:
+        raise bad(f"unsupported data_version {doc.get('data_version')!r}")
+    expected = {"leaderId", "leaderEpoch", "votedId", "appliedOffset", "currentVoters", "data_version"}
+    if set(doc) != expected:
+        raise bad(f"fields {sorted(doc)} instead of {sorted(expected)}")
+    for name, (lo, hi) in {
+        "leaderId": (-1, _INT32[1]),
+        "leaderEpoch": (0, _INT32[1]),
+        "votedId": (-1, _INT32[1]),
+        "appliedOffset": (0, _INT64[1]),
+    }.items():
+        if not _is_int(doc[name]) or not lo <= doc[name] <= hi:
+            raise bad(f"{name} is {doc[name]!r}")
+    voters = doc["currentVoters"]
+    if not isinstance(voters, list) or not all(
+        isinstance(v, dict) and set(v) == {"voterId"} and _is_int(v["voterId"]) and v["voterId"] >= 0 for v in voters
+    ):
+        raise bad(f"currentVoters is {voters!r}")
+    return QuorumStateData(
+        leader_id=doc["leaderId"],
+        leader_epoch=doc["leaderEpoch"],
+        voted_id=doc["votedId"],
+        applied_offset=doc["appliedOffset"],
+        current_voters=tuple(v["voterId"] for v in voters),
+    )
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# --- meta.properties -------------------------------------------------------------------------------
+
+
+def parse_properties(text: str, where: str) -> dict[str, str]:
+    """The subset of Java properties that meta.properties uses: `key=value` lines and comments."""
+    props: dict[str, str] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            key, sep, value = line.partition(":")
+        if not sep or not key.strip():
+            raise StorageError(f"{where}:{lineno}: not a key=value line: {line!r}")
+        props[key.strip()] = value.strip()
+    return props
+
+
+def format_properties(props: dict[str, str]) -> bytes:
+    lines = ["#kraft-chaos metadata directory properties", *(f"{k}={v}" for k, v in props.items())]
+    return ("\n".join(lines) + "\n").encode()
+
+
+# --- the log -----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Segment:
+    """One segment file and the index of its batches: base offsets and byte positions."""
+
+    base_offset: int
+    path: Path
+    size: int = 0
+    next_offset: int = -1  # offset after its last batch; == base_offset when empty
+    offsets: array = field(default_factory=lambda: array("q"))
+    positions: array = field(default_factory=lambda: array("q"))
+
+    def __post_init__(self) -> None:
+        if self.next_offset < 0:
+            self.next_offset = self.base_offset
+
+    def add(self, batch: RecordBatch, position: int, size: int) -> None:
+        self.offsets.append(batch.base_offset)
+        self.positions.append(position)
+        self.size = position + size
+        self.next_offset = batch.next_offset
+
+
+@dataclass(slots=True)
+class _ScanResult:
+    batches: list[tuple[RecordBatch, int, int]]  # batch, start and end byte position
+    bad_pos: int | None = None  # first byte that is not a valid, contiguous batch
+    reason: str = ""
+
+
+class FileStorage(RaftStorage):
+    """The real runtime's storage. Owns its data dir exclusively (flock) until `close()`."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        node_id: int,
+        cluster_id: str | None = None,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+    ) -> None:
+        if segment_bytes <= 0:
+            raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
+        self.data_dir = Path(data_dir)
+        self.node_id = node_id
+        self.expected_cluster_id = cluster_id
+        self.segment_bytes = segment_bytes
+        self.log_dir = self.data_dir / LOG_DIR_NAME
+        self.quorum_state_path = self.log_dir / QUORUM_STATE_NAME
+        self.meta_path = self.data_dir / META_NAME
+        self._segments: list[_Segment] = []
+        self._fd: int | None = None  # the active (last) segment, opened for append
+        self._dirty = False
+        self._dir_dirty = False
+        self._loaded = False
+        self._empty_end = 0  # the log end offset while there is no segment at all
+        self._lock_fd: int | None = None
+        self._make_dirs()
+        self._lock()
+        try:
+            self.cluster_id = self._check_meta()
+        except BaseException:
+            self.close()
+            raise
+
+    # --- ownership and identity ---
+
+    def _make_dirs(self) -> None:
+        created = []
+        for d in (self.data_dir, self.log_dir):
+            if not d.is_dir():
+                try:
+                    d.mkdir(parents=True)
+                except OSError as e:
+                    raise StorageError(f"cannot create data dir {d}: {e.strerror}") from None
+                created.append(d)
+        for d in created:
+            fsync_dir(d.parent)
+
+    def _lock(self) -> None:
+        path = self.data_dir / LOCK_NAME
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StorageError(f"cannot open lock file {path}: {e.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StorageError(
+                f"data dir {self.data_dir} is in use by another process (pid {holder}, lock {path})"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def _check_meta(self) -> str | None:
+        if not self.meta_path.exists():
+            write_atomically(
+                self.meta_path, format_properties({"version": str(META_VERSION), "node.id": str(self.node_id)})
+            )
+            return None
+        try:
+            text = self.meta_path.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise StorageError(f"cannot read {self.meta_path}: {e}") from None
+        props = parse_properties(text, str(self.meta_path))
+        if props.get("version") != str(META_VERSION):
+            raise StorageError(f"{self.meta_path}: unsupported version {props.get('version')!r}")
+        if "node.id" not in props:
+            raise StorageError(f"{self.meta_path} has no node.id; refusing to start")
+        if props["node.id"] != str(self.node_id):
+            raise StorageError(
+                f"data dir {self.data_dir} belongs to node {props['node.id']}, "
+                f"but this node is configured as node {self.node_id}"
+            )
+        found = props.get("cluster.id") or None
+        if found is not None and self.expected_cluster_id is not None and found != self.expected_cluster_id:
+            raise StorageError(
+                f"data dir {self.data_dir} belongs to cluster {found}, "
+                f"but this node is configured for cluster {self.expected_cluster_id}"
+            )
+        return found
+
+    def write_cluster_id(self, cluster_id: str) -> None:
+        if self.expected_cluster_id is not None and cluster_id != self.expected_cluster_id:
+            raise StorageError(
+                f"the quorum committed cluster {cluster_id}, "
+                f"but this node is configured for cluster {self.expected_cluster_id}"
+            )
+        if self.cluster_id == cluster_id:
+            return
+        if self.cluster_id is not None:
+            raise StorageError(
+                f"data dir {self.data_dir} belongs to cluster {self.cluster_id}; refusing to change it to {cluster_id}"
+            )
+        props = {"version": str(META_VERSION), "node.id": str(self.node_id), "cluster.id": cluster_id}
+        write_atomically(self.meta_path, format_properties(props))
+        self.cluster_id = cluster_id
+
+    # --- quorum state ---
+
+    def write_quorum_state(self, state: QuorumStateData) -> None:
+        write_atomically(self.quorum_state_path, encode_quorum_state(state))
+
+    def _read_quorum_state(self) -> QuorumStateData | None:
+        tmp = self.quorum_state_path.with_name(QUORUM_STATE_NAME + ".tmp")
+        if tmp.exists():  # a write that crashed before its rename: the old file is still the truth
+            tmp.unlink()
+            fsync_dir(self.log_dir)
+        try:
+            raw = self.quorum_state_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return decode_quorum_state(raw, str(self.quorum_state_path))
+
+    # --- load and recovery ---
+
+    def load(self) -> LoadedState:
+        if self._loaded:
+            raise RuntimeError("FileStorage.load() may only be called once")
+        quorum_state = self._read_quorum_state()
+        batches, recovered = self._load_log()
+        self._loaded = True
+        return LoadedState(quorum_state, tuple(batches), self.cluster_id, recovered)
+
+    def _segment_files(self) -> list[tuple[int, Path]]:
+        found = []
+        for p in self.log_dir.iterdir():
+            m = _SEGMENT_RE.match(p.name)
+            if m:
+                found.append((int(m.group(1)), p))
+        return sorted(found)
+
+    def _load_log(self) -> tuple[list[RecordBatch], str | None]:
+        files = self._segment_files()
+        batches: list[RecordBatch] = []
+        notes: list[str] = []
+        last_epoch = -1
+        for i, (base, path) in enumerate(files):
+            if self._segments and base != self._segments[-1].next_offset:
+                raise StorageError(
+                    f"segment {path} starts at offset {base}, but the previous segment ends at offset "
+                    f"{self._segments[-1].next_offset}; refusing to start"
+                )
+            data = path.read_bytes()
+            scan = _scan(data, base, last_epoch)
+            seg = _Segment(base, path)
+            for batch, pos, stop in scan.batches:
+                seg.add(batch, pos, stop - pos)
+                batches.append(batch)
+                last_epoch = batch.epoch
+            self._segments.append(seg)
+            if scan.bad_pos is not None:
+                notes.extend(self._truncate_torn_tail(seg, data, scan, [p for _, p in files[i + 1 :]]))
+                break
+        if len(self._segments) > 1 and self._segments[-1].size == 0:
+            # An empty last segment (a roll that crashed before its first write): drop it.
+            empty = self._segments.pop()
+            empty.path.unlink()
+            fsync_dir(self.log_dir)
+            notes.append(f"removed empty segment {empty.path.name}")
+        if self._segments:
+            self._fd = os.open(self._segments[-1].path, os.O_WRONLY | os.O_APPEND)
+        return batches, "; ".join(notes) or None
+
+    def _truncate_torn_tail(self, seg: _Segment, data: bytes, scan: _ScanResult, later: list[Path]) -> list[str]:
+        """Cut the log at `scan.bad_pos` if nothing valid follows; otherwise refuse to start."""
+        bad_pos, offset = scan.bad_pos, seg.next_offset
+        assert bad_pos is not None
+        where = f"corrupt log segment {seg.path} at byte {bad_pos} (offset {offset}): {scan.reason}"
+        at = _first_valid_batch(data, bad_pos + 1)
+        if at is not None:
+            raise StorageError(
+                f"{where}; a valid batch follows at byte {at}, so it is not a torn tail; refusing to start"
+            )
+        for path in later:
+            at = _first_valid_batch(path.read_bytes(), 0)
+            if at is not None:
+                raise StorageError(f"{where}; segment {path.name} after it holds a valid batch; refusing to start")
+        notes = [f"truncated {len(data) - bad_pos} torn bytes at offset {offset} in {seg.path.name} ({scan.reason})"]
+        with open(seg.path, "r+b") as f:
+            f.truncate(bad_pos)
+            os.fsync(f.fileno())
+        for path in later:
+            path.unlink()
+            notes.append(f"removed segment {path.name} after the torn tail (it held no valid batch)")
+        if later:
+            fsync_dir(self.log_dir)
+        return notes
+
+    # --- appends and truncation ---
+
+    @property
+    def end_offset(self) -> int:
+        """The offset the next appended batch must have."""
+        return self._segments[-1].next_offset if self._segments else self._empty_end
+
+    def append(self, batches: tuple[RecordBatch, ...]) -> None:
+        self._require_loaded()
+        for batch in batches:
+            if batch.base_offset != self.end_offset:
+                raise ValueError(f"batch at offset {batch.base_offset} does not continue the log at {self.end_offset}")
+            data = encode_batch(batch)
+            seg = self._segments[-1] if self._segments else None
+            if seg is None or (seg.size > 0 and seg.size + len(data) > self.segment_bytes):
+                seg = self._roll(batch.base_offset)
+            assert self._fd is not None
+            _write_all(self._fd, data)
+            seg.add(batch, seg.size, len(data))
+            self._dirty = True
+
+    def _roll(self, base_offset: int) -> _Segment:
+        """Start a new segment. The old one is fsynced first, so only the last segment can be torn."""
+        if self._fd is not None:
+            if self._dirty:
+                os.fsync(self._fd)
+            os.close(self._fd)
+        seg = _Segment(base_offset, self.log_dir / segment_name(base_offset))
+        self._fd = os.open(seg.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o644)
+        self._segments.append(seg)
+        self._dir_dirty = True
+        return seg
+
+    def truncate(self, offset: int) -> None:
+        """Cut the log at a batch boundary, durably before returning.
+
+        Syncing here (truncation is rare: only after a divergence) means a crash can never bring back
+        old batches behind newer appends, which start-up would take for mid-log corruption.
+        """
+        self._require_loaded()
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self.end_offset:
+            return
+        doomed = [s for s in self._segments if s.base_offset >= offset]
+        keep = self._segments[-len(doomed) - 1] if len(doomed) < len(self._segments) else None
+        cut: int | None = None  # index of the first batch to drop from `keep`
+        if keep is not None and keep.next_offset > offset:
+            cut = bisect_right(keep.offsets, offset) - 1
+            if keep.offsets[cut] != offset:
+                raise ValueError(
+                    f"truncation offset {offset} is inside the batch at offset {keep.offsets[cut]} in {keep.path.name}"
+                )
+        if doomed:
+            self._close_active()
+            for seg in doomed:
+                seg.path.unlink()
+            del self._segments[-len(doomed) :]
+        if keep is None:
+            self._empty_end = offset
+        elif self._fd is None:  # the kept segment becomes the active one again
+            self._fd = os.open(keep.path, os.O_WRONLY | os.O_APPEND)
+        if keep is not None and cut is not None:
+            assert self._fd is not None
+            position = keep.positions[cut]
+            os.ftruncate(self._fd, position)
+            os.fsync(self._fd)
+            del keep.offsets[cut:]
+            del keep.positions[cut:]
+            keep.size = position
+            keep.next_offset = offset
+        if doomed:
+            fsync_dir(self.log_dir)
+
+    def _close_active(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def flush(self) -> None:
+        self._require_loaded()
+        if self._dirty and self._fd is not None:
+            os.fsync(self._fd)
+        self._dirty = False
+        if self._dir_dirty:
+            fsync_dir(self.log_dir)
+            self._dir_dirty = False
+
+    def _require_loaded(self) -> None:
+        if not self._loaded:
+            raise RuntimeError("FileStorage.load() must be called before the log is used")
+        if self._lock_fd is None:
+            raise RuntimeError("FileStorage is closed")
+
+    def segment_paths(self) -> list[Path]:
+        """The current segment files, oldest first (for data-dir listings and tests)."""
+        return [s.path for s in self._segments]
+
+    def close(self) -> None:
+        """Release the files and the lock; un-flushed appends are not made durable."""
+        self._close_active()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> FileStorage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _scan(data: bytes, base_offset: int, last_epoch: int) -> _ScanResult:
+    """Decode a segment's batches until the first defect (bad bytes, an offset gap, an epoch going back)."""
+    view = memoryview(data)
+    result = _ScanResult([])
+    expected = base_offset
+    pos = 0
+    while pos < len(data):
+        try:
+            batch, stop = decode_batch(view, pos)
+        except CorruptBatchError as e:
+            result.bad_pos, result.reason = pos, str(e)
+            break
+        if batch.base_offset != expected:
+            result.bad_pos, result.reason = pos, f"batch has offset {batch.base_offset}, expected {expected}"
+            break
+        if batch.epoch < last_epoch:
+            result.bad_pos, result.reason = pos, f"batch epoch {batch.epoch} is below the previous {last_epoch}"
+            break
+        result.batches.append((batch, pos, stop))
+        expected, last_epoch, pos = batch.next_offset, batch.epoch, stop
+    return result
+
+
+def _first_valid_batch(data: bytes, start: int) -> int | None:
+    """The first byte position at or after `start` where a whole batch passes its checks, if any.
+
+    Candidates are found by searching for the magic byte, and a plausible length is required before
+    the CRC is computed, so scanning even megabytes of garbage after a torn write stays cheap.
+    """
+    view = memoryview(data)
+    end = len(data)
+    magic_at = 12 + 4  # base_offset int64 + length int32 + epoch int32
+    pos = data.find(bytes([MAGIC]), start + magic_at) - magic_at
+    while pos >= 0 and pos + HEADER_SIZE <= end:
+        length = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+        if 0 < length <= MAX_BATCH_BYTES and pos + 12 + length <= end:
+            try:
+                decode_batch(view, pos)
+                return pos
+            except CorruptBatchError:
+                pass
+        nxt = data.find(bytes([MAGIC]), pos + magic_at + 1)
+        if nxt < 0:
+            return None
+        pos = nxt - magic_at
+    return None
+
+
+__all__ = [
+    "DEFAULT_SEGMENT_BYTES",
+    "FileStorage",
+    "decode_quorum_state",
+    "encode_quorum_state",
+    "fsync_dir",
+    "segment_name",
+    "write_atomically",
+]
