@@ -81,6 +81,8 @@ from node.raft.quorum_state import (
 from node.raft.records import (
     MAX_BATCH_BYTES,
     ClusterIdMessage,
+    ControlMessage,
+    CorruptBatchError,
     LeaderChangeMessage,
     RecordBatch,
     decode_control,
@@ -94,6 +96,20 @@ NEVER = 1 << 62
 def random_cluster_id(rng: random.Random) -> str:
     """A Kafka-style clusterId: 16 random bytes, URL-safe base64 without padding (22 chars)."""
     return base64.urlsafe_b64encode(rng.getrandbits(128).to_bytes(16, "big")).decode().rstrip("=")
+
+
+def _control_messages(batch: RecordBatch) -> list[ControlMessage]:
+    """The control messages of a batch this version understands; malformed ones are skipped (every
+    replica holds the same bytes, so every replica skips the same records)."""
+    out = []
+    for record in batch.records:
+        try:
+            message = decode_control(record)
+        except CorruptBatchError:
+            continue
+        if message is not None:
+            out.append(message)
+    return out
 
 
 @dataclass(slots=True)
@@ -355,8 +371,19 @@ class RaftNode:
         self._out.append(LeaderChanged(self.state.epoch, self.leader_id))
 
     def _become_unattached(self, now: int, epoch: int) -> None:
+        # Learning a newer epoch is not hearing from a leader or granting a vote: a voter that had
+        # no leader keeps its election timer (as Raft and Kafka's QuorumState do). Resetting it let
+        # a disruptive candidate with a stale log, bumping the epoch faster than the others' election
+        # timeout, keep every other voter from ever starting an election it could win.
+        match self.state:
+            case Unattached(election_deadline=deadline) | Voted(election_deadline=deadline):
+                pass
+            case Candidate(backing_off_until=until, election_deadline=deadline):
+                deadline = until if until is not None else deadline
+            case _:
+                deadline = now + self._random_election_timeout()
         self._leave_role(now)
-        self.state = Unattached(epoch, now + self._random_election_timeout())
+        self.state = Unattached(epoch, deadline)
         self._persist(NO_ID, NO_ID)
         self._announce()
 
@@ -580,8 +607,10 @@ class RaftNode:
         self._respond(reply_to, cid, FetchResponse(int(error), self.leader_id, self.epoch, self.high_watermark))
 
     def _on_fetch_request(self, now: int, reply_to: Hashable, cid: int, req: FetchRequest) -> None:
-        # 1. clusterId
-        if self._cluster_id_mismatch(req.cluster_id):
+        # 1. clusterId. Only a leader answers INVALID_CLUSTER_ID, which the fetcher treats as fatal:
+        # a lone misconfigured non-leader must not be able to stop the voters that ask it for the
+        # leader (KIP-595 "Cluster Bootstrapping"); it redirects them like any other non-leader.
+        if isinstance(self.state, Leader) and self._cluster_id_mismatch(req.cluster_id):
             self._respond_fetch_error(reply_to, cid, ErrorCode.INVALID_CLUSTER_ID)
             return
         # 2. The epoch must be ours, and we must lead it.
@@ -595,6 +624,9 @@ class RaftNode:
             self._respond_fetch_error(reply_to, cid, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return
         leader = self.state
+        if req.fetch_offset < self.log.start_offset:
+            self._respond_fetch_error(reply_to, cid, ErrorCode.OFFSET_OUT_OF_RANGE)
+            return
         is_voter = req.replica_id in self.config.voter_ids
         if is_voter:
             # An endorsement inferred from a Fetch in our epoch; also liveness for the zombie rule.
@@ -631,6 +663,12 @@ class RaftNode:
         end = self.log.end_offset_for_epoch(last_fetched_epoch)
         if end.epoch != last_fetched_epoch or fetch_offset > end.offset:
             return EpochEndOffset(end.epoch, end.offset)
+        if fetch_offset < self.log.end_offset:
+            # Replicas copy whole batches, so a consistent fetch offset is a batch boundary. One inside
+            # a batch comes from a confused peer: send it back to the batch start instead of failing.
+            inside = self.log.batch_at(fetch_offset)
+            if inside.base_offset != fetch_offset:
+                return EpochEndOffset(inside.epoch, inside.base_offset)
         return None
 
     def _record_fetch(self, now: int, leader: Leader, req: FetchRequest, is_voter: bool) -> None:
@@ -741,12 +779,14 @@ class RaftNode:
     def _on_vote_response(self, now: int, source: int, resp: VoteResponse) -> None:
         if self._maybe_transition_on_epoch(now, resp.leader_epoch, resp.leader_id):
             return
-        # 1. Only a candidate of this very epoch cares.
-        if not isinstance(self.state, Candidate) or resp.leader_epoch != self.epoch:
+        # 1. Only a candidate cares. The correlation id already tied this answer to this candidacy
+        # (in-flight requests are dropped on every role change), so an answer carrying an older epoch
+        # is a refusal made before the voter looked at epochs (INVALID_CLUSTER_ID, not a voter).
+        if not isinstance(self.state, Candidate):
             return
         candidate = self.state
         # 2. Count the vote (in memory only: after a restart it is simply asked for again).
-        if resp.vote_granted and resp.error_code == ErrorCode.NONE:
+        if resp.vote_granted and resp.error_code == ErrorCode.NONE and resp.leader_epoch == self.epoch:
             candidate.granted.add(source)
             self._maybe_win_election(now)
         else:
@@ -828,6 +868,8 @@ class RaftNode:
         else:
             local = self.log.end_offset_for_epoch(diverging.epoch)
             offset = min(local.offset, diverging.end_offset) if local.epoch == diverging.epoch else local.offset
+        if offset < self.log.end_offset:
+            offset = self.log.batch_at(offset).base_offset  # whole batches only: cut before a split one
         if offset < self.high_watermark:
             self._out.append(
                 Fatal(f"leader asked to truncate to offset {offset}, below the high watermark {self.high_watermark}")
@@ -969,19 +1011,18 @@ class RaftNode:
             self._out.append(AppendFailed(item.handle, int(error), message))
 
     def _log_has_cluster_id(self) -> bool:
-        for base in self.log.control_bases:
-            for record in self.log.batch_at(base).records:
-                if isinstance(decode_control(record), ClusterIdMessage):
-                    return True
-        return False
+        return any(
+            isinstance(message, ClusterIdMessage)
+            for base in self.log.control_bases
+            for message in _control_messages(self.log.batch_at(base))
+        )
 
     def _apply_committed_control_records(self) -> None:
         bases = self.log.control_bases
         while self._control_applied < len(bases) and bases[self._control_applied] < self.high_watermark:
             batch = self.log.batch_at(bases[self._control_applied])
             self._control_applied += 1
-            for record in batch.records:
-                message = decode_control(record)
+            for message in _control_messages(batch):
                 if isinstance(message, ClusterIdMessage):
                     if self.cluster_id is None:
                         self.cluster_id = message.cluster_id

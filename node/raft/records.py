@@ -7,7 +7,8 @@ The layout (big-endian) is shared by the on-disk log and the wire:
     batch_length    int32   bytes that follow this field
     epoch           int32   the leader epoch that appended the batch
     magic           int8    = 2
-    crc             uint32  CRC32C of every byte after this field
+    crc             uint32  CRC32C of base_offset and epoch, then of every byte after this field
+                            (unlike Kafka v2, a flipped offset or epoch is caught too)
     attributes      int16   bit 5: control batch
     last_offset_delta int32
     timestamp_ms    int64
@@ -29,6 +30,7 @@ _HEAD = struct.Struct(">qi")  # base_offset, batch_length
 _BODY = struct.Struct(">ibIhiqi")  # epoch, magic, crc, attributes, last_offset_delta, ts, count
 _AFTER_CRC = struct.Struct(">hiqi")
 _LEN = struct.Struct(">i")
+_SEED = struct.Struct(">qi")
 HEADER_SIZE = _HEAD.size + _BODY.size
 MAX_BATCH_BYTES = 8 << 20
 
@@ -60,19 +62,20 @@ class CorruptBatchError(ValueError):
 def encode_batch(batch: RecordBatch) -> bytes:
     if not batch.records:
         raise ValueError("a record batch holds at least one record")
-    payload = b"".join(_LEN.pack(len(r)) + r for r in batch.records)
-    after_crc = (
-        _AFTER_CRC.pack(
-            CONTROL_FLAG if batch.control else 0,
-            len(batch.records) - 1,
-            batch.timestamp_ms,
-            len(batch.records),
-        )
-        + payload
-    )
-    crc = crc32c.crc32c(after_crc)
-    body = struct.pack(">ibI", batch.epoch, MAGIC, crc) + after_crc
-    return _HEAD.pack(batch.base_offset, len(body)) + body
+    count = len(batch.records)
+    parts = [b""]  # placeholder for the header, filled in once the CRC is known
+    parts.append(_AFTER_CRC.pack(CONTROL_FLAG if batch.control else 0, count - 1, batch.timestamp_ms, count))
+    for record in batch.records:
+        parts.append(_LEN.pack(len(record)))
+        parts.append(record)
+    after_crc = b"".join(parts)
+    crc = crc32c.crc32c(after_crc, _crc_seed(batch.base_offset, batch.epoch))
+    header = _HEAD.pack(batch.base_offset, len(after_crc) + 9) + struct.pack(">ibI", batch.epoch, MAGIC, crc)
+    return header + after_crc
+
+
+def _crc_seed(base_offset: int, epoch: int) -> int:
+    return crc32c.crc32c(_SEED.pack(base_offset, epoch))
 
 
 def encoded_size(batch: RecordBatch) -> int:
@@ -95,7 +98,7 @@ def decode_batch(buf: bytes | memoryview, pos: int = 0) -> tuple[RecordBatch, in
     if magic != MAGIC:
         raise CorruptBatchError(f"bad magic {magic} at byte {pos}")
     crc_start = pos + _HEAD.size + 9
-    if crc32c.crc32c(view[crc_start:stop]) != crc:
+    if crc32c.crc32c(view[crc_start:stop], _crc_seed(base_offset, epoch)) != crc:
         raise CorruptBatchError(f"CRC32C mismatch in batch at byte {pos} (base offset {base_offset})")
     if count <= 0 or last_delta != count - 1:
         raise CorruptBatchError(f"bad record count {count} at byte {pos}")
@@ -163,9 +166,14 @@ def decode_control(record: bytes) -> ControlMessage | None:
         raise CorruptBatchError("control record shorter than its header")
     ctype, _version = _CTRL.unpack_from(record)
     body = record[_CTRL.size :]
-    if ctype == ControlType.LEADER_CHANGE:
-        leader_id, n = struct.unpack_from(">ii", body)
-        return LeaderChangeMessage(leader_id, struct.unpack_from(f">{n}i", body, 8))
-    if ctype == ControlType.CLUSTER_ID:
-        return ClusterIdMessage(body.decode())
+    try:
+        if ctype == ControlType.LEADER_CHANGE:
+            leader_id, n = struct.unpack_from(">ii", body)
+            if n < 0 or len(body) != 8 + 4 * n:
+                raise CorruptBatchError(f"LeaderChange record with {n} voters in {len(body)} bytes")
+            return LeaderChangeMessage(leader_id, struct.unpack_from(f">{n}i", body, 8))
+        if ctype == ControlType.CLUSTER_ID:
+            return ClusterIdMessage(body.decode())
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise CorruptBatchError(f"malformed control record of type {ctype}: {exc}") from None
     return None
