@@ -85,6 +85,24 @@ class AppendFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadBarrierCompleted:
+    """Leadership was confirmed after the barrier arrived: a read of the state machine applied up to
+    `read_offset` (the high watermark now) is linearizable."""
+
+    handle: Hashable
+    read_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadBarrierFailed:
+    """Not (or no longer) the leader: the read must go elsewhere. Reads have no effect, so this is safe."""
+
+    handle: Hashable
+    error: int
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class HighWatermarkAdvanced:
     """Records below `high_watermark` are committed; read them with `RaftNode.read_committed`."""
 
@@ -115,6 +133,8 @@ Action = (
     | SetTimer
     | AppendCompleted
     | AppendFailed
+    | ReadBarrierCompleted
+    | ReadBarrierFailed
     | HighWatermarkAdvanced
     | LeaderChanged
     | Fatal

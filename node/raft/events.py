@@ -60,8 +60,18 @@ class Append:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadBarrier:
+    """A linearizable read: answered once this leader has committed an entry of its epoch and a
+    majority of voters has fetched from it (in its epoch) after the barrier arrived."""
+
+    handle: Hashable
+
+
+@dataclass(frozen=True, slots=True)
 class Resign:
     """Graceful shutdown: a leader resigns with EndQuorumEpoch, a candidate gives up its election."""
 
 
-Event = Start | Tick | RequestReceived | ResponseReceived | RequestFailed | FlushCompleted | Append | Resign
+Event = (
+    Start | Tick | RequestReceived | ResponseReceived | RequestFailed | FlushCompleted | Append | ReadBarrier | Resign
+)

@@ -46,6 +46,8 @@ from node.raft.actions import (
     LeaderChanged,
     PersistClusterId,
     PersistQuorumState,
+    ReadBarrierCompleted,
+    ReadBarrierFailed,
     Respond,
     SendRequest,
     SetTimer,
@@ -56,6 +58,7 @@ from node.raft.events import (
     Append,
     Event,
     FlushCompleted,
+    ReadBarrier,
     RequestFailed,
     RequestReceived,
     Resign,
@@ -135,6 +138,12 @@ class _PendingAppend:
 
 
 @dataclass(slots=True)
+class _Barrier:
+    handle: Hashable
+    fetch_seq: int  # fetches numbered above this arrived after the barrier
+
+
+@dataclass(slots=True)
 class _WrittenAppend:
     """An append that is in the log and waits for the high watermark to pass it."""
 
@@ -171,6 +180,8 @@ class RaftNode:
         self._parked: list[_ParkedFetch] = []
         self._pending: deque[_PendingAppend] = deque()
         self._written: deque[_WrittenAppend] = deque()
+        self._barriers: list[_Barrier] = []
+        self._fetch_seq = 0
         self._flushed_end = self.log.end_offset  # what storage loaded is durable
         self._flush_in_flight = False
         self._flush_cap = NEVER
@@ -207,6 +218,8 @@ class RaftNode:
                 self._on_flush_completed(now, end_offset)
             case Append(handle, records):
                 self._on_append(now, handle, records)
+            case ReadBarrier(handle):
+                self._on_read_barrier(now, handle)
             case Resign():
                 self._on_resign(now)
             case _:
@@ -362,6 +375,11 @@ class RaftNode:
                 self._respond_fetch_error(parked.reply_to, parked.correlation_id, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             self._parked.clear()
             self._fail_pending(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership lost before the append was written")
+            for barrier in self._barriers:
+                self._out.append(
+                    ReadBarrierFailed(barrier.handle, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), "leadership lost")
+                )
+            self._barriers.clear()
         # Requests of the old role are moot; their answers will be ignored.
         self._inflight.clear()
         self._backoff_until.clear()
@@ -632,6 +650,9 @@ class RaftNode:
             # An endorsement inferred from a Fetch in our epoch; also liveness for the zombie rule.
             leader.unendorsed.discard(req.replica_id)
             leader.fetched_since_check.add(req.replica_id)
+            self._fetch_seq += 1
+            leader.fetch_seq[req.replica_id] = self._fetch_seq
+            self._maybe_complete_barriers()
         # 3. LastFetchedEpoch must be consistent with our log.
         diverging = self._diverging_epoch(req.fetch_offset, req.last_fetched_epoch)
         if diverging is not None:
@@ -981,6 +1002,7 @@ class RaftNode:
     def _advance_hwm(self, now: int, hwm: int) -> None:
         self.high_watermark = hwm
         self._out.append(HighWatermarkAdvanced(hwm))
+        self._maybe_complete_barriers()
         self._apply_committed_control_records()
         self._resolve_written_appends(now)
         if isinstance(self.state, Leader):
@@ -1034,6 +1056,42 @@ class RaftNode:
                                 f"but this node's data dir belongs to cluster {self.cluster_id}"
                             )
                         )
+
+    # =============================================================================================
+    # linearizable reads
+    # =============================================================================================
+
+    def _on_read_barrier(self, now: int, handle: Hashable) -> None:
+        if not isinstance(self.state, Leader):
+            self._out.append(ReadBarrierFailed(handle, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), "not the leader"))
+            return
+        self._barriers.append(_Barrier(handle, self._fetch_seq))
+        # Parked fetches arrived before the barrier and cannot confirm it: answer them now so that the
+        # followers' next fetches (which can) come at once instead of after fetch_max_wait_ms.
+        self._complete_parked_fetches(now, expired_only=False)
+        self._maybe_complete_barriers()
+
+    def _maybe_complete_barriers(self) -> None:
+        leader = self.state
+        if not self._barriers or not isinstance(leader, Leader):
+            return
+        if self.high_watermark <= leader.epoch_start_offset:
+            return  # nothing of this epoch is committed yet: our view may be behind the last leader's
+        confirmations = sorted((seq for voter, seq in leader.fetch_seq.items() if voter != self.node_id), reverse=True)
+        needed = self.config.majority - 1
+        if needed == 0:
+            confirmed_seq = NEVER
+        elif len(confirmations) >= needed:
+            confirmed_seq = confirmations[needed - 1]  # a majority fetched after every barrier below this
+        else:
+            return
+        keep = []
+        for barrier in self._barriers:
+            if barrier.fetch_seq < confirmed_seq:
+                self._out.append(ReadBarrierCompleted(barrier.handle, self.high_watermark))
+            else:
+                keep.append(barrier)
+        self._barriers = keep
 
     # =============================================================================================
     # graceful resignation

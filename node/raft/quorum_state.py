@@ -81,6 +81,7 @@ class Leader:
     granted: tuple[int, ...]
     check_quorum_deadline: int  # zombie-leader rule: a majority must fetch before this
     fetched_since_check: set[int] = field(default_factory=set)
+    fetch_seq: dict[int, int] = field(default_factory=dict)  # voter -> sequence number of its last Fetch
     role = Role.LEADER
 
 
