@@ -8,7 +8,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-PURE_PACKAGES = [ROOT / "node" / "raft", ROOT / "node" / "protocol"]
+PURE_PACKAGES = [ROOT / "node" / "raft", ROOT / "node" / "protocol", ROOT / "node" / "metadata"]
 FORBIDDEN_MODULES = {
     "asyncio",
     "socket",
