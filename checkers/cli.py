@@ -1,0 +1,86 @@
+"""`kchaos check`: run checkers over a history file and print the verdict."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from checkers.history import HistoryError, load_history
+from checkers.registry import CHECKERS, checker_module, get_checker
+from checkers.verdict import Verdict, compose, exit_code
+from harness.errors import UserError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="check a history (linearizability, transactional anomalies, committed loss, ...)",
+        description="Check a history.jsonl. Exit 0 valid, 1 invalid, 2 unknown, 254 error.",
+    )
+    parser.add_argument("history", type=Path, help="history.jsonl")
+    parser.add_argument(
+        "--checker",
+        action="append",
+        choices=sorted(CHECKERS),
+        help="checker to run (repeatable; several are composed). Default: linearizable",
+    )
+    parser.add_argument("--html", type=Path, help="write a counterexample viewer (linearizable) here")
+    parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    seen = set()
+    for name in sorted(CHECKERS):
+        module = checker_module(name)
+        add = getattr(module, "add_check_arguments", None)
+        if add is not None and module.__name__ not in seen:
+            seen.add(module.__name__)
+            add(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    names = list(dict.fromkeys(args.checker or ["linearizable"]))
+    try:
+        history = load_history(args.history)
+    except HistoryError as exc:
+        raise UserError(str(exc)) from None
+    verdicts = []
+    for name in names:
+        try:
+            verdicts.append(get_checker(name)(history, args))
+        except (ValueError, HistoryError) as exc:  # bad model name, an op the model cannot read...
+            raise UserError(f"{args.history}: {name}: {exc}") from None
+    verdict = verdicts[0] if len(verdicts) == 1 else compose(verdicts)
+    if args.html:
+        _write_html(args, history, verdicts)
+    if args.json:
+        json.dump(verdict.to_json(), sys.stdout, indent=2, default=str)
+        print()
+    else:
+        for v in verdicts:
+            for line in _summary(v):
+                print(line)
+        if len(verdicts) > 1:
+            print(f"overall: {verdict.valid}")
+    return exit_code(verdict.valid)
+
+
+def _summary(verdict: Verdict) -> list[str]:
+    if verdict.checker in CHECKERS:
+        summarize = getattr(checker_module(verdict.checker), "summarize", None)
+        if summarize is not None:
+            return summarize(verdict)
+    return [f"{verdict.checker}: {verdict.valid}"]
+
+
+def _write_html(args: argparse.Namespace, history, verdicts: list[Verdict]) -> None:
+    from checkers.viewer import write_html
+
+    lin = [v for v in verdicts if v.checker == "linearizable"]
+    if not lin:
+        raise UserError("--html needs --checker linearizable")
+    try:
+        path = write_html(args.html, history, lin[0], model=getattr(args, "model", "register"))
+    except OSError as exc:
+        raise UserError(f"{args.html}: cannot write: {exc.strerror or exc}") from None
+    print(f"viewer: {path}", file=sys.stderr)

@@ -1,0 +1,83 @@
+"""`kchaos check --checker elle-list-append | elle-rw-register`: flags, entry points and summaries."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from checkers.elle.anomalies import DEFAULT_MODEL, MODELS
+from checkers.elle.list_append import check_list_append
+from checkers.elle.render import write_html
+from checkers.elle.rw_register import check_rw_register
+from checkers.history import History
+from checkers.verdict import Verdict
+
+
+def add_check_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("elle-list-append / elle-rw-register")
+    group.add_argument(
+        "--consistency-model",
+        choices=MODELS,
+        default=DEFAULT_MODEL,
+        help=f"the model whose anomalies make the history invalid (default {DEFAULT_MODEL})",
+    )
+    group.add_argument(
+        "--sequential-keys",
+        action="store_true",
+        help="rw-register: assume each process sees every key's versions in order",
+    )
+    group.add_argument(
+        "--linearizable-keys",
+        action="store_true",
+        help="rw-register: assume every key on its own is linearizable (orders writes in real time)",
+    )
+    group.add_argument("--cycles-html", type=Path, help="write the cycles' drawings to this HTML file")
+
+
+def _finish(verdict: Verdict, args: Any) -> Verdict:
+    target = getattr(args, "cycles_html", None)
+    if target is not None:
+        try:
+            write_html(target, verdict)
+        except OSError as exc:
+            raise ValueError(f"{target}: cannot write: {exc.strerror or exc}") from None
+        print(f"cycles: {target}", file=sys.stderr)
+    return verdict
+
+
+def list_append_from_args(history: History, args: Any) -> Verdict:
+    model = getattr(args, "consistency_model", DEFAULT_MODEL)
+    return _finish(check_list_append(history, model), args)
+
+
+def rw_register_from_args(history: History, args: Any) -> Verdict:
+    verdict = check_rw_register(
+        history,
+        getattr(args, "consistency_model", DEFAULT_MODEL),
+        sequential_keys=getattr(args, "sequential_keys", False),
+        linearizable_keys=getattr(args, "linearizable_keys", False),
+    )
+    return _finish(verdict, args)
+
+
+def summarize(verdict: Verdict) -> list[str]:
+    d = verdict.details
+    lines = [
+        f"{verdict.checker}: {verdict.valid} (model {d['consistency_model']}, {d['txn_count']} transactions "
+        f"{d['txns_by_type']})"
+    ]
+    violations = set(d["violations"])
+    for name, count in d["anomaly_counts"].items():
+        lines.append(f"  {name}: {count}{'  <- violates the model' if name in violations else ''}")
+    if d["not"]:
+        lines.append(
+            f"  not {', '.join(d['not'])}" + (f"; also not {', '.join(d['also_not'])}" if d["also_not"] else "")
+        )
+    for name in d["violations"]:
+        example = d["anomalies"][name][0]
+        if "explanation" in example:
+            lines += ["", f"  first {name}:", *("    " + line for line in example["explanation"].splitlines())]
+            break
+    return lines

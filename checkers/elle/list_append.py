@@ -1,0 +1,256 @@
+"""Elle's list-append analysis: transactions of `["append", k, v]` and `["r", k, [v ...]]` micro-ops.
+
+Appended values must be unique per key. Every read of a key returns a prefix of that key's one version
+order, so the longest read *is* the known order and each shorter read must be a prefix of it (else
+`incompatible-order`). From the order:
+
+- ww: the writers of consecutive elements, earlier -> later;
+- wr: the writer of the last element a transaction read (ignoring its own appends) -> the reader;
+- rw: a reader -> the writer of the first element its read did not include.
+
+Appends by `ok` transactions that no read observed certainly happened, after every element any read
+saw: when a read (or the known order) is complete up to its end, they follow it (rw / ww edges to
+each, their mutual order unknown). `info` appends nobody read may never have happened and add nothing.
+
+Anomalies found directly: G1a (a read includes a value appended by a failed transaction), G1b (a read
+ends with a value its writer later followed with another append to the same key in the same
+transaction), internal (a read disagrees with the transaction's own earlier reads and appends),
+duplicate-elements (a read lists a value twice), garbage-read (a value nobody appended).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from checkers.elle.anomalies import DEFAULT_MODEL, check_model
+from checkers.elle.core import AnomalyLog, Inference, analyse
+from checkers.elle.explain import show
+from checkers.elle.graph import RW, WR, WW, DepGraph
+from checkers.elle.txn import TXN_F, Txn, extract_txns, hashable, where
+from checkers.history import History, HistoryError
+from checkers.verdict import Verdict
+
+APPEND, READ = "append", "r"
+CHECKER = "elle-list-append"
+
+
+@dataclass(slots=True)
+class _Read:
+    txn: int
+    key: Any
+    values: tuple[Any, ...]
+    ext: int  # length of the prefix written by other transactions (the rest are its own appends)
+
+
+@dataclass
+class ListAppendEvidence:
+    """Indexes that justify each ww / wr / rw edge in a cycle's explanation."""
+
+    writer: dict[tuple[Any, Any], int]
+    orders: dict[Any, tuple[Any, ...]]
+    positions: dict[Any, dict[Any, int]]
+    reads_of: dict[int, list[_Read]]
+    unread: dict[Any, dict[Any, int]]  # key -> committed appends no read observed -> writer
+
+    def explain(self, a: Txn, b: Txn, kind: int, name_a: str, name_b: str) -> str | None:
+        if kind == WW:
+            for f, k, v in a.mops:
+                p = self.positions.get(k, {}).get(hashable(v)) if f == APPEND else None
+                order = self.orders.get(k, ())
+                if p is not None and p + 1 < len(order) and self.writer.get((k, order[p + 1])) == b.id:
+                    return (
+                        f"{name_a} appended {show(v)} to {show(k)}, and {name_b} appended "
+                        f"{show(order[p + 1])} right after it ({show(k)} = {show(order[: p + 2])})"
+                    )
+                if p is not None and p + 1 == len(order) and (late := self._unread_by(k, b)) is not None:
+                    return (
+                        f"{name_a} appended {show(v)}, the last element any read of {show(k)} saw, and "
+                        f"{name_b} committed an append of {show(late)} to {show(k)} that no read saw"
+                    )
+        elif kind == WR:
+            for r in self.reads_of.get(b.id, ()):
+                if r.ext and self.writer.get((r.key, r.values[r.ext - 1])) == a.id:
+                    return (
+                        f"{name_a} appended {show(r.values[r.ext - 1])} to {show(r.key)}, and {name_b} "
+                        f"read {show(r.key)} = {show(r.values[: r.ext])}{_own(r)}, ending with it"
+                    )
+        elif kind == RW:
+            for r in self.reads_of.get(a.id, ()):
+                order = self.orders[r.key]
+                if r.ext < len(order) and self.writer.get((r.key, order[r.ext])) == b.id:
+                    return (
+                        f"{name_a} read {show(r.key)} = {show(r.values[: r.ext])}{_own(r)} without "
+                        f"{show(order[r.ext])}, which {name_b} appended"
+                    )
+                if r.ext == len(order) and (late := self._unread_by(r.key, b)) is not None:
+                    return (
+                        f"{name_a} read {show(r.key)} = {show(r.values[: r.ext])}{_own(r)} without "
+                        f"{show(late)}, which {name_b} appended and committed"
+                    )
+        return None
+
+    def _unread_by(self, k: Any, b: Txn) -> Any:
+        for element, w in self.unread.get(k, {}).items():
+            if w == b.id:
+                return element
+        return None
+
+
+def _own(r: _Read) -> str:
+    return " (before its own appends)" if r.ext < len(r.values) else ""
+
+
+def _index_appends(
+    history: History, txns: list[Txn]
+) -> tuple[dict[tuple[Any, Any], int], dict[tuple[Any, Any], int], set[tuple[Any, Any]]]:
+    """(key, value) -> writer for ok/info and for failed transactions; non-final appends in a txn."""
+    writer: dict[tuple[Any, Any], int] = {}
+    failed: dict[tuple[Any, Any], int] = {}
+    intermediate: set[tuple[Any, Any]] = set()
+    for t in txns:
+        target = failed if t.op.type == "fail" else writer
+        last: dict[Any, tuple[Any, Any]] = {}
+        for f, k, v in t.mops:
+            if f != APPEND:
+                continue
+            kv = (k, hashable(v))
+            if kv in writer or kv in failed:
+                raise HistoryError(
+                    f"{where(history, t.op)}: appends {show(v)} to {show(k)} again; list-append needs "
+                    "unique appended values per key"
+                )
+            target[kv] = t.id
+            if k in last:
+                intermediate.add(last[k])
+            last[k] = kv
+    return writer, failed, intermediate
+
+
+def _reads(history: History, txns: list[Txn], log: AnomalyLog) -> dict[Any, list[_Read]]:
+    """Every ok transaction's reads, checked against its own earlier reads and appends (internal)."""
+    by_key: dict[Any, list[_Read]] = defaultdict(list)
+    for t in txns:
+        if t.op.type != "ok":
+            continue
+        known: dict[Any, list[Any]] = {}  # the key as this txn must now see it, once it has read it
+        own: dict[Any, list[Any]] = {}  # its own appends so far
+        for f, k, v in t.mops:
+            if f == APPEND:
+                hv = hashable(v)
+                own.setdefault(k, []).append(hv)
+                if k in known:
+                    known[k].append(hv)
+                continue
+            if v is None:
+                continue  # an ok txn that did not report this read
+            if not isinstance(v, list | tuple):
+                raise HistoryError(f"{where(history, t.op)}: read of {show(k)} returned {v!r}, not a list")
+            values = tuple(hashable(x) for x in v)
+            mine = own.get(k, [])
+            if k in known:
+                bad, expected = list(values) != known[k], show(known[k])
+            else:
+                bad = len(values) < len(mine) or (bool(mine) and list(values[-len(mine) :]) != mine)
+                expected = f"a list ending with {show(mine)}"
+            if bad:
+                log.add(
+                    "internal",
+                    {"op": t.to_json(), "mop": [f, k, list(values)], "expected": expected},
+                )
+            else:
+                by_key[k].append(_Read(t.id, k, values, len(values) - len(mine)))
+            known[k] = list(values)
+    return by_key
+
+
+def infer(history: History, txns: list[Txn], log: AnomalyLog | None = None) -> Inference:
+    """Version orders, non-cycle anomalies and the ww / wr / rw graph of a list-append history."""
+    log = log or AnomalyLog()
+    writer, failed, intermediate = _index_appends(history, txns)
+    appended: dict[Any, list[Any]] = defaultdict(list)
+    for k, v in writer:
+        appended[k].append(v)
+    graph = DepGraph(len(txns))
+    evidence = ListAppendEvidence(writer, {}, {}, defaultdict(list), {})
+
+    def bad_element(k: Any, v: Any, r: _Read) -> None:
+        if (k, v) in writer:
+            return
+        example = {"key": k, "element": v, "reader": txns[r.txn].to_json(), "read": list(r.values)}
+        if (k, v) in failed:
+            log.add("G1a", {**example, "writer": txns[failed[(k, v)]].to_json()})
+        else:
+            log.add("garbage-read", example)
+
+    for k, reads in _reads(history, txns, log).items():
+        clean = []
+        for r in reads:
+            if len(set(r.values)) != len(r.values):
+                log.add("duplicate-elements", {"key": k, "op": txns[r.txn].to_json(), "read": list(r.values)})
+            else:
+                clean.append(r)
+        if not clean:
+            continue
+        order = max(clean, key=lambda r: len(r.values)).values
+        evidence.orders[k] = order
+        evidence.positions[k] = {v: i for i, v in enumerate(order)}
+        writers = [writer.get((k, v)) for v in order]
+        unwritten = [i for i, w in enumerate(writers) if w is None]
+        for a, b in itertools.pairwise(writers):
+            if a is not None and b is not None:
+                graph.add(a, b, WW)
+        unread = evidence.unread[k] = {
+            v: writer[(k, v)]
+            for v in appended.get(k, ())
+            if v not in evidence.positions[k] and txns[writer[(k, v)]].op.type == "ok"
+        }
+        if unread and writers and writers[-1] is not None:
+            for late in unread.values():
+                graph.add(writers[-1], late, WW)
+        for r in clean:
+            n = len(r.values)
+            if r.values != order[:n]:
+                log.add(
+                    "incompatible-order",
+                    {"key": k, "op": txns[r.txn].to_json(), "read": list(r.values), "longest": list(order)},
+                )
+                for v in r.values:
+                    bad_element(k, v, r)
+                continue
+            for i in unwritten:
+                if i >= n:
+                    break
+                bad_element(k, order[i], r)
+            evidence.reads_of[r.txn].append(r)
+            if r.ext:
+                w = writers[r.ext - 1]
+                if w is not None and w != r.txn:
+                    graph.add(w, r.txn, WR)
+                    if (k, order[r.ext - 1]) in intermediate:
+                        log.add(
+                            "G1b",
+                            {
+                                "key": k,
+                                "element": order[r.ext - 1],
+                                "writer": txns[w].to_json(),
+                                "reader": txns[r.txn].to_json(),
+                            },
+                        )
+            if r.ext < len(order):
+                w = writers[r.ext]
+                if w is not None and w != r.txn:
+                    graph.add(r.txn, w, RW)
+            else:
+                for late in unread.values():
+                    graph.add(r.txn, late, RW)
+    return Inference(graph=graph, anomalies=log, evidence=evidence)
+
+
+def check_list_append(history: History, consistency_model: str = DEFAULT_MODEL, txn_f: str = TXN_F) -> Verdict:
+    """Check a list-append history against `consistency_model` (see checkers.elle.anomalies)."""
+    check_model(consistency_model)
+    txns = extract_txns(history, (APPEND, READ), txn_f)
+    return analyse(CHECKER, txns, infer(history, txns), consistency_model)

@@ -1,0 +1,234 @@
+"""Elle's rw-register analysis: transactions of `["w", k, v]` and `["r", k, v]` micro-ops.
+
+Written values must be unique per key (a repeated value makes the history an error), and nil is the
+initial state, never written. A read names the version it saw, so wr edges are exact; the version
+*order* of a register is not visible and is inferred only from:
+
+- the initial state: nil precedes every written version;
+- writes that follow reads: a transaction that read v1 and then wrote v2 puts v1 before v2;
+- with `sequential_keys` (an assumption about the system, off by default): a transaction's write of a
+  key follows the version of that key its process last read or wrote;
+- with `linearizable_keys` (an assumption, off by default): a transaction's write of a key follows
+  every version of it read or written by transactions that completed before it began.
+Reads are not ordered by these assumptions directly: a stale read shows up as an rw edge against
+process or real-time order (G-single-process / G-single-realtime).
+
+ww edges follow the inferred version order between writers; rw edges run from a reader of a version
+to the writers of the versions known to come right after it. Only a transaction's external reads (its
+first access to a key, when that is a read) and final writes count; anomalies found directly: G1a,
+G1b (a read of a version its writer overwrote within the transaction), internal, garbage-read.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from checkers.elle.anomalies import DEFAULT_MODEL, check_model
+from checkers.elle.core import AnomalyLog, Inference, analyse, occurred
+from checkers.elle.explain import show
+from checkers.elle.graph import RW, WR, WW, DepGraph, realtime_edges
+from checkers.elle.txn import TXN_F, Txn, extract_txns, hashable, where
+from checkers.history import History, HistoryError
+from checkers.verdict import Verdict
+
+WRITE, READ = "w", "r"
+CHECKER = "elle-rw-register"
+
+Reason = tuple[Any, ...]  # ("initial",) | ("wfr", txn) | ("process", a, b) | ("realtime", a, b)
+
+
+@dataclass
+class _Index:
+    writer: dict[tuple[Any, Any], int] = field(default_factory=dict)  # ok / info writes
+    failed: dict[tuple[Any, Any], int] = field(default_factory=dict)
+    intermediate: set[tuple[Any, Any]] = field(default_factory=set)  # overwritten in the same txn
+    final: dict[int, dict[Any, Any]] = field(default_factory=lambda: defaultdict(dict))
+    ext_read: dict[int, dict[Any, Any]] = field(default_factory=lambda: defaultdict(dict))
+    # key -> version -> next version -> why the one precedes the other
+    versions: dict[Any, dict[Any, dict[Any, Reason]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(dict))
+    )
+
+    def order(self, k: Any, v1: Any, v2: Any, reason: Reason) -> None:
+        if v1 != v2 and v2 is not None:
+            self.versions[k][v1].setdefault(v2, reason)
+
+    def last_seen(self, t: int, k: Any) -> tuple[bool, Any]:
+        if k in self.final.get(t, {}):
+            return True, self.final[t][k]
+        if k in self.ext_read.get(t, {}):
+            return True, self.ext_read[t][k]
+        return False, None
+
+
+def _index(history: History, txns: list[Txn], log: AnomalyLog) -> _Index:
+    ix = _Index()
+    for t in txns:
+        target = ix.failed if t.op.type == "fail" else ix.writer
+        seen: dict[Any, Any] = {}  # key -> the value this txn must now read
+        for f, k, v in t.mops:
+            hv = hashable(v)
+            if f == WRITE:
+                if hv is None:
+                    raise HistoryError(f"{where(history, t.op)}: writes nil to {show(k)}; nil is the initial state")
+                kv = (k, hv)
+                if kv in ix.writer or kv in ix.failed:
+                    raise HistoryError(
+                        f"{where(history, t.op)}: writes {show(v)} to {show(k)} again; rw-register needs "
+                        "unique written values per key"
+                    )
+                target[kv] = t.id
+                if k in ix.final[t.id]:
+                    ix.intermediate.add((k, ix.final[t.id][k]))
+                ix.final[t.id][k] = hv
+                seen[k] = hv
+            elif t.op.type == "ok":
+                if k in seen:
+                    if seen[k] != hv:
+                        log.add("internal", {"op": t.to_json(), "mop": [f, k, v], "expected": seen[k]})
+                else:
+                    ix.ext_read[t.id][k] = hv
+                seen[k] = hv
+        if t.op.type == "fail":
+            ix.final.pop(t.id, None)
+    return ix
+
+
+def _infer_versions(ix: _Index, txns: list[Txn], sequential_keys: bool, linearizable_keys: bool) -> None:
+    for t, reads in ix.ext_read.items():
+        for k, v1 in reads.items():
+            if k in ix.final.get(t, {}):
+                ix.order(k, v1, ix.final[t][k], ("wfr", t))
+    live = [t for t in txns if occurred(t)]
+    if sequential_keys:
+        last: dict[tuple[Any, Any], tuple[Any, int]] = {}  # (process, key) -> (version, txn)
+        for t in live:
+            for k in dict.fromkeys(k for _, k, _ in t.mops):
+                prior = last.get((t.process, k))
+                if prior is not None and k in ix.final.get(t.id, {}):
+                    ix.order(k, prior[0], ix.final[t.id][k], ("process", prior[1], t.id))
+                here, seen = ix.last_seen(t.id, k)
+                if here:
+                    last[(t.process, k)] = (seen, t.id)
+    if linearizable_keys:
+        touching: dict[Any, list[Txn]] = defaultdict(list)
+        for t in live:
+            for k in dict.fromkeys(k for _, k, _ in t.mops):
+                if ix.last_seen(t.id, k)[0]:
+                    touching[k].append(t)
+        for k, group in touching.items():
+            spans = ((t.id, t.op.invoke_time, t.op.complete_time) for t in group)
+            for a, b in realtime_edges(spans):
+                if k in ix.final.get(b, {}):
+                    ix.order(k, ix.last_seen(a, k)[1], ix.final[b][k], ("realtime", a, b))
+    follows: set[tuple[Any, Any]] = {
+        (k, v2) for k, succ in ix.versions.items() for v1, nxt in succ.items() if v1 is not None for v2 in nxt
+    }
+    for k, v in ix.writer:
+        if (k, v) not in ix.intermediate and (k, v) not in follows:
+            ix.order(k, None, v, ("initial",))
+
+
+@dataclass
+class RwRegisterEvidence:
+    ix: _Index
+    txns: list[Txn]
+
+    def reason(self, k: Any, v1: Any, v2: Any, why: Reason) -> str:
+        def at(t: int) -> str:
+            return f"the txn at index {self.txns[t].op.invoke_index}"
+
+        if why[0] == "initial":
+            return f"{show(k)} starts as nil"
+        if why[0] == "wfr":
+            return f"{at(why[1])} read {show(k)} = {show(v1)} and then wrote {show(v2)}"
+        rule = "sequential-keys" if why[0] == "process" else "linearizable-keys"
+        order = "on the same process" if why[0] == "process" else "in real time"
+        return f"{at(why[1])} saw {show(k)} = {show(v1)} before {at(why[2])} saw {show(v2)} {order} (assuming {rule})"
+
+    def explain(self, a: Txn, b: Txn, kind: int, name_a: str, name_b: str) -> str | None:
+        ix = self.ix
+        if kind == WW:
+            for f, k, v1 in a.mops:
+                succ = ix.versions.get(k, {}).get(hashable(v1), {}) if f == WRITE else {}
+                for v2, why in succ.items():
+                    if ix.writer.get((k, v2)) == b.id:
+                        return (
+                            f"{name_a} wrote {show(k)} = {show(v1)} and {name_b} wrote {show(v2)}, a later "
+                            f"version since {self.reason(k, v1, v2, why)}"
+                        )
+        elif kind == WR:
+            for k, v in ix.ext_read.get(b.id, {}).items():
+                if v is not None and ix.writer.get((k, v)) == a.id:
+                    return f"{name_a} wrote {show(k)} = {show(v)}, and {name_b} read it"
+        elif kind == RW:
+            for k, v1 in ix.ext_read.get(a.id, {}).items():
+                for v2, why in ix.versions.get(k, {}).get(v1, {}).items():
+                    if ix.writer.get((k, v2)) == b.id:
+                        return (
+                            f"{name_a} read {show(k)} = {show(v1)}, which {name_b}'s write of {show(v2)} "
+                            f"overwrote, since {self.reason(k, v1, v2, why)}"
+                        )
+        return None
+
+
+def infer(
+    history: History,
+    txns: list[Txn],
+    sequential_keys: bool = False,
+    linearizable_keys: bool = False,
+    log: AnomalyLog | None = None,
+) -> Inference:
+    log = log or AnomalyLog()
+    ix = _index(history, txns, log)
+    _infer_versions(ix, txns, sequential_keys, linearizable_keys)
+    graph = DepGraph(len(txns))
+    for k, succ in ix.versions.items():
+        for v1, nxt in succ.items():
+            w1 = ix.writer.get((k, v1)) if v1 is not None else None
+            if w1 is None:
+                continue
+            for v2 in nxt:
+                w2 = ix.writer.get((k, v2))
+                if w2 is not None:
+                    graph.add(w1, w2, WW)
+    for t, reads in ix.ext_read.items():
+        for k, v in reads.items():
+            if v is not None:
+                w = ix.writer.get((k, v))
+                example = {"key": k, "value": v, "reader": txns[t].to_json()}
+                if w is None:
+                    if (k, v) in ix.failed:
+                        log.add("G1a", {**example, "writer": txns[ix.failed[(k, v)]].to_json()})
+                    else:
+                        log.add("garbage-read", example)
+                elif w != t:
+                    graph.add(w, t, WR)
+                    if (k, v) in ix.intermediate:
+                        log.add("G1b", {**example, "writer": txns[w].to_json()})
+            for v2 in ix.versions.get(k, {}).get(v, {}):
+                w2 = ix.writer.get((k, v2))
+                if w2 is not None:
+                    graph.add(t, w2, RW)
+    return Inference(graph=graph, anomalies=log, evidence=RwRegisterEvidence(ix, txns))
+
+
+def check_rw_register(
+    history: History,
+    consistency_model: str = DEFAULT_MODEL,
+    sequential_keys: bool = False,
+    linearizable_keys: bool = False,
+    txn_f: str = TXN_F,
+) -> Verdict:
+    """Check an rw-register history against `consistency_model` (see checkers.elle.anomalies)."""
+    check_model(consistency_model)
+    txns = extract_txns(history, (WRITE, READ), txn_f)
+    verdict = analyse(CHECKER, txns, infer(history, txns, sequential_keys, linearizable_keys), consistency_model)
+    verdict.details["assumptions"] = {
+        "unique_values_per_key": True,
+        "sequential_keys": sequential_keys,
+        "linearizable_keys": linearizable_keys,
+    }
+    return verdict

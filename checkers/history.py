@@ -1,0 +1,323 @@
+"""Load Jepsen-style JSONL histories and pair invocations with their completions.
+
+Semantics (BRIEF §3): a process has at most one outstanding operation, completed by that process's
+next event; `fail` means it certainly did not happen; `info` means it may take effect at any later
+time (its interval stays open to the end of the history) and the process never issues again. An
+invoke with no completion by the end counts as `info`. The nemesis (process "nemesis") is kept apart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+try:  # a faster parser when present; the standard one otherwise
+    import orjson
+
+    _loads = orjson.loads
+    _JSONError: tuple[type[Exception], ...] = (orjson.JSONDecodeError, ValueError)
+except ImportError:  # pragma: no cover - depends on the environment
+    _loads = json.loads
+    _JSONError = (ValueError,)
+
+NEMESIS = "nemesis"
+EVENT_TYPES = frozenset({"invoke", "ok", "fail", "info"})
+COMPLETION_TYPES = frozenset({"ok", "fail", "info"})
+
+
+class HistoryError(ValueError):
+    """A history that cannot be read; the message names the file and line: "h.jsonl:17: ..."."""
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One line of a history."""
+
+    index: int
+    time: int
+    process: int | str
+    type: str
+    f: str
+    value: Any
+    key: Any = None
+    node: str | None = None
+    error: Any = None
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """An invocation paired with its completion."""
+
+    id: int  # index of the invoke event
+    process: int | str
+    f: str
+    key: Any
+    invoke_value: Any
+    value: Any  # the completion's value; for info / no completion, the invoke's value
+    type: str  # "ok" | "fail" | "info"
+    invoke_time: int
+    complete_time: int | None  # None: open to the end of the history
+    invoke_index: int
+    complete_index: int | None
+    node: str | None = None
+    error: Any = None
+
+
+@dataclass
+class History:
+    ops: list[Op]  # client operations, in invoke order
+    nemesis: list[Event]  # the nemesis's events, in history order
+    source: str = "<memory>"
+
+    def keys(self) -> list[Any]:
+        """The keys the ops touch, in order of first appearance."""
+        return list(dict.fromkeys(op.key for op in self.ops))
+
+    @property
+    def end_time(self) -> int:
+        """The latest time any event of the history carries (0 for an empty history)."""
+        times = [op.complete_time or op.invoke_time for op in self.ops]
+        times += [e.time for e in self.nemesis]
+        return max(times, default=0)
+
+
+@dataclass(frozen=True)
+class FaultWindow:
+    """A nemesis fault active from `start` to `end` (None: still active at the end of the history)."""
+
+    kind: str  # partition, kill, pause, clock, ...
+    start: int
+    end: int | None
+    value: Any = None  # the start event's value: grudge, nodes, offset...
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "start": self.start, "end": self.end, "value": self.value}
+
+
+def _hashable(value: Any) -> Any:
+    """Keys must be hashable: JSON arrays become tuples."""
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    return value
+
+
+def _event_from(obj: Any, where: str, ordinal: int, line: int) -> Event:
+    if not isinstance(obj, dict):
+        raise HistoryError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    time = obj.get("time")
+    if type(time) is not int:
+        raise HistoryError(f"{where}: 'time' must be an integer, got {time!r}")
+    index = obj.get("index", ordinal)
+    if type(index) is not int:
+        raise HistoryError(f"{where}: 'index' must be an integer, got {index!r}")
+    process = obj.get("process")
+    if type(process) is not int and not isinstance(process, str):
+        raise HistoryError(f"{where}: 'process' must be an integer or a string, got {process!r}")
+    kind = obj.get("type")
+    if kind not in EVENT_TYPES:
+        raise HistoryError(f"{where}: 'type' must be one of invoke, ok, fail, info, got {kind!r}")
+    f = obj.get("f")
+    if not isinstance(f, str):
+        raise HistoryError(f"{where}: 'f' must be a string, got {f!r}")
+    node = obj.get("node")
+    if node is not None and not isinstance(node, str):
+        raise HistoryError(f"{where}: 'node' must be a string, got {node!r}")
+    return Event(
+        index=index,
+        time=time,
+        process=process,
+        type=kind,
+        f=f,
+        value=obj.get("value"),
+        key=_hashable(obj.get("key")),
+        node=node,
+        error=obj.get("error"),
+        line=line,
+    )
+
+
+def read_events(path_or_lines: str | Path | Iterable[str | bytes | dict], name: str | None = None) -> Iterator[Event]:
+    """Stream the events of a JSONL file (a path) or of an iterable of lines / decoded objects.
+
+    `index` defaults to the event's 0-based position; `time` is required. Blank lines are skipped.
+    """
+    if isinstance(path_or_lines, str | Path):
+        path = Path(path_or_lines)
+        source = name or str(path)
+        try:
+            handle = path.open("rb")
+        except OSError as exc:
+            raise HistoryError(f"{source}: cannot read history: {exc.strerror or exc}") from None
+        with handle:
+            yield from _parse(handle, source)
+    else:
+        yield from _parse(path_or_lines, name or "<memory>")
+
+
+def _parse(lines: Iterable[str | bytes | dict], source: str) -> Iterator[Event]:
+    ordinal = 0
+    for line_no, raw in enumerate(lines, start=1):
+        where = f"{source}:{line_no}"
+        if isinstance(raw, dict):
+            obj = raw
+        else:
+            if not raw.strip():
+                continue
+            try:
+                obj = _loads(raw)
+            except _JSONError as exc:
+                raise HistoryError(f"{where}: not valid JSON ({exc})") from None
+        yield _event_from(obj, where, ordinal, line_no)
+        ordinal += 1
+
+
+# A row is an event as a plain tuple, in Event's field order: the loader's hot path makes no objects.
+Row = tuple[int, int, Any, str, str, Any, Any, Any, Any, int]
+
+
+def _fast_rows(lines: Iterable[bytes], source: str) -> Iterator[Row]:
+    """Rows of a JSONL file; any irregular line is re-read by `_event_from` for a precise error."""
+    ordinal = 0
+    loads = _loads
+    for line_no, raw in enumerate(lines, start=1):
+        try:
+            obj = loads(raw)
+        except _JSONError as exc:
+            if not raw.strip():
+                continue
+            raise HistoryError(f"{source}:{line_no}: not valid JSON ({exc})") from None
+        try:
+            t = obj["time"]
+            process = obj["process"]
+            kind = obj["type"]
+            f = obj["f"]
+            index = obj.get("index", ordinal)
+            key = obj.get("key")
+            node = obj.get("node")
+            regular = (
+                t.__class__ is int
+                and index.__class__ is int
+                and (process.__class__ is int or process.__class__ is str)
+                and kind in EVENT_TYPES
+                and f.__class__ is str
+                and (node is None or node.__class__ is str)
+            )
+        except (KeyError, TypeError, AttributeError):
+            regular = False
+        if not regular:
+            ev = _event_from(obj, f"{source}:{line_no}", ordinal, line_no)  # raises, or is just unusual
+            yield (ev.index, ev.time, ev.process, ev.type, ev.f, ev.value, ev.key, ev.node, ev.error, line_no)
+        else:
+            if key.__class__ is list or key.__class__ is dict:
+                key = _hashable(key)
+            yield (index, t, process, kind, f, obj.get("value"), key, node, obj.get("error"), line_no)
+        ordinal += 1
+
+
+def pair(events: Iterable[Event], source: str = "<memory>") -> History:
+    """Pair each invoke with its process's next event; unfinished invokes become `info` ops."""
+    rows = ((e.index, e.time, e.process, e.type, e.f, e.value, e.key, e.node, e.error, e.line) for e in events)
+    return _pair_rows(rows, source)
+
+
+def _pair_rows(rows: Iterable[Row], source: str) -> History:
+    slots: list[Any] = []  # in invoke order: an Op once complete, else the pending invoke's row
+    outstanding: dict[Any, int] = {}  # process -> slot of its pending invoke
+    crashed: dict[Any, int] = {}  # process -> line of its info completion
+    nemesis: list[Event] = []
+    for row in rows:
+        index, t, process, kind, f, value, key, node, error, line = row
+        if process == NEMESIS:
+            nemesis.append(Event(*row))
+            continue
+        if process in crashed:
+            raise HistoryError(
+                f"{source}:{line}: process {process!r} issues again after its 'info' at line {crashed[process]}"
+            )
+        if kind == "invoke":
+            if process in outstanding:
+                pending = slots[outstanding[process]]
+                raise HistoryError(
+                    f"{source}:{line}: process {process!r} invokes while its invoke at line {pending[9]} "
+                    "is still outstanding"
+                )
+            outstanding[process] = len(slots)
+            slots.append(row)
+            continue
+        slot = outstanding.pop(process, None)
+        if slot is None:
+            raise HistoryError(f"{source}:{line}: {kind} {f!r} by process {process!r} without an invoke")
+        i_index, i_time, _, _, i_f, i_value, i_key, i_node, _, i_line = slots[slot]
+        if f != i_f:
+            raise HistoryError(
+                f"{source}:{line}: completion f {f!r} does not match the invoke's {i_f!r} at line {i_line}"
+            )
+        if kind == "info":
+            crashed[process] = line
+            slots[slot] = Op(
+                i_index, process, f, i_key if i_key is not None else key, i_value, i_value, kind,
+                i_time, None, i_index, index, node if node is not None else i_node, error,
+            )  # fmt: skip
+        else:
+            slots[slot] = Op(
+                i_index, process, f, i_key if i_key is not None else key, i_value, value, kind,
+                i_time, t, i_index, index, node if node is not None else i_node, error,
+            )  # fmt: skip
+    ops: list[Op] = []
+    for slot in slots:
+        if slot.__class__ is tuple:  # never completed: indeterminate
+            index, t, process, _, f, value, key, node, error, _ = slot
+            slot = Op(index, process, f, key, value, value, "info", t, None, index, None, node, error)
+        ops.append(slot)
+    return History(ops=ops, nemesis=nemesis, source=source)
+
+
+def load_history(path: str | Path) -> History:
+    """Read and pair a history.jsonl file (a fast path equivalent to `pair(read_events(path))`)."""
+    source = str(path)
+    try:
+        with Path(path).open("rb") as handle:
+            return _pair_rows(_fast_rows(handle, source), source)
+    except OSError as exc:
+        raise HistoryError(f"{source}: cannot read history: {exc.strerror or exc}") from None
+
+
+def fault_windows(history: History) -> list[FaultWindow]:
+    """Nemesis fault windows: from the completion of `start-<kind>` to that of `stop-<kind>`.
+
+    A start without a completion counts from its invoke; a window never stopped stays open (end None).
+    """
+    open_: dict[str, tuple[int, Any]] = {}
+    windows: list[FaultWindow] = []
+    pending_start: dict[str, Event] = {}
+    for ev in history.nemesis:
+        action, _, kind = ev.f.partition("-")
+        if not kind or action not in ("start", "stop"):
+            continue
+        if action == "start":
+            if ev.type == "invoke":
+                pending_start[kind] = ev
+            elif kind not in open_:
+                inv = pending_start.pop(kind, None)
+                value = ev.value if ev.value is not None else (inv.value if inv else None)
+                open_[kind] = (ev.time, value)
+        elif ev.type != "invoke":  # a stop's window ends at its completion
+            if kind not in open_ and kind in pending_start:  # the start never completed
+                inv = pending_start.pop(kind)
+                open_[kind] = (inv.time, inv.value)
+            if kind in open_:
+                start, value = open_.pop(kind)
+                windows.append(FaultWindow(kind, start, ev.time, value))
+    for kind, inv in pending_start.items():
+        if kind not in open_:
+            open_[kind] = (inv.time, inv.value)
+    for kind, (start, value) in open_.items():
+        windows.append(FaultWindow(kind, start, None, value))
+    windows.sort(key=lambda w: (w.start, w.kind))
+    return windows

@@ -1,0 +1,414 @@
+"""Sequential specifications for the linearizability checker.
+
+A model says what one operation does to a state. The checker never looks inside ops itself: it asks
+the model which ops matter (`keep`), which key each belongs to (`partition`, for P-compositionality),
+and for each op a step function `state -> new state | ILLEGAL` (`compile`). Workloads add models by
+subclassing `Model` and calling `register_model`.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, ClassVar
+
+from checkers.history import Op
+
+ILLEGAL: Any = object()
+INFINITY = float("inf")  # a step function returns this when the op cannot happen in that state
+
+StepFn = Callable[[Any], Any]
+Pruner = Callable[[Any, int, int, list[int]], int]  # -> index of a doomed op, or -1
+Canonicalizer = Callable[[Any, int, int], Any]
+
+
+def hashable(value: Any) -> Any:
+    """States are memoised, so they must hash: JSON arrays become tuples."""
+    if isinstance(value, list):
+        return tuple(hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, hashable(v)) for k, v in value.items()))
+    return value
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = "nil" if value is None else repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Model:
+    """Base class: a deterministic state machine over a key's operations.
+
+    Subclasses implement `init` and `step`; everything else has a sensible default. `compile` may be
+    overridden with fast closures, because the search calls step functions in its innermost loop.
+    """
+
+    name: ClassVar[str] = "model"
+
+    def init(self) -> Hashable:
+        raise NotImplementedError
+
+    def step(self, state: Any, op: Op) -> tuple[bool, Any]:
+        """(legal, new state) of applying `op` (an ok op, or an info op taking effect) to `state`."""
+        raise NotImplementedError
+
+    def keep(self, op: Op) -> bool:
+        """Whether `op` constrains the history. By default `fail` ops did not happen and are dropped."""
+        return op.type != "fail"
+
+    def partition(self, ops: Iterable[Op]) -> dict[Any, list[Op]]:
+        """Independent sub-histories (P-compositionality); by default one per `key`."""
+        parts: dict[Any, list[Op]] = {}
+        for op in ops:
+            parts.setdefault(op.key, []).append(op)
+        return parts
+
+    def compile(self, op: Op) -> StepFn:
+        """A fast `state -> new state | ILLEGAL` for one op; the default wraps `step`."""
+        step = self.step
+
+        def fn(state: Any) -> Any:
+            legal, new = step(state, op)
+            return new if legal else ILLEGAL
+
+        return fn
+
+    def observer(self, op: Op) -> bool:
+        """True if `op`, whenever legal, leaves the state unchanged (a read, a failed compare).
+
+        The search takes such an op as soon as it is legal without branching, so this must hold in
+        every state, not just the current one: "write 3" is no observer even when the state is 3.
+        """
+        return False
+
+    def blind(self, op: Op) -> bool:
+        """True if `op` is always legal and its result ignores the state (a plain write).
+
+        Lets the search skip asking whether an earlier op could change what this one does.
+        """
+        return False
+
+    def canonicalizer(self, ops: list[Op], info: list[Op]) -> Canonicalizer | None:
+        """Optional: map a state to a representative of the states with the same future.
+
+        `canon(state, lo, dmask)` may, for instance, forget a value that no pending op can observe
+        before it is overwritten, so configurations differing only in that value are merged.
+        """
+        return None
+
+    def pruner(self, ops: list[Op], info: list[Op]) -> Pruner | None:
+        """Optional cheap necessary condition for a search configuration to lead anywhere.
+
+        `ops` are the key's determinate ops in search order, `info` its indeterminate ones. The
+        returned `doomed(state, lo, dmask, cands)` gets the state, the first op index not yet
+        linearized, the linearized bitmask relative to `lo`, and the candidate indices; it returns
+        the index of a pending op that can no longer become legal (which cuts the branch), or -1.
+        It must never cut a configuration that could succeed.
+        """
+        return None
+
+    def describe_op(self, op: Op) -> str:
+        value = op.invoke_value if op.f != "read" else op.value
+        suffix = "" if op.type == "ok" else f" ({op.type})"
+        return f"{op.f} {_short(value)}{suffix}"
+
+    def describe_state(self, state: Any) -> str:
+        return _short(state)
+
+    def requirement(self, op: Op) -> str | None:
+        """The state `op` needs to be legal, in words ("state == 3"), or None if any state will do."""
+        return None
+
+
+class RegisterModel(Model):
+    """One register: read / write / cas; initially nil. A `fail` cas means the compare failed."""
+
+    name = "register"
+
+    def init(self) -> Hashable:
+        return None
+
+    def keep(self, op: Op) -> bool:
+        if op.f == "cas":
+            return True  # fail = compare failed (an observation); info = may have swapped
+        if op.f == "read":
+            return op.type == "ok"  # failed / indeterminate reads constrain nothing
+        return op.type != "fail"  # a failed write did not happen
+
+    def _parts(self, op: Op) -> tuple[str, Any, Any]:
+        f = op.f
+        if f == "read":
+            return f, hashable(op.value), None
+        if f == "write":
+            return f, hashable(op.invoke_value), None
+        if f == "cas":
+            pair = op.invoke_value
+            if not isinstance(pair, list | tuple) or len(pair) != 2:
+                raise ValueError(f"cas value must be [from, to], got {pair!r} (op {op.id})")
+            return f, hashable(pair[0]), hashable(pair[1])
+        raise ValueError(f"register model: unknown f {f!r} (op {op.id})")
+
+    def compile(self, op: Op) -> StepFn:
+        f, a, b = self._parts(op)
+        if f == "read":
+            return lambda s: s if s == a else ILLEGAL
+        if f == "write":
+            return lambda s: a
+        if op.type == "fail":
+            return lambda s: s if s != a else ILLEGAL
+        return lambda s: b if s == a else ILLEGAL
+
+    def step(self, state: Any, op: Op) -> tuple[bool, Any]:
+        new = self.compile(op)(state)
+        return (False, state) if new is ILLEGAL else (True, new)
+
+    def blind(self, op: Op) -> bool:
+        return op.f == "write"
+
+    def observer(self, op: Op) -> bool:
+        f, a, b = self._parts(op)
+        return f == "read" or (f == "cas" and (op.type == "fail" or a == b))
+
+    def pruner(self, ops: list[Op], info: list[Op]) -> Pruner | None:
+        """A read (or successful cas) of v needs state v now, or a pending writer of v it can follow."""
+        needs: dict[int, Any] = {}  # op index -> value it must observe
+        writers: dict[Any, list[int]] = {}  # value -> determinate ops that may set it, by index
+        info_writers: dict[Any, list[int]] = {}  # value -> invoke times of indeterminate setters
+        for i, op in enumerate(ops):
+            f, a, b = self._parts(op)
+            if f == "read" or (f == "cas" and op.type == "ok"):
+                needs[i] = a
+            if f == "write":
+                writers.setdefault(a, []).append(i)
+            elif f == "cas" and op.type == "ok":
+                writers.setdefault(b, []).append(i)
+        for op in info:
+            f, a, b = self._parts(op)
+            info_writers.setdefault(a if f == "write" else b, []).append(op.invoke_time)
+        if not needs:
+            return None
+        inv = [op.invoke_time for op in ops]
+        ret = [op.complete_time for op in ops]
+        return _settable_pruner(needs, writers, info_writers, inv, ret)
+
+    def describe_op(self, op: Op) -> str:
+        f, a, b = self._parts(op)
+        if f == "read":
+            return f"read {_short(a)}"
+        if f == "write":
+            return f"write {_short(a)}" + (" (info)" if op.type == "info" else "")
+        outcome = {"ok": "", "fail": " (compare failed)", "info": " (info)"}[op.type]
+        return f"cas {_short(a)}→{_short(b)}{outcome}"
+
+    def requirement(self, op: Op) -> str | None:
+        f, a, _ = self._parts(op)
+        if f == "write":
+            return None
+        if f == "cas" and op.type == "fail":
+            return f"state != {_short(a)}"
+        return f"state == {_short(a)}"
+
+
+class KVModel(Model):
+    """One string value per key, initially "": get / put / append (Porcupine's kv model)."""
+
+    name = "kv"
+    _ALIASES: ClassVar[dict[str, str]] = {"read": "get", "write": "put"}
+
+    def init(self) -> Hashable:
+        return ""
+
+    def keep(self, op: Op) -> bool:
+        f = self._ALIASES.get(op.f, op.f)
+        return op.type == "ok" if f == "get" else op.type != "fail"
+
+    def _value(self, op: Op) -> tuple[str, str]:
+        f = self._ALIASES.get(op.f, op.f)
+        if f not in ("get", "put", "append"):
+            raise ValueError(f"kv model: unknown f {op.f!r} (op {op.id})")
+        value = op.value if f == "get" else op.invoke_value
+        return f, "" if value is None else str(value)
+
+    def compile(self, op: Op) -> StepFn:
+        f, v = self._value(op)
+        if f == "get":
+            return lambda s: s if s == v else ILLEGAL
+        if f == "put":
+            return lambda s: v
+        return lambda s: None if s is None else s + v  # None: a value nobody can observe
+
+    def observer(self, op: Op) -> bool:
+        return self._value(op)[0] == "get"
+
+    def blind(self, op: Op) -> bool:
+        return self._value(op)[0] == "put"
+
+    def canonicalizer(self, ops: list[Op], info: list[Op]) -> Canonicalizer | None:
+        """Forget the value when a put must come before every pending get (real-time order).
+
+        Then no get can observe the value, nor anything appended to it, before a put overwrites it,
+        so all orders of the appends in between lead to the same future: one state (None) for all.
+        """
+        gets = [i for i, op in enumerate(ops) if self._value(op)[0] == "get"]
+        puts = [i for i, op in enumerate(ops) if self._value(op)[0] == "put"]
+        if not puts:
+            return None
+        inv = [op.invoke_time for op in ops]
+        ret = [op.complete_time for op in ops]
+        n = len(ops)
+
+        def canon(state: Any, lo: int, dmask: int) -> Any:
+            if not state:
+                return state
+            first_get = INFINITY  # invoke time of the earliest pending get
+            for k in range(bisect_left(gets, lo), len(gets)):
+                g = gets[k]
+                if not (dmask >> (g - lo)) & 1:
+                    first_get = inv[g]
+                    break
+            for k in range(bisect_left(puts, lo), len(puts)):
+                p = puts[k]
+                if p >= n or inv[p] >= first_get:
+                    break
+                if not (dmask >> (p - lo)) & 1 and ret[p] < first_get:
+                    return None
+            return state
+
+        return canon
+
+    def step(self, state: Any, op: Op) -> tuple[bool, Any]:
+        new = self.compile(op)(state)
+        return (False, state) if new is ILLEGAL else (True, new)
+
+    LOOKAHEAD: ClassVar[int] = 32  # pending gets the pruner compares with the state, at most
+
+    def pruner(self, ops: list[Op], info: list[Op]) -> Pruner | None:
+        """A get of V needs the value to grow into V: V must extend the current value, or extend the
+        value of a pending put invoked before the get returned (checked for the next few pending
+        gets, in the window or beyond it)."""
+        gets: list[int] = []
+        values: list[str] = []  # by op index
+        puts: list[int] = []  # indices of determinate puts
+        for i, op in enumerate(ops):
+            f, v = self._value(op)
+            values.append(v)
+            if f == "get":
+                gets.append(i)
+            elif f == "put":
+                puts.append(i)
+        info_puts = sorted((op.invoke_time, v) for op in info for f, v in [self._value(op)] if f == "put")
+        if not gets:
+            return None
+        inv = [op.invoke_time for op in ops]
+        ret = [op.complete_time for op in ops]
+        lookahead = self.LOOKAHEAD
+
+        def rescuable(want: str, deadline: Any, lo: int, dmask: int) -> bool:
+            for k in range(bisect_left(puts, lo), len(puts)):
+                p = puts[k]
+                if inv[p] > deadline:
+                    break
+                if not (dmask >> (p - lo)) & 1 and want.startswith(values[p]):
+                    return True
+            return any(t <= deadline and want.startswith(v) for t, v in info_puts)
+
+        def doomed(state: Any, lo: int, dmask: int, cands: list[int]) -> int:
+            if state is None:
+                return -1
+            # Gets invoked after a pending put returned come after that put: the current value
+            # cannot matter to them, so the scan stops there.
+            barrier = INFINITY
+            for k in range(bisect_left(puts, lo), len(puts)):
+                p = puts[k]
+                if inv[p] > barrier:
+                    break
+                if not (dmask >> (p - lo)) & 1 and ret[p] < barrier:
+                    barrier = ret[p]
+            checked = 0
+            for k in range(bisect_left(gets, lo), len(gets)):
+                g = gets[k]
+                if inv[g] > barrier:
+                    break
+                if (dmask >> (g - lo)) & 1:
+                    continue
+                want = values[g]
+                if not want.startswith(state) and not rescuable(want, ret[g], lo, dmask):
+                    return g
+                checked += 1
+                if checked == lookahead:
+                    break
+            return -1
+
+        return doomed
+
+    def describe_state(self, state: Any) -> str:
+        return "(unobservable)" if state is None else _short(state)
+
+    def describe_op(self, op: Op) -> str:
+        f, v = self._value(op)
+        return f"{f} {_short(v)}" + (" (info)" if op.type == "info" else "")
+
+    def requirement(self, op: Op) -> str | None:
+        f, v = self._value(op)
+        return f"state == {_short(v)}" if f == "get" else None
+
+
+def _pending_setter(ws: list[int], lo: int, dmask: int, inv: list[int], deadline: Any) -> bool:
+    """Whether some op of `ws` (indices, ascending) is not yet linearized and invoked by `deadline`."""
+    for k in range(bisect_left(ws, lo), len(ws)):
+        w = ws[k]
+        if inv[w] > deadline:
+            return False
+        if not (dmask >> (w - lo)) & 1:
+            return True
+    return False
+
+
+def _settable_pruner(
+    needs: dict[int, Any],
+    writers: dict[Any, list[int]],
+    info_writers: dict[Any, list[int]],
+    inv: list[int],
+    ret: list[Any],
+) -> Pruner:
+    """Doomed: a candidate that needs value v while the state is not v and no unlinearized writer
+    of v was invoked before it returned (a register-like state that ops overwrite wholesale)."""
+    empty: list[int] = []
+
+    def doomed(state: Any, lo: int, dmask: int, cands: list[int]) -> int:
+        for c in cands:
+            v = needs.get(c, empty)
+            if v is empty or state == v:
+                continue
+            deadline = ret[c]
+            if _pending_setter(writers.get(v, empty), lo, dmask, inv, deadline):
+                continue
+            times = info_writers.get(v)
+            if not times or times[0] > deadline:
+                return c
+        return -1
+
+    return doomed
+
+
+MODELS: dict[str, type[Model]] = {}
+
+
+def register_model(cls: type[Model]) -> type[Model]:
+    """Make a model available by name (`--model NAME`); usable as a class decorator."""
+    MODELS[cls.name] = cls
+    return cls
+
+
+register_model(RegisterModel)
+register_model(KVModel)
+
+
+def get_model(name_or_model: str | Model) -> Model:
+    if isinstance(name_or_model, Model):
+        return name_or_model
+    try:
+        return MODELS[name_or_model]()
+    except KeyError:
+        known = ", ".join(sorted(MODELS))
+        raise ValueError(f"unknown model {name_or_model!r} (known: {known})") from None

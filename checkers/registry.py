@@ -1,0 +1,37 @@
+"""Checkers available to `kchaos check --checker NAME`.
+
+Each entry maps a name to "module:function", where the function takes the loaded `History` and the
+parsed CLI arguments and returns a `Verdict`. Add one line per checker. A checker module may also
+define `add_check_arguments(parser)` for its own flags and `summarize(verdict) -> list[str]` for its
+console summary.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from checkers.history import History
+from checkers.verdict import Verdict
+
+CheckFn = Callable[[History, Any], Verdict]
+
+CHECKERS: dict[str, str] = {
+    "linearizable": "checkers.linearizable:check_from_args",
+    "elle-list-append": "checkers.elle.commands:list_append_from_args",
+    "elle-rw-register": "checkers.elle.commands:rw_register_from_args",
+    "set-full": "checkers.set_full:check_from_args",
+    "log-agreement": "checkers.log_agreement:check_from_args",
+}
+
+
+def checker_module(name: str) -> ModuleType:
+    return importlib.import_module(CHECKERS[name].partition(":")[0])
+
+
+def get_checker(name: str) -> CheckFn:
+    """The check function registered as `name` (KeyError if there is none)."""
+    module, _, func = CHECKERS[name].partition(":")
+    return getattr(importlib.import_module(module), func)

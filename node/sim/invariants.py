@@ -1,0 +1,182 @@
+"""Safety invariants, checked incrementally after every event the simulator processes.
+
+What is checked (node views are the core's read-only attributes; logs are the simulated disk's,
+which the world keeps in step with the node's `AppendBatches`/`TruncateLog` actions and which must
+agree with the core's `log_end_offset`/`last_epoch` after every event):
+
+1. Election safety: at most one node is ever leader in a given epoch (over all nodes, all time,
+   all incarnations).
+2. Epochs never decrease on a node, across restarts too (the epoch is in the durable quorum state).
+3. The high watermark never decreases within one incarnation of a node, and never exceeds that
+   node's log end. A restarted node starts again from whatever HWM it can re-establish (it may be
+   lower); rule 4 keeps that safe.
+4. Committed entries are final. The committed log is the sequence of batches below the largest HWM
+   any node has reported, taken from the log of the node that first reported it. Every node's log
+   below its *own* HWM must equal the committed log there, and no node may truncate or overwrite
+   below its own HWM. (A lagging node may still hold and drop divergent entries between its own HWM
+   and the global one: it never claimed them committed.)
+5. Durability of commits: when a batch becomes committed it is on a majority of voters' *durable*
+   logs (what survives power loss), and it stays so after every later flush and crash.
+6. Log matching: if two logs hold a batch with the same base offset and epoch, the batches are
+   identical and so are the logs before them. Checked inductively: every (base offset, epoch) is
+   only ever appended with one content and one predecessor (offset, epoch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from node.raft.quorum_state import Role
+from node.raft.records import RecordBatch
+from node.sim.disk import SimDisk, batch_at
+
+
+class InvariantViolation(Exception):
+    """A safety property failed; the message says which and where."""
+
+
+class NodeView(Protocol):
+    role: Role
+    epoch: int
+    high_watermark: int
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def last_epoch(self) -> int: ...
+
+
+@dataclass
+class _NodeMark:
+    epoch: int = 0
+    hwm: int = 0  # of the current incarnation
+
+
+@dataclass
+class InvariantChecker:
+    voter_ids: tuple[int, ...]
+    leaders: dict[int, int] = field(default_factory=dict)  # epoch -> leader id
+    committed: list[RecordBatch] = field(default_factory=list)
+    _marks: dict[int, _NodeMark] = field(default_factory=dict)
+    _seen: dict[tuple[int, int], tuple[RecordBatch, int]] = field(default_factory=dict)
+
+    @property
+    def majority(self) -> int:
+        return len(self.voter_ids) // 2 + 1
+
+    @property
+    def committed_end(self) -> int:
+        return self.committed[-1].next_offset if self.committed else 0
+
+    def committed_batch(self, offset: int) -> RecordBatch | None:
+        return batch_at(self.committed, offset)
+
+    # --- hooks the world calls ---
+    def on_restart(self, node_id: int) -> None:
+        mark = self._mark(node_id)
+        mark.hwm = 0
+
+    def on_append(self, node_id: int, prev: RecordBatch | None, batch: RecordBatch) -> None:
+        """Before `batch` is appended after `prev` on `node_id`'s log."""
+        mark = self._mark(node_id)
+        if batch.base_offset < mark.hwm:
+            raise InvariantViolation(
+                f"node {node_id} appends at offset {batch.base_offset}, below its own HWM {mark.hwm}"
+            )
+        prev_epoch = prev.epoch if prev else -1
+        key = (batch.base_offset, batch.epoch)
+        known = self._seen.get(key)
+        if known is None:
+            self._seen[key] = (batch, prev_epoch)
+        elif known[0] != batch or known[1] != prev_epoch:
+            raise InvariantViolation(
+                f"log matching: node {node_id} holds a batch at offset {batch.base_offset} epoch "
+                f"{batch.epoch} that differs from another copy (content or predecessor epoch "
+                f"{prev_epoch} vs {known[1]})"
+            )
+
+    def on_truncate(self, node_id: int, offset: int) -> None:
+        mark = self._mark(node_id)
+        if offset < mark.hwm:
+            raise InvariantViolation(f"node {node_id} truncates its log to {offset}, below its own HWM {mark.hwm}")
+
+    def on_durable_loss(self, disks: Mapping[int, SimDisk], from_offset: int) -> None:
+        """Some voter's durable log lost data at or after `from_offset`: recheck commit durability."""
+        for batch in self.committed:
+            if batch.next_offset > from_offset:
+                self._check_durable_majority(disks, batch, "later")
+
+    def _mark(self, node_id: int) -> _NodeMark:
+        mark = self._marks.get(node_id)
+        if mark is None:
+            mark = self._marks[node_id] = _NodeMark()
+        return mark
+
+    def after_event(
+        self, node_id: int, node: NodeView, disk: SimDisk, disks: Mapping[int, SimDisk], log_changed: bool = True
+    ) -> None:
+        """After `node_id` handled an event. `log_changed`: its actions appended or truncated."""
+        mark = self._mark(node_id)
+        epoch = node.epoch
+        if epoch < mark.epoch:
+            raise InvariantViolation(f"node {node_id}'s epoch went back from {mark.epoch} to {epoch}")
+        mark.epoch = epoch
+        if node.role is Role.LEADER:
+            holder = self.leaders.setdefault(epoch, node_id)
+            if holder != node_id:
+                raise InvariantViolation(f"two leaders in epoch {epoch}: nodes {holder} and {node_id}")
+        leo = disk.end_offset
+        if log_changed and (node.log_end_offset != leo or node.last_epoch != disk.last_epoch):
+            raise InvariantViolation(
+                f"node {node_id}'s log (end {node.log_end_offset}, last epoch {node.last_epoch}) disagrees "
+                f"with the log its actions wrote (end {leo}, last epoch {disk.last_epoch})"
+            )
+        hwm = node.high_watermark
+        if hwm < mark.hwm:
+            raise InvariantViolation(f"node {node_id}'s high watermark went back from {mark.hwm} to {hwm}")
+        if hwm > leo:
+            raise InvariantViolation(f"node {node_id}'s high watermark {hwm} is beyond its log end {leo}")
+        if hwm > mark.hwm:
+            self._check_committed(node_id, disk, mark.hwm, hwm, disks)
+            mark.hwm = hwm
+
+    # --- internals ---
+    def _check_committed(self, node_id: int, disk: SimDisk, old: int, new: int, disks: Mapping[int, SimDisk]) -> None:
+        offset = old
+        while offset < new:
+            batch = disk.batch_at(offset)
+            if batch is None:  # cannot happen while hwm <= log end; kept for a clear message
+                raise InvariantViolation(f"node {node_id} has no batch at offset {offset} below its HWM {new}")
+            end = self.committed_end
+            if batch.base_offset < end:
+                ref = self.committed_batch(batch.base_offset)
+                if ref != batch:
+                    raise InvariantViolation(
+                        f"committed entry changed: node {node_id} has {_desc(batch)} below its HWM {new} "
+                        f"where {_desc(ref)} was committed"
+                    )
+            elif batch.base_offset == end:
+                self.committed.append(batch)
+                self._check_durable_majority(disks, batch, "when committed")
+            else:
+                raise InvariantViolation(
+                    f"node {node_id} commits offset {batch.base_offset} past a gap in the committed log (ends at {end})"
+                )
+            offset = batch.next_offset
+
+    def _check_durable_majority(self, disks: Mapping[int, SimDisk], batch: RecordBatch, when: str) -> None:
+        holders = [v for v in self.voter_ids if disks[v].durable_batch_at(batch.base_offset) == batch]
+        if len(holders) < self.majority:
+            raise InvariantViolation(
+                f"committed {_desc(batch)} is durable on only {len(holders)} voter(s) {holders} {when}, "
+                f"fewer than a majority of {self.majority}"
+            )
+
+
+def _desc(batch: RecordBatch | None) -> str:
+    if batch is None:
+        return "nothing"
+    return f"batch [{batch.base_offset}..{batch.next_offset}) epoch {batch.epoch}"

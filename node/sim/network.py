@@ -1,0 +1,94 @@
+"""The simulated network: which messages arrive, and when.
+
+This module only decides; the world schedules. A message from `src` to `dst` is lost when `dst`
+cannot hear `src` (the grudge: node -> nodes it cannot hear, as a nemesis partition would install
+with DROP rules) or by a per-link random drop; otherwise it arrives after a random delay drawn
+independently per message, which reorders messages on the same link. All randomness comes from the
+simulation's one `random.Random`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class LinkModel:
+    """Drop probability and delay distribution of one direction of one link."""
+
+    drop: float = 0.0
+    delay_min_ms: int = 1
+    delay_max_ms: int = 5
+    exponential: bool = False  # exponential delays with mean (min+max)/2, floored at min
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.drop <= 1.0:
+            raise ValueError(f"drop probability {self.drop} is not within [0, 1]")
+        if self.delay_min_ms < 0 or self.delay_max_ms < self.delay_min_ms:
+            raise ValueError(f"delay range {self.delay_min_ms}:{self.delay_max_ms} is not 0 <= min <= max")
+
+    def sample_delay(self, rng: random.Random) -> int:
+        if self.exponential:
+            mean = (self.delay_min_ms + self.delay_max_ms) / 2
+            extra = rng.expovariate(1.0 / max(mean - self.delay_min_ms, 0.001))
+            return self.delay_min_ms + int(extra)
+        return rng.randint(self.delay_min_ms, self.delay_max_ms)
+
+
+class Network:
+    def __init__(self, rng: random.Random, default: LinkModel | None = None) -> None:
+        self._rng = rng
+        self.default = default or LinkModel()
+        self._links: dict[tuple[int, int], LinkModel] = {}
+        self._grudge: dict[int, frozenset[int]] = {}
+        self.sent = 0
+        self.dropped = 0
+
+    # --- configuration ---
+    def set_link(self, src: int, dst: int, model: LinkModel) -> None:
+        self._links[(src, dst)] = model
+
+    def link(self, src: int, dst: int) -> LinkModel:
+        return self._links.get((src, dst), self.default)
+
+    def partition(self, grudge: Mapping[int, Iterable[int]]) -> None:
+        """Replace the grudge: `grudge[n]` is the set of nodes `n` cannot hear."""
+        self._grudge = {n: frozenset(cut) for n, cut in sorted(grudge.items()) if cut}
+
+    def add_grudge(self, grudge: Mapping[int, Iterable[int]]) -> None:
+        """Cut more links on top of the current grudge."""
+        merged = {n: set(cut) for n, cut in self._grudge.items()}
+        for n, cut in grudge.items():
+            merged.setdefault(n, set()).update(cut)
+        self.partition(merged)
+
+    def heal(self) -> None:
+        self._grudge = {}
+
+    @property
+    def grudge(self) -> dict[int, tuple[int, ...]]:
+        return {n: tuple(sorted(cut)) for n, cut in sorted(self._grudge.items())}
+
+    @property
+    def partitioned(self) -> bool:
+        return bool(self._grudge)
+
+    def can_hear(self, dst: int, src: int) -> bool:
+        cut = self._grudge.get(dst)
+        return cut is None or src not in cut
+
+    # --- traffic ---
+    def transit(self, src: int, dst: int) -> int | None:
+        """Delay in ms for a message `src` -> `dst` sent now, or None when it is lost."""
+        self.sent += 1
+        model = self.link(src, dst)
+        # Draw the same random numbers whatever the outcome, so a partition does not shift the
+        # random stream of every later decision (smaller diffs between related seeds' traces).
+        lost = self._rng.random() < model.drop
+        delay = model.sample_delay(self._rng)
+        if lost or not self.can_hear(dst, src):
+            self.dropped += 1
+            return None
+        return delay

@@ -1,0 +1,656 @@
+"""The simulation runtime: RaftNode cores on a simulated network and simulated disks, in virtual time.
+
+`Simulation` is the library face of the simulator. Tests and the harness's `sim` backend build one,
+then step it, run it to a time or a predicate, inject faults (partition, kill, pause, clock skew,
+disk stall) and inspect the nodes. Every random choice comes from one `random.Random(seed)`; every
+event goes through one queue ordered by (time, insertion order); every event a node handles is
+appended to the trace and followed by the invariant checks of `node.sim.invariants`.
+"""
+
+from __future__ import annotations
+
+import random
+import traceback
+import uuid
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from node.raft import actions as act
+from node.raft.config import RaftConfig
+from node.raft.events import (
+    Append,
+    Event,
+    FlushCompleted,
+    RequestFailed,
+    RequestReceived,
+    ResponseReceived,
+    Start,
+    Tick,
+)
+from node.raft.node import RaftNode
+from node.raft.quorum_state import Role
+from node.raft.records import RecordBatch
+from node.raft.storage import LoadedState
+from node.sim.clock import NodeClock
+from node.sim.disk import SimDisk
+from node.sim.invariants import InvariantChecker, InvariantViolation
+from node.sim.network import LinkModel, Network
+from node.sim.scheduler import EventQueue
+from node.sim.trace import Trace, summarize
+from node.sim.workload import AppendClient, WorkloadConfig
+
+_LOG_ACTIONS = (act.AppendBatches, act.TruncateLog)
+NodeFactory = Callable[[RaftConfig, LoadedState, random.Random, Callable[[random.Random], str]], Any]
+
+
+def random_cluster_id(rng: random.Random) -> str:
+    """A clusterId drawn from the node's seeded RNG, so it is the same on every replay."""
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    seed: int = 0
+    voters: int = 3
+    observers: int = 0
+    raft: Mapping[str, int] = field(default_factory=dict)  # RaftConfig field -> value, for every node
+    node_raft: Mapping[int, Mapping[str, int]] = field(default_factory=dict)  # per-node overrides
+    link: LinkModel = field(default_factory=LinkModel)
+    disk_latency_ms: tuple[int, int] = (2, 15)  # fsync latency range
+    refused_delay_ms: int = 1  # connection refused / reset reaches the sender after this
+    start_stagger_ms: int = 50  # nodes start at random times within this window
+    node_factory: NodeFactory | None = None  # default: RaftNode (tests inject buggy ones)
+    disk_factory: Callable[[int], SimDisk] | None = None
+    trace_path: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.voters < 1:
+            raise ValueError("a quorum needs at least one voter")
+        if self.observers < 0:
+            raise ValueError("observers must be >= 0")
+        lo, hi = self.disk_latency_ms
+        if lo < 0 or hi < lo:
+            raise ValueError(f"disk latency range {lo}:{hi} is not 0 <= min <= max")
+
+    @property
+    def voter_ids(self) -> tuple[int, ...]:
+        return tuple(range(1, self.voters + 1))
+
+    @property
+    def observer_ids(self) -> tuple[int, ...]:
+        return tuple(range(self.voters + 1, self.voters + self.observers + 1))
+
+    @property
+    def node_ids(self) -> tuple[int, ...]:
+        return self.voter_ids + self.observer_ids
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    seed: int
+    time_ms: int
+    event_index: int  # trace line number of the offending event
+    node: int | str
+    event: str
+    message: str
+
+    def __str__(self) -> str:
+        return (
+            f"invariant violated (seed {self.seed}, t={self.time_ms} ms, event #{self.event_index} on "
+            f"node {self.node}: {self.event}): {self.message}"
+        )
+
+
+@dataclass(slots=True)
+class _Request:
+    src: int
+    src_inc: int
+    dst: int
+    dst_inc: int
+    correlation_id: int
+
+
+@dataclass
+class Stats:
+    elections: int = 0  # leaders elected (distinct epochs with a leader)
+    leader_changes: int = 0  # LeaderChanged actions seen, over all nodes
+    faults: dict[str, int] = field(default_factory=dict)
+    crashes: int = 0
+    lost_unsynced_writes: int = 0
+    events: int = 0
+
+
+class SimNode:
+    """One node's host: its disk and clock outlive crashes; its RaftNode core does not."""
+
+    def __init__(self, node_id: int, config: RaftConfig, disk: SimDisk) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.disk = disk
+        self.clock = NodeClock()
+        self.raft: Any = None  # a RaftNode while up
+        self.up = False
+        self.paused = False
+        self.incarnation = 0
+        self.buffered: list[Event] = []  # events that arrived while paused
+        self.timer_at: int | None = None  # virtual time of the earliest pending Tick
+        self.timer_local: int | None = None  # the same deadline on the node's clock
+        self.disk_free_at = 0  # flushes run one after another
+        self.disk_stalled_until = 0
+        self.started = False  # started at least once (later starts are restarts)
+
+    @property
+    def is_voter(self) -> bool:
+        return self.config.is_voter
+
+    def __repr__(self) -> str:
+        state = "paused" if self.paused else "up" if self.up else "down"
+        return f"SimNode({self.node_id}, {state}, inc={self.incarnation})"
+
+
+class Simulation:
+    def __init__(self, config: SimConfig, workload: WorkloadConfig | None = None) -> None:
+        self.config = config
+        self.rng = random.Random(config.seed)
+        self.queue = EventQueue()
+        self.network = Network(self.rng, config.link)
+        self.trace = Trace(config.trace_path)
+        self.checker = InvariantChecker(config.voter_ids)
+        self.stats = Stats()
+        self.violation: Violation | None = None
+        self.crash_traceback: str | None = None  # when a core raised instead of returning actions
+        self.nodes: dict[int, SimNode] = {}
+        voters = frozenset(config.voter_ids)
+        for node_id in config.node_ids:
+            params = {**config.raft, **config.node_raft.get(node_id, {})}
+            raft_config = RaftConfig(node_id=node_id, voter_ids=voters, **params)
+            disk = config.disk_factory(node_id) if config.disk_factory else SimDisk()
+            self.nodes[node_id] = SimNode(node_id, raft_config, disk)
+        self._disks = {n: host.disk for n, host in self.nodes.items()}
+        self._requests: dict[int, _Request] = {}
+        self._next_request = 0
+        self._client_handles: dict[Hashable, int] = {}  # Append handle -> node it was sent to
+        self.append_results: dict[Hashable, act.AppendCompleted | act.AppendFailed] = {}
+        self.client = AppendClient(self.rng, config.voter_ids, self._client_send, workload or WorkloadConfig())
+        self._workload_on = False
+        self._dispatch = self._build_dispatch()
+        # Called after every event a node handles (and its checks): (node id, event). For targeted
+        # scenarios that must act at an exact moment, e.g. right after a node became leader.
+        self.event_hooks: list[Callable[[int, Event], None]] = []
+
+    # ------------------------------------------------------------------ running
+    @property
+    def now(self) -> int:
+        return self.queue.now
+
+    def start(self, node_ids: Iterable[int] | None = None) -> None:
+        """Start the nodes (default: all) at random moments within the stagger window."""
+        for node_id in self.config.node_ids if node_ids is None else node_ids:
+            self.node(node_id)
+            self.queue.after(self.rng.randint(0, self.config.start_stagger_ms), self.restart, node_id)
+
+    def step(self) -> bool:
+        """Run the next queued entry. False when nothing is queued or an invariant has failed."""
+        if self.violation is not None or not len(self.queue):
+            return False
+        fn, args = self.queue.pop()
+        fn(*args)
+        return self.violation is None
+
+    def run_until(self, time_ms: int) -> bool:
+        """Run every entry due at or before `time_ms`, then move the clock there. False on violation."""
+        queue = self.queue
+        while self.violation is None:
+            nxt = queue.next_time()
+            if nxt is None or nxt > time_ms:
+                break
+            fn, args = queue.pop()
+            fn(*args)
+        if self.violation is None and queue.now < time_ms:
+            queue.now = time_ms
+        return self.violation is None
+
+    def run_for(self, ms: int) -> bool:
+        return self.run_until(self.now + ms)
+
+    def run_until_true(self, predicate: Callable[[], bool], timeout_ms: int, poll_ms: int = 0) -> bool:
+        """Run until `predicate()` holds (checked after every entry, or every `poll_ms` of virtual
+        time when given). True when it held; False on timeout or violation."""
+        deadline = self.now + timeout_ms
+        if poll_ms:
+            while self.violation is None and self.now < deadline:
+                if predicate():
+                    return True
+                self.run_until(min(self.now + poll_ms, deadline))
+            return self.violation is None and predicate()
+        while self.violation is None:
+            if predicate():
+                return True
+            nxt = self.queue.next_time()
+            if nxt is None or nxt > deadline:
+                self.run_until(deadline)
+                return self.violation is None and predicate()
+            self.step()
+        return False
+
+    # ------------------------------------------------------------------ inspecting
+    def node(self, node_id: int) -> SimNode:
+        try:
+            return self.nodes[node_id]
+        except KeyError:
+            raise ValueError(f"no node {node_id} in this simulation") from None
+
+    def raft(self, node_id: int) -> Any:
+        return self.node(node_id).raft
+
+    def leader(self) -> int | None:
+        """The live leader with the highest epoch, or None."""
+        best: tuple[int, int] | None = None
+        for node_id, host in self.nodes.items():
+            if host.up and host.raft.role is Role.LEADER and (best is None or host.raft.epoch > best[0]):
+                best = (host.raft.epoch, node_id)
+        return best[1] if best else None
+
+    def live_nodes(self) -> list[int]:
+        return [n for n, host in self.nodes.items() if host.up]
+
+    def committed_log(self) -> list[RecordBatch]:
+        """The committed log as the invariant checker recorded it (batches below the max HWM)."""
+        return list(self.checker.committed)
+
+    # ------------------------------------------------------------------ faults
+    def _nemesis(self, kind: str, summary: str) -> None:
+        self.stats.faults[kind] = self.stats.faults.get(kind, 0) + 1
+        self.trace.record(self.now, "nemesis", kind, summary)
+
+    def partition(self, grudge: Mapping[int, Iterable[int]]) -> None:
+        """Replace the grudge: `grudge[n]` lists the nodes `n` cannot hear."""
+        for n, cut in grudge.items():
+            for m in (n, *cut):
+                self.node(m)
+        self.network.partition(grudge)
+        self._nemesis("partition", repr(self.network.grudge))
+
+    def isolate(self, groups: Iterable[Iterable[int]]) -> None:
+        """Split the nodes into groups that hear only each other (nodes in no group: isolated)."""
+        member: dict[int, int] = {}
+        for i, group in enumerate(groups):
+            for n in group:
+                member[n] = i
+        grudge = {n: [m for m in self.nodes if m != n and (member.get(m, -m) != member.get(n, -n))] for n in self.nodes}
+        self.partition(grudge)
+
+    def heal(self) -> None:
+        self.network.heal()
+        self._nemesis("heal", "network")
+
+    def kill(self, node_id: int, lose_unsynced: bool = False, keep_unsynced: int | None = None) -> None:
+        """kill -9; with `lose_unsynced`, a power loss: of the un-fsynced writes a random prefix
+        survives (or exactly the first `keep_unsynced`)."""
+        host = self.node(node_id)
+        if not host.up:
+            return
+        lost = host.disk.crash(lose_unsynced, self.rng, keep_unsynced)
+        self._nemesis("kill", f"node {node_id}" + (f" lose_unsynced lost={lost}" if lose_unsynced else ""))
+        self.stats.crashes += 1
+        self.stats.lost_unsynced_writes += lost
+        host.up = False
+        host.paused = False
+        host.raft = None
+        host.incarnation += 1
+        host.buffered.clear()
+        host.timer_at = host.timer_local = None
+        try:
+            self._check_durable_loss(host)
+        except InvariantViolation as exc:
+            self._violated(self.trace.count, node_id, f"kill node {node_id}", str(exc))
+        # Connections to the dead process are reset; the peers hear of it if the network lets them.
+        for rid, req in list(self._requests.items()):
+            if req.dst == node_id or req.src == node_id:
+                del self._requests[rid]
+                if req.dst == node_id and self.network.can_hear(req.src, node_id):
+                    self._fail_request_later(req)
+        for handle, target in list(self._client_handles.items()):
+            if target == node_id:
+                del self._client_handles[handle]
+                self.queue.after(self.config.refused_delay_ms, self._client_lost, handle)
+
+    def restart(self, node_id: int) -> None:
+        """Start the node's process again from what its disk holds (or for the first time)."""
+        host = self.node(node_id)
+        if host.up:
+            return
+        if host.started:
+            self._nemesis("start", f"node {node_id}")
+        host.started = True
+        host.up = True
+        host.paused = False
+        rng = random.Random(self.rng.getrandbits(64))
+        factory = self.config.node_factory or RaftNode
+        host.raft = factory(host.config, host.disk.load(), rng, random_cluster_id)
+        self.checker.on_restart(node_id)
+        self._deliver(node_id, host.incarnation, Start())
+
+    def pause(self, node_id: int) -> None:
+        host = self.node(node_id)
+        if host.up and not host.paused:
+            host.paused = True
+            self._nemesis("pause", f"node {node_id}")
+
+    def resume(self, node_id: int) -> None:
+        host = self.node(node_id)
+        if not (host.up and host.paused):
+            return
+        host.paused = False
+        self._nemesis("resume", f"node {node_id} ({len(host.buffered)} queued events)")
+        queued, host.buffered = host.buffered, []
+        for event in queued:
+            self.queue.after(0, self._deliver, node_id, host.incarnation, event)
+
+    def skew(self, node_id: int, jump_ms: int = 0, rate: float | None = None) -> None:
+        """Jump the node's clock (monotonic: a backward jump makes it stand still) and/or set its rate."""
+        host = self.node(node_id)
+        host.clock.set(self.now, jump_ms=jump_ms, rate=rate)
+        self._nemesis("clock", f"node {node_id} jump={jump_ms} rate={host.clock.rate}")
+        if host.up and host.timer_local is not None:
+            self._arm_timer(host, host.timer_local)
+
+    def stall_disk(self, node_id: int, ms: int) -> None:
+        """Flushes on the node complete no earlier than `ms` from now."""
+        host = self.node(node_id)
+        host.disk_stalled_until = max(host.disk_stalled_until, self.now + ms)
+        self._nemesis("disk_stall", f"node {node_id} for {ms} ms")
+
+    def heal_all(self) -> None:
+        """Undo every fault: heal the network, resume, restart, reset clock rates, end disk stalls."""
+        if self.network.partitioned:
+            self.heal()
+        for node_id, host in self.nodes.items():
+            if host.paused:
+                self.resume(node_id)
+            if not host.up:
+                self.restart(node_id)
+            if host.clock.rate != 1.0:
+                self.skew(node_id, rate=1.0)
+            host.disk_stalled_until = 0
+
+    # ------------------------------------------------------------------ client
+    def submit_append(self, node_id: int, records: tuple[bytes, ...], handle: Hashable | None = None) -> Hashable:
+        """Hand an Append straight to a node (no network); the outcome lands in `append_results`."""
+        if handle is None:
+            self._next_request += 1
+            handle = ("direct", self._next_request)
+        self._client_handles[handle] = node_id
+        self._deliver(node_id, self.node(node_id).incarnation, Append(handle, records))
+        return handle
+
+    def start_workload(self) -> None:
+        self._workload_on = True
+        self.queue.after(0, self._workload_tick)
+
+    def stop_workload(self) -> None:
+        self._workload_on = False
+
+    def _workload_tick(self) -> None:
+        if not self._workload_on:
+            return
+        client = self.client
+        if client.open_ops < client.config.concurrency:
+            op = client.invoke(self.now)
+            self.trace.record(self.now, "client", "invoke", f"append h={op.handle} -> node {op.target}")
+            self.queue.after(client.config.timeout_ms, self._client_timeout, op.handle)
+        self.queue.after(client.config.interval_ms, self._workload_tick)
+
+    def _client_send(self, target: int, handle: int, records: tuple[bytes, ...]) -> None:
+        host = self.node(target)
+        if not host.up:
+            self.queue.after(self.config.refused_delay_ms, self._client_refused, handle, target)
+            return
+        self._client_handles[handle] = target
+        delay = self.config.link.sample_delay(self.rng)
+        self.queue.after(delay, self._deliver, target, host.incarnation, Append(handle, records))
+
+    def _client_refused(self, handle: int, target: int) -> None:
+        if self.client.failed(self.now, handle, -1):
+            self.trace.record(self.now, "client", "fail", f"append h={handle}: node {target} is down")
+
+    def _client_timeout(self, handle: int) -> None:
+        if self.client.lost(self.now, handle):
+            self._client_handles.pop(handle, None)
+            self.trace.record(self.now, "client", "info", f"append h={handle}: timed out")
+
+    def _client_lost(self, handle: Hashable) -> None:
+        if isinstance(handle, int) and self.client.lost(self.now, handle):
+            self.trace.record(self.now, "client", "info", f"append h={handle}: connection reset")
+
+    def _append_result(self, node_id: int, action: act.AppendCompleted | act.AppendFailed) -> None:
+        handle = action.handle
+        self._client_handles.pop(handle, None)
+        self.append_results[handle] = action
+        if not isinstance(handle, int):
+            return
+        delay = self.config.link.sample_delay(self.rng)
+        if isinstance(action, act.AppendCompleted):
+            self.queue.after(delay, self._client_completed, node_id, action)
+        else:
+            host = self.nodes[node_id]
+            hint = host.raft.leader_id if host.up else -1
+            self.queue.after(delay, self._client_failed, action, hint)
+
+    def _client_completed(self, node_id: int, action: act.AppendCompleted) -> None:
+        op = self.client.completed(self.now, action.handle, action.base_offset, action.last_offset)
+        if op is not None:
+            self.trace.record(
+                self.now,
+                "client",
+                "ok",
+                f"append h={op.handle} at [{action.base_offset}..{action.last_offset}] by node {node_id}",
+            )
+
+    def _client_failed(self, action: act.AppendFailed, hint: int) -> None:
+        op = self.client.failed(self.now, action.handle, hint)
+        if op is not None:
+            self.trace.record(self.now, "client", "fail", f"append h={op.handle}: error {action.error}")
+
+    # ------------------------------------------------------------------ event delivery
+    def _deliver(self, node_id: int, incarnation: int, event: Event) -> None:
+        host = self.nodes[node_id]
+        if not host.up or host.incarnation != incarnation:
+            return  # addressed to a process that no longer exists
+        if host.paused:
+            host.buffered.append(event)
+            return
+        self._handle(host, event)
+
+    def _handle(self, host: SimNode, event: Event) -> None:
+        now = self.now
+        node_id = host.node_id
+        kind = type(event).__name__
+        desc = summarize(event)
+        index = self.trace.count
+        self.trace.record(now, node_id, kind, desc)
+        self.stats.events += 1
+        try:
+            actions = host.raft.handle(host.clock.local(now), event)
+            log_changed = False
+            dispatch = self._dispatch
+            for action in actions:
+                handler = dispatch.get(type(action))
+                if handler is None:
+                    raise InvariantViolation(f"node {node_id} returned an unknown action {action!r}")
+                if type(action) in _LOG_ACTIONS:
+                    log_changed = True
+                handler(host, action)
+            self.checker.after_event(node_id, host.raft, host.disk, self._disks, log_changed)
+            for hook in self.event_hooks:
+                hook(node_id, event)
+        except InvariantViolation as exc:
+            self._violated(index, node_id, f"{kind} {desc}", str(exc))
+        except Exception as exc:
+            detail = "".join(traceback.format_exception_only(exc)).strip()
+            self._violated(index, node_id, f"{kind} {desc}", f"node {node_id} raised {detail}")
+            self.crash_traceback = traceback.format_exc()
+
+    def _violated(self, index: int, node: int | str, event: str, message: str) -> None:
+        if self.violation is None:
+            self.violation = Violation(self.config.seed, self.now, index, node, event, message)
+            self.trace.record(self.now, "checker", "violation", message)
+
+    def _build_dispatch(self) -> dict[type, Callable[[SimNode, Any], None]]:
+        return {
+            act.SendRequest: self._do_send_request,
+            act.Respond: self._do_respond,
+            act.SetTimer: self._do_set_timer,
+            act.AppendBatches: self._do_append,
+            act.TruncateLog: self._do_truncate,
+            act.Flush: self._do_flush,
+            act.PersistQuorumState: self._do_persist_quorum_state,
+            act.PersistClusterId: self._do_persist_cluster_id,
+            act.AppendCompleted: self._do_append_result,
+            act.AppendFailed: self._do_append_result,
+            act.LeaderChanged: self._do_leader_changed,
+            act.HighWatermarkAdvanced: self._do_nothing,  # the checker reads high_watermark itself
+            act.Fatal: self._do_fatal,
+        }
+
+    def _do_send_request(self, host: SimNode, action: act.SendRequest) -> None:
+        self._send_request(host, action.destination, action.correlation_id, action.message)
+
+    def _do_respond(self, host: SimNode, action: act.Respond) -> None:
+        self._send_response(action.reply_to, action.message)
+
+    def _do_set_timer(self, host: SimNode, action: act.SetTimer) -> None:
+        self._arm_timer(host, action.deadline_ms)
+
+    def _do_append(self, host: SimNode, action: act.AppendBatches) -> None:
+        disk = host.disk
+        prev = disk.last_batch
+        for batch in action.batches:
+            self.checker.on_append(host.node_id, prev, batch)
+            prev = batch
+        disk.append(action.batches)
+
+    def _do_truncate(self, host: SimNode, action: act.TruncateLog) -> None:
+        self.checker.on_truncate(host.node_id, action.offset)
+        host.disk.truncate(action.offset)
+
+    def _do_flush(self, host: SimNode, action: act.Flush) -> None:
+        self._flush(host, action.end_offset)
+
+    def _do_persist_quorum_state(self, host: SimNode, action: act.PersistQuorumState) -> None:
+        host.disk.write_quorum_state(action.state)
+
+    def _do_persist_cluster_id(self, host: SimNode, action: act.PersistClusterId) -> None:
+        host.disk.write_cluster_id(action.cluster_id)
+
+    def _do_append_result(self, host: SimNode, action: act.AppendCompleted | act.AppendFailed) -> None:
+        self._append_result(host.node_id, action)
+
+    def _do_leader_changed(self, host: SimNode, action: act.LeaderChanged) -> None:
+        self.stats.leader_changes += 1
+        if action.leader_id == host.node_id:
+            self.stats.elections += 1
+
+    def _do_nothing(self, host: SimNode, action: Any) -> None:
+        pass
+
+    def _do_fatal(self, host: SimNode, action: act.Fatal) -> None:
+        raise InvariantViolation(f"node {host.node_id} stopped with Fatal: {action.reason}")
+
+    # --- network ---
+    def _send_request(self, host: SimNode, dst: int, cid: int, msg: Any) -> None:
+        src = host.node_id
+        target = self.nodes.get(dst)
+        if target is None:
+            raise InvariantViolation(f"node {src} sent a request to unknown node {dst}")
+        req = _Request(src, host.incarnation, dst, target.incarnation, cid)
+        if not target.up:  # connection refused, if the refusal can reach the sender
+            if self.network.can_hear(src, dst):
+                self._fail_request_later(req)
+            return
+        delay = self.network.transit(src, dst)
+        if delay is None:
+            return  # lost: the core's request timeout deals with it
+        self._next_request += 1
+        rid = self._next_request
+        self._requests[rid] = req
+        self.queue.after(delay, self._arrive_request, rid, msg)
+
+    def _arrive_request(self, rid: int, msg: Any) -> None:
+        req = self._requests.get(rid)
+        if req is None:
+            return
+        dst = self.nodes[req.dst]
+        if not dst.up or dst.incarnation != req.dst_inc:
+            del self._requests[rid]
+            if self.network.can_hear(req.src, req.dst):
+                self._fail_request_later(req)
+            return
+        if not self.network.can_hear(req.dst, req.src):  # partitioned while in flight
+            del self._requests[rid]
+            return
+        self._deliver(req.dst, req.dst_inc, RequestReceived(rid, req.correlation_id, msg))
+
+    def _send_response(self, rid: Hashable, msg: Any) -> None:
+        req = self._requests.pop(rid, None)  # type: ignore[arg-type]
+        if req is None:
+            return  # the requester's connection is gone
+        delay = self.network.transit(req.dst, req.src)
+        if delay is not None:
+            self.queue.after(delay, self._arrive_response, req, msg)
+
+    def _arrive_response(self, req: _Request, msg: Any) -> None:
+        if not self.network.can_hear(req.src, req.dst):
+            return
+        self._deliver(req.src, req.src_inc, ResponseReceived(req.dst, req.correlation_id, msg))
+
+    def _fail_request_later(self, req: _Request) -> None:
+        self.queue.after(
+            self.config.refused_delay_ms,
+            self._deliver,
+            req.src,
+            req.src_inc,
+            RequestFailed(req.dst, req.correlation_id),
+        )
+
+    # --- timers and disk ---
+    def _arm_timer(self, host: SimNode, deadline_local: int) -> None:
+        """The core always asks for its earliest deadline, so the newest SetTimer replaces the last."""
+        at = host.clock.virtual_for(deadline_local, self.now)
+        host.timer_local = deadline_local
+        if at != host.timer_at:
+            host.timer_at = at
+            self.queue.schedule(at, self._fire_timer, host.node_id, host.incarnation, at)
+
+    def _fire_timer(self, node_id: int, incarnation: int, at: int) -> None:
+        host = self.nodes[node_id]
+        if host.incarnation != incarnation or host.timer_at != at:
+            return  # superseded by an earlier deadline, or the process is gone
+        host.timer_at = host.timer_local = None
+        self._deliver(node_id, incarnation, Tick())
+
+    def _flush(self, host: SimNode, end_offset: int) -> None:
+        token = host.disk.begin_flush()
+        lo, hi = self.config.disk_latency_ms
+        start = max(self.now, host.disk_free_at, host.disk_stalled_until)
+        done = start + self.rng.randint(lo, hi)
+        host.disk_free_at = done
+        self.queue.schedule(done, self._flush_done, host.node_id, host.incarnation, token, end_offset)
+
+    def _flush_done(self, node_id: int, incarnation: int, token: int, end_offset: int) -> None:
+        host = self.nodes[node_id]
+        if host.incarnation != incarnation:
+            return  # the process died before fsync returned: the writes stay un-synced
+        host.disk.complete_flush(token)
+        try:
+            self._check_durable_loss(host)
+        except InvariantViolation as exc:
+            self._violated(self.trace.count, node_id, f"flush done up to {end_offset}", str(exc))
+            return
+        self._deliver(node_id, incarnation, FlushCompleted(end_offset))
+
+    def _check_durable_loss(self, host: SimNode) -> None:
+        lost_from = host.disk.take_durable_truncation()
+        if lost_from is not None and host.is_voter and lost_from < self.checker.committed_end:
+            self.checker.on_durable_loss(self._disks, lost_from)

@@ -1,0 +1,142 @@
+"""The history loader: pairing, info semantics, nemesis windows, and clear errors naming file:line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from checkers.history import HistoryError, fault_windows, load_history, pair, read_events
+from checkers.verdict import UNKNOWN, Verdict, compose, exit_code
+
+
+def write(tmp_path, lines, name="history.jsonl"):
+    path = tmp_path / name
+    path.write_text("".join((json.dumps(x) if not isinstance(x, str) else x) + "\n" for x in lines))
+    return path
+
+
+def ev(t, p, type_, f, value=None, **extra):
+    return {"time": t, "process": p, "type": type_, "f": f, "value": value, **extra}
+
+
+def test_pairs_invokes_with_the_same_process_next_event(tmp_path):
+    path = write(
+        tmp_path,
+        [
+            ev(0, 0, "invoke", "write", 1, key="a"),
+            ev(1, 1, "invoke", "read", key="a"),
+            ev(2, 1, "ok", "read", 1, key="a"),
+            ev(3, 0, "ok", "write", 1, key="a", node="n1"),
+            ev(4, 1, "invoke", "read", key="b"),
+            ev(5, 1, "fail", "read", error="timeout"),
+        ],
+    )
+    h = load_history(path)
+    assert [(o.f, o.type, o.invoke_time, o.complete_time) for o in h.ops] == [
+        ("write", "ok", 0, 3),
+        ("read", "ok", 1, 2),
+        ("read", "fail", 4, 5),
+    ]
+    assert h.ops[1].value == 1 and h.ops[1].invoke_value is None
+    assert h.ops[0].node == "n1"
+    assert h.ops[2].key == "b" and h.ops[2].error == "timeout"
+    assert [o.id for o in h.ops] == [0, 1, 4]  # index defaults to the event's position
+    assert h.keys() == ["a", "b"]
+    assert h.source == str(path)
+
+
+def test_info_and_missing_completion_stay_open_to_the_end():
+    h = pair(
+        read_events(
+            [
+                ev(0, 0, "invoke", "write", 5),
+                ev(1, 1, "invoke", "write", 6),
+                ev(2, 0, "info", "write", None, error="timeout"),
+                ev(3, 2, "invoke", "read"),
+            ]
+        )
+    )
+    by_process = {o.process: o for o in h.ops}
+    assert by_process[0].type == "info" and by_process[0].complete_time is None
+    assert by_process[0].value == 5  # the invoke's value, not the info's
+    assert by_process[0].complete_index == 2
+    assert by_process[1].type == "info" and by_process[1].complete_index is None
+    assert by_process[2].type == "info"
+    assert all(o.key is None for o in h.ops)
+
+
+def test_nemesis_events_are_kept_apart_and_give_fault_windows():
+    h = pair(
+        read_events(
+            [
+                ev(0, "nemesis", "invoke", "start-partition", [["n1"], ["n2", "n3"]]),
+                ev(1, 0, "invoke", "read"),
+                ev(2, "nemesis", "info", "start-partition", [["n1"], ["n2", "n3"]]),
+                ev(3, 0, "ok", "read"),
+                ev(4, "nemesis", "invoke", "stop-partition"),
+                ev(5, "nemesis", "info", "stop-partition"),
+                ev(6, "nemesis", "invoke", "start-kill", ["n2"]),
+                ev(7, "nemesis", "info", "start-kill", ["n2"]),
+            ]
+        )
+    )
+    assert len(h.ops) == 1 and len(h.nemesis) == 6
+    windows = [w.to_json() for w in fault_windows(h)]
+    assert windows == [
+        {"kind": "partition", "start": 2, "end": 5, "value": [["n1"], ["n2", "n3"]]},
+        {"kind": "kill", "start": 7, "end": None, "value": ["n2"]},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("lines", "line", "words"),
+    [
+        (["{not json"], 1, "not valid JSON"),
+        ([ev(0, 0, "invoke", "read"), {"process": 0, "type": "ok", "f": "read"}], 2, "'time'"),
+        ([ev(0, 0, "invoke", "read"), ev(1, 0, "done", "read")], 2, "'type'"),
+        ([ev(0, 0, "invoke", 7)], 1, "'f'"),
+        ([ev(0, 1.5, "invoke", "read")], 1, "'process'"),
+        (["[1, 2]"], 1, "JSON object"),
+        ([ev(0, 0, "ok", "read", 1)], 1, "without an invoke"),
+        ([ev(0, 0, "invoke", "read"), ev(1, 0, "invoke", "read")], 2, "still outstanding"),
+        ([ev(0, 0, "invoke", "read"), ev(1, 0, "ok", "write")], 2, "does not match"),
+        (
+            [ev(0, 0, "invoke", "write", 1), ev(1, 0, "info", "write", 1), "", ev(2, 0, "invoke", "read")],
+            4,
+            "after its 'info' at line 2",
+        ),
+    ],
+)
+def test_bad_histories_name_file_and_line(tmp_path, lines, line, words):
+    path = write(tmp_path, lines)
+    with pytest.raises(HistoryError) as err:
+        load_history(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}:{line}: ")
+    assert words in message
+    assert "\n" not in message
+
+
+def test_unreadable_file_is_a_history_error(tmp_path):
+    with pytest.raises(HistoryError, match="cannot read history"):
+        load_history(tmp_path / "missing.jsonl")
+
+
+def test_blank_lines_are_skipped_and_lines_still_counted(tmp_path):
+    path = write(tmp_path, [ev(0, 0, "invoke", "read"), "", ev(1, 0, "ok", "read", 3)])
+    events = list(read_events(path))
+    assert [e.line for e in events] == [1, 3]
+    assert [e.index for e in events] == [0, 1]
+
+
+def test_verdicts_compose_false_over_unknown_over_true():
+    t, f, u = Verdict("a", True, {}), Verdict("b", False, {"x": 1}), Verdict("c", UNKNOWN, {})
+    assert compose([t, u]).valid == UNKNOWN
+    assert compose([t, u, f]).valid is False
+    assert compose([t, t]).valid is True
+    composed = compose([t, f]).to_json()
+    assert composed["checkers"]["b"] == {"checker": "b", "valid": False, "x": 1}
+    assert [exit_code(v) for v in (True, False, UNKNOWN)] == [0, 1, 2]
+    with pytest.raises(ValueError):
+        Verdict("z", "maybe", {})

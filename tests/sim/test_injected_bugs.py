@@ -1,0 +1,126 @@
+"""The invariants can fail: cores and disks with deliberate bugs must be caught by the simulator."""
+
+from __future__ import annotations
+
+import pytest
+
+from node.raft.node import RaftNode
+from node.raft.quorum_state import Role
+from node.sim.disk import SimDisk
+from node.sim.faults import FaultConfig
+from node.sim.invariants import InvariantChecker
+from node.sim.runner import RunConfig, converged, run
+from node.sim.workload import WorkloadConfig
+from node.sim.world import SimConfig, Simulation
+from tests.sim.scenarios import figure8, wait
+
+
+class EagerCommitNode(RaftNode):
+    """A leader that calls everything it has written committed, without waiting for a majority."""
+
+    def handle(self, now, event):
+        out = super().handle(now, event)
+        if self.role is Role.LEADER:
+            self.high_watermark = max(self.high_watermark, self.log_end_offset)
+        return out
+
+
+class NoFigure8RuleNode(RaftNode):
+    """A leader that commits whatever a majority holds, even before an entry of its own epoch.
+
+    (Overrides a private method of the core: the one place that rule lives.)
+    """
+
+    def _maybe_advance_leader_hwm(self, now):
+        leader = self.state
+        offsets = sorted(
+            (self._flushed_end if v == self.node_id else leader.voters[v].end_offset for v in self.voters),
+            reverse=True,
+        )
+        candidate = offsets[self.config.majority - 1]
+        if candidate > self.high_watermark:
+            self._advance_hwm(now, candidate)
+
+
+class ForgetfulDisk(SimDisk):
+    """fsync that lies: a crash loses the last two flushed batches too."""
+
+    def crash(self, lose_unsynced=False, rng=None, keep=None):
+        lost = super().crash(lose_unsynced, rng, keep)
+        if len(self._durable) > 2:
+            self._note_truncation(self._durable[-2].base_offset)
+            del self._durable[-2:]
+            self._unsynced.clear()
+            self._log = list(self._durable)
+        return lost
+
+
+def test_eager_commit_is_caught_in_a_plain_run():
+    result = run(
+        RunConfig(
+            sim=SimConfig(seed=1, node_factory=EagerCommitNode),
+            workload=WorkloadConfig(interval_ms=50),
+            duration_ms=5_000,
+        )
+    )
+    assert not result.valid
+    assert result.violation is not None
+    assert "majority" in result.violation.message or "committed" in result.violation.message
+    assert result.summary["verdict"] == "invalid"
+
+
+def test_eager_commit_is_caught_under_random_faults():
+    result = run(
+        RunConfig(
+            sim=SimConfig(seed=2, voters=3, observers=1, node_factory=EagerCommitNode),
+            faults=FaultConfig(kinds=("partition", "kill")),
+            duration_ms=10_000,
+        )
+    )
+    assert result.violation is not None
+
+
+def test_figure8_without_the_own_epoch_rule_is_caught():
+    with pytest.raises(AssertionError, match="violation: invariant violated"):
+        out = figure8(node_factory=NoFigure8RuleNode)
+        assert out.sim.violation is None  # not reached: figure8 stops waiting at the violation
+
+
+def forgetful_cluster(seed: int = 1) -> tuple[Simulation, int, int, int]:
+    """3 voters on lying disks: node `lagger` is cut off while the other two commit, then the
+    follower among the two crashes and forgets what it had flushed."""
+    sim = Simulation(SimConfig(seed=seed, voters=3, disk_factory=lambda _n: ForgetfulDisk()))
+    sim.start()
+    wait(sim, lambda: converged(sim), 30_000, "a first leader")
+    leader = sim.leader()
+    assert leader is not None
+    follower, lagger = (n for n in sim.nodes if n != leader)
+    sim.isolate([[leader, follower]])
+    for i in range(10):
+        sim.submit_append(leader, (f"v{i}".encode(),))
+    wait(sim, lambda: sim.raft(leader).high_watermark >= sim.raft(leader).log_end_offset > 10, 5_000, "commits")
+    sim.kill(follower)
+    return sim, leader, follower, lagger
+
+
+def test_a_disk_that_forgets_flushed_data_is_caught_by_the_durability_check():
+    sim, *_ = forgetful_cluster()
+    assert sim.violation is not None
+    assert "durable on only 1 voter" in sim.violation.message
+
+
+def test_a_disk_that_forgets_flushed_data_loses_commits_visibly(monkeypatch):
+    """Without the durability check, the loss still surfaces as a changed committed entry."""
+    monkeypatch.setattr(InvariantChecker, "_check_durable_majority", lambda *a, **k: None)
+    sim, leader, follower, lagger = forgetful_cluster()
+    assert sim.violation is None
+    sim.kill(leader)
+    sim.isolate([[follower, lagger]])
+    sim.restart(follower)
+    sim.run_for(20_000)
+    for i in range(5):
+        if sim.violation is None and (new := sim.leader()) is not None:
+            sim.submit_append(new, (f"w{i}".encode(),))
+        sim.run_for(2_000)
+    assert sim.violation is not None
+    assert "committed entry changed" in sim.violation.message or "below its own HWM" in sim.violation.message
