@@ -8,6 +8,7 @@ invoke with no completion by the end counts as `info`. The nemesis (process "nem
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -281,11 +282,16 @@ def _pair_rows(rows: Iterable[Row], source: str) -> History:
 def load_history(path: str | Path) -> History:
     """Read and pair a history.jsonl file (a fast path equivalent to `pair(read_events(path))`)."""
     source = str(path)
+    was_enabled = gc.isenabled()
+    gc.disable()  # a million acyclic ops: full collections while loading would cost O(n²)
     try:
         with Path(path).open("rb") as handle:
             return _pair_rows(_fast_rows(handle, source), source)
     except OSError as exc:
         raise HistoryError(f"{source}: cannot read history: {exc.strerror or exc}") from None
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def fault_windows(history: History) -> list[FaultWindow]:

@@ -24,6 +24,9 @@ Canonicalizer = Callable[[Any, int, int], Any]
 
 def hashable(value: Any) -> Any:
     """States are memoised, so they must hash: JSON arrays become tuples."""
+    cls = value.__class__
+    if cls is int or cls is str or value is None:
+        return value
     if isinstance(value, list):
         return tuple(hashable(v) for v in value)
     if isinstance(value, dict):
@@ -136,6 +139,7 @@ class RegisterModel(Model):
         return op.type != "fail"  # a failed write did not happen
 
     def _parts(self, op: Op) -> tuple[str, Any, Any]:
+        """(f, a, b): read or write of a, or cas from a to b."""
         f = op.f
         if f == "read":
             return f, hashable(op.value), None

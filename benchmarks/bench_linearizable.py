@@ -1,0 +1,136 @@
+"""Linearizability benchmarks: print wall time, CPU time and peak memory for each target.
+
+    python benchmarks/bench_linearizable.py            # every target, each in a fresh process
+    python benchmarks/bench_linearizable.py porcupine  # one target
+
+Targets (issue 3): all Porcupine histories; every key of kv/c50-bad decided (no early exit),
+≤ 30 s; 100,000 register ops / 100 keys / 50 processes ≤ 10 s; 1,000,000 ops ≤ 60 s and ≤ 4 GB;
+20,000 ops on one key with 10 processes decided in ≤ 60 s. Generated histories are written to a
+temporary JSONL file first, and the timed part is load + check, as `kchaos check` does it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from checkers.gen import register_history
+from checkers.history import load_history
+from checkers.linearizable import check, default_jobs
+
+PORCUPINE = Path(os.environ.get("PORCUPINE", "/work/shared/histories/porcupine"))
+
+
+def porcupine() -> dict:
+    rows = list(csv.DictReader((PORCUPINE / "MANIFEST.tsv").open(), delimiter="\t"))
+    slowest, total, mismatches = (0.0, ""), 0.0, 0
+    for row in rows:
+        started = time.monotonic()
+        verdict = check(load_history(PORCUPINE / row["file"]), row["model"], jobs=default_jobs())
+        took = time.monotonic() - started
+        total += took
+        slowest = max(slowest, (took, row["file"]))
+        mismatches += verdict.valid is not (row["expected"] == "linearizable")
+    return {
+        "histories": len(rows),
+        "mismatches": mismatches,
+        "total_s": round(total, 2),
+        "slowest": f"{slowest[1]} {slowest[0]:.3f} s",
+    }
+
+
+def c50_bad_all_keys() -> dict:
+    verdict = check(load_history(PORCUPINE / "kv" / "c50-bad.jsonl"), "kv", all_keys=True, jobs=default_jobs())
+    per_key = {r["key"]: f"{r['valid']} {r['elapsed']:.2f}s" for r in verdict.details["results"]}
+    return {"valid": verdict.valid, "unknown_keys": verdict.details["unknown_keys"], "keys": per_key}
+
+
+def generated(n_ops: int, keys: int, processes: int, stale: int = 0, **kw) -> dict:
+    gen = register_history(
+        n_ops, keys=keys, processes=processes, crash_rate=0.01, fail_rate=0.01, stale_reads=stale, seed=1, **kw
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = gen.write_jsonl(Path(tmp) / "history.jsonl")
+        del gen
+        cpu0 = _cpu()
+        started = time.monotonic()
+        history = load_history(path)
+        loaded = time.monotonic()
+        cpu1 = _cpu()
+        verdict = check(history, "register", all_keys=True, jobs=default_jobs())
+        done = time.monotonic()
+        cpu2 = _cpu()
+    results = verdict.details["results"]
+    return {
+        "valid": verdict.valid,
+        "unknown_keys": len(verdict.details["unknown_keys"]),
+        "invalid_keys": len(verdict.details["invalid_keys"]),
+        "states": sum(r["states"] for r in results),
+        "load_s": round(loaded - started, 2),
+        "check_s": round(done - loaded, 2),
+        "load_cpu_s": round(cpu1 - cpu0, 2),
+        "check_cpu_s": round(cpu2 - cpu1, 2),  # parent + key workers
+    }
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children: wall time on a shared machine lies."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+TARGETS = {
+    "porcupine": (porcupine, "all 58 histories"),
+    "c50-bad-all-keys": (c50_bad_all_keys, "≤ 30 s, every key decided"),
+    "100k": (lambda: generated(100_000, 100, 50), "≤ 10 s"),
+    "100k-stale": (lambda: generated(100_000, 100, 50, stale=5), "(5 stale reads injected)"),
+    "1m": (lambda: generated(1_000_000, 100, 50), "≤ 60 s, ≤ 4 GB"),
+    "20k-one-key": (lambda: generated(20_000, 1, 10), "decided in ≤ 60 s"),
+    "20k-one-key-stale": (lambda: generated(20_000, 1, 10, stale=1), "(1 stale read injected)"),
+    "20k-one-key-5-values": (lambda: generated(20_000, 1, 10, value_range=5), "(values 0..4)"),
+}
+
+
+def run_one(name: str) -> None:
+    fn, _ = TARGETS[name]
+    wall = time.monotonic()
+    result = fn()
+    wall = time.monotonic() - wall
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    result.update(
+        wall_s=round(wall, 2),
+        cpu_s=round(me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, 2),
+        peak_rss_mb=round(me.ru_maxrss / 1024),
+        peak_worker_rss_mb=round(kids.ru_maxrss / 1024),
+    )
+    print(json.dumps(result))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("targets", nargs="*", choices=[*TARGETS, []], default=[])
+    p.add_argument("--one", help=argparse.SUPPRESS)  # run one target in this process
+    a = p.parse_args()
+    if a.one:
+        run_one(a.one)
+        return 0
+    print(f"{os.cpu_count()} CPUs, {default_jobs()} worker processes for keys")
+    for name in a.targets or TARGETS:
+        out = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True, check=False)
+        if out.returncode:
+            print(f"{name}: FAILED\n{out.stderr}")
+            continue
+        print(f"{name} [{TARGETS[name][1]}]: {out.stdout.strip()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
