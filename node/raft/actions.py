@@ -63,7 +63,8 @@ class PersistClusterId:
 
 @dataclass(frozen=True, slots=True)
 class SetTimer:
-    """Deliver a Tick no later than `deadline_ms`. Only the earliest pending deadline matters."""
+    """Deliver a Tick at `deadline_ms`. Each SetTimer REPLACES the previous one: the core re-announces
+    its earliest deadline whenever it changes, including when it moves later."""
 
     deadline_ms: int
 

@@ -32,7 +32,11 @@ class StorageError(Exception):
 class RaftStorage(ABC):
     @abstractmethod
     def load(self) -> LoadedState:
-        """Read back the state; truncate a torn log tail; raise StorageError on corruption before it."""
+        """Read back the state; truncate a torn log tail; raise StorageError on corruption before it.
+
+        Everything returned must be durable: the node acknowledges a loaded log at once, so data a
+        killed process left in the page cache must be fsynced here, before the node starts.
+        """
 
     @abstractmethod
     def append(self, batches: tuple[RecordBatch, ...]) -> None: ...

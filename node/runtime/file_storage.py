@@ -379,7 +379,20 @@ class FileStorage(RaftStorage):
             notes.append(f"removed empty segment {empty.path.name}")
         if self._segments:
             self._fd = os.open(self._segments[-1].path, os.O_WRONLY | os.O_APPEND)
+        self._make_loaded_log_durable()
         return batches, "; ".join(notes) or None
+
+    def _make_loaded_log_durable(self) -> None:
+        """fsync what was read: after a kill -9 the page cache may hold writes that never reached the
+        disk, and the node treats what it loads as durable (it acknowledges it at once). Without this,
+        a power loss after the restart could take data the quorum already counted as committed."""
+        for seg in self._segments:
+            fd = os.open(seg.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(self.log_dir)
 
     def _truncate_torn_tail(self, seg: _Segment, data: bytes, scan: _ScanResult, later: list[Path]) -> list[str]:
         """Cut the log at `scan.bad_pos` if nothing valid follows; otherwise refuse to start."""

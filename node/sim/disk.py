@@ -4,6 +4,10 @@
 durable only when a flush completes. Writes of the quorum state and the clusterId are atomic and
 durable as soon as they are made (temp file + fsync + rename in the real runtime).
 
+`load()` fsyncs what it reads before returning it (`fsync_on_load`): the core treats the loaded log
+as durable and acknowledges it to the leader at once, so a storage that returned a page-cache tail
+left by a kill -9 without syncing it would let a commit rest on data a power loss can still take.
+
 Two kinds of crash:
 - `crash(lose_unsynced=False)`: kill -9 of the process. The OS keeps its page cache, so everything
   written survives, fsynced or not; only the flushes in progress never report back.
@@ -56,7 +60,8 @@ def truncate_batches(log: list[RecordBatch], offset: int) -> None:
 
 
 class SimDisk(RaftStorage):
-    def __init__(self) -> None:
+    def __init__(self, fsync_on_load: bool = True) -> None:
+        self.fsync_on_load = fsync_on_load
         self._log: list[RecordBatch] = []  # what reads see (page cache)
         self._durable: list[RecordBatch] = []  # what survives a power loss
         self._unsynced: list[_Op] = []  # writes since the last completed flush, in order
@@ -68,6 +73,8 @@ class SimDisk(RaftStorage):
 
     # --- RaftStorage ---
     def load(self) -> LoadedState:
+        if self.fsync_on_load:
+            self.flush()
         return LoadedState(self.quorum_state, tuple(self._log), self.cluster_id)
 
     def append(self, batches: tuple[RecordBatch, ...]) -> None:

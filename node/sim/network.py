@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +66,15 @@ class Network:
 
     def heal(self) -> None:
         self._grudge = {}
+
+    def stop_loss(self) -> None:
+        """Set every link's drop probability to 0 (delays stay): packet loss is a fault too."""
+        self.default = replace(self.default, drop=0.0)
+        self._links = {key: replace(model, drop=0.0) for key, model in self._links.items()}
+
+    @property
+    def lossy(self) -> bool:
+        return self.default.drop > 0 or any(m.drop > 0 for m in self._links.values())
 
     @property
     def grudge(self) -> dict[int, tuple[int, ...]]:

@@ -330,6 +330,10 @@ class Simulation:
         factory = self.config.node_factory or RaftNode
         host.raft = factory(host.config, host.disk.load(), rng, random_cluster_id)
         self.checker.on_restart(node_id)
+        try:
+            self._check_durable_loss(host)  # loading may have synced an earlier truncation
+        except InvariantViolation as exc:
+            self._violated(self.trace.count, node_id, f"start node {node_id}", str(exc))
         self._deliver(node_id, host.incarnation, Start())
 
     def pause(self, node_id: int) -> None:
@@ -363,9 +367,13 @@ class Simulation:
         self._nemesis("disk_stall", f"node {node_id} for {ms} ms")
 
     def heal_all(self) -> None:
-        """Undo every fault: heal the network, resume, restart, reset clock rates, end disk stalls."""
+        """Undo every fault: heal the network (partitions and packet loss), resume, restart, reset
+        clock rates, end disk stalls."""
         if self.network.partitioned:
             self.heal()
+        if self.network.lossy:
+            self.network.stop_loss()
+            self._nemesis("heal", "packet loss")
         for node_id, host in self.nodes.items():
             if host.paused:
                 self.resume(node_id)

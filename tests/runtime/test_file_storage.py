@@ -451,3 +451,18 @@ def test_log_matches_a_list_model_across_appends_truncations_and_reopens(steps, 
         finally:
             s.close()
         assert reload(Path(d), segment_bytes=segment_bytes).batches == tuple(model)
+
+
+def test_load_makes_what_it_read_durable(tmp_path, fsynced):
+    """A killed process may leave writes in the page cache only; the node acknowledges what it loads
+    at once, so load() must fsync every segment (and the directory) before handing it over."""
+    with FileStorage(tmp_path, 1, segment_bytes=200) as s:
+        s.load()
+        s.append(tuple(log_of(1, 1, 1, 1, 1, 1)))
+        s.flush()
+    segments = sorted(str(p) for p in log_dir(tmp_path).glob("*.log"))
+    assert len(segments) > 1
+    fsynced.clear()
+    with FileStorage(tmp_path, 1, segment_bytes=200) as s:
+        s.load()
+    assert set(segments) <= set(fsynced) and str(log_dir(tmp_path)) in fsynced

@@ -58,6 +58,7 @@ def test_a_violation_exits_1_with_the_seed_and_first_bad_event(monkeypatch, caps
         (["--drop", "2"], "--drop: 2.0 is not a probability"),
         (["--voters", "0"], "--voters: 0"),
         (["--append-interval", "0"], "--append-interval: 0"),
+        (["--trace", "/nonexistent-dir/t.jsonl", "--duration", "1s"], "--trace: cannot write /nonexistent-dir"),
     ],
 )
 def test_bad_flags_give_one_line_errors(args, message, capsys):

@@ -106,6 +106,16 @@ def test_network_exponential_delays_reorder():
     assert delays != sorted(delays)
 
 
+def test_network_stop_loss_keeps_delays():
+    net = Network(random.Random(2), LinkModel(drop=0.5, delay_min_ms=7, delay_max_ms=7))
+    net.set_link(1, 2, LinkModel(drop=1.0, delay_min_ms=9, delay_max_ms=9))
+    assert net.lossy
+    net.stop_loss()
+    assert not net.lossy
+    assert [net.transit(1, 2) for _ in range(20)] == [9] * 20
+    assert [net.transit(2, 1) for _ in range(20)] == [7] * 20
+
+
 def test_link_model_rejects_bad_ranges():
     with pytest.raises(ValueError):
         LinkModel(drop=1.5)
@@ -122,9 +132,23 @@ def test_disk_kill_keeps_page_cache_power_loss_keeps_only_synced():
     disk.flush()
     disk.append((batch(2, 1),))
     disk.crash(lose_unsynced=False)
-    assert [b.base_offset for b in disk.load().batches] == [0, 1, 2]
+    assert [b.base_offset for b in disk.batches()] == [0, 1, 2]
     disk.crash(lose_unsynced=True, rng=None)  # rng None: nothing unsynced survives
     assert [b.base_offset for b in disk.load().batches] == [0, 1]
+
+
+def test_disk_load_fsyncs_what_it_returns():
+    disk = SimDisk()
+    disk.append((batch(0, 1),))
+    disk.crash(lose_unsynced=False)
+    assert [b.base_offset for b in disk.load().batches] == [0]
+    disk.crash(lose_unsynced=True)
+    assert [b.base_offset for b in disk.batches()] == [0]
+    lax = SimDisk(fsync_on_load=False)
+    lax.append((batch(0, 1),))
+    lax.load()
+    lax.crash(lose_unsynced=True)
+    assert lax.batches() == []
 
 
 def test_disk_async_flush_covers_only_writes_before_it_started():

@@ -1,0 +1,81 @@
+"""The node's HTTP endpoint: Prometheus metrics, a status document, and a test-only append.
+
+- `GET /metrics`: KIP-595's raft-manager metrics in Prometheus text format (see `metrics`).
+- `GET /v1/status`: the node's quorum view as JSON (role, epoch, leader, high watermark, ...).
+- `POST /v1/append` (only with `kchaos.test.append.enable=true`): append the body's lines as
+  records, answer once they are committed. The metadata quorum has no client API of its own (the
+  controller of KIP-631 will be the writer); tests and benchmarks of the bare quorum need one, so it
+  lives here, off the quorum protocol, and is off by default.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from node.protocol.errors import ErrorCode
+from node.runtime.http_endpoint import HttpEndpoint, HttpResponse
+from node.runtime.metrics import render_prometheus
+
+if TYPE_CHECKING:
+    from node.runtime.server import NodeServer
+
+PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+JSON_TYPE = "application/json"
+
+
+def _json(status: int, doc: object) -> HttpResponse:
+    return HttpResponse(status, (json.dumps(doc) + "\n").encode(), JSON_TYPE)
+
+
+async def start_admin_endpoint(server: NodeServer, host: str, port: int) -> HttpEndpoint:
+    from node.runtime.server import AppendError
+
+    async def metrics(_body: bytes) -> HttpResponse:
+        return HttpResponse(200, render_prometheus(server.node_id, server.metric_values()).encode(), PROMETHEUS_TYPE)
+
+    async def status(_body: bytes) -> HttpResponse:
+        node = server.node
+        assert node is not None
+        return _json(
+            200,
+            {
+                "node_id": server.node_id,
+                "voter": server.config.is_voter,
+                "role": node.role.value,
+                "epoch": node.epoch,
+                "leader_id": node.leader_id,
+                "voted_id": node.voted_id,
+                "high_watermark": node.high_watermark,
+                "log_end_offset": node.log_end_offset,
+                "last_epoch": node.last_epoch,
+                "cluster_id": node.cluster_id,
+            },
+        )
+
+    async def append(body: bytes) -> HttpResponse:
+        records = body.split(b"\n")
+        if records and records[-1] == b"":
+            records.pop()
+        if not records:
+            return _json(400, {"error": "INVALID_REQUEST", "message": "no records in the body"})
+        try:
+            base, last = await server.append(records)
+        except AppendError as exc:
+            return _json(
+                503,
+                {
+                    "error": ErrorCode(exc.error).name if exc.error in ErrorCode._value2member_map_ else exc.error,
+                    "message": str(exc),
+                    "definite": exc.definite,
+                    "leader_id": exc.leader_id,
+                },
+            )
+        return _json(200, {"base_offset": base, "last_offset": last})
+
+    routes = {("GET", "/metrics"): metrics, ("GET", "/v1/status"): status}
+    if server.config.test_append:
+        routes[("POST", "/v1/append")] = append
+    endpoint = HttpEndpoint(host, port, routes)
+    await endpoint.start()
+    return endpoint

@@ -1,0 +1,205 @@
+"""A quorum on this machine's loopback: config files and node processes (for tests and benchmarks).
+
+Node N listens on 127.0.0.(N+1) (Linux routes all of 127.0.0.0/8 to lo), each on a free port, with its
+own data dir and log file under one base directory. Processes are started with `python -m node.runtime`
+and are only ever signalled by their own PID.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    node_id: int
+    voter: bool
+    host: str
+    port: int
+    metrics_port: int
+    base_dir: Path
+
+    @property
+    def data_dir(self) -> Path:
+        return self.base_dir / f"node-{self.node_id}" / "data"
+
+    @property
+    def config_path(self) -> Path:
+        return self.base_dir / f"node-{self.node_id}" / "server.properties"
+
+    @property
+    def log_path(self) -> Path:
+        return self.base_dir / f"node-{self.node_id}" / "node.log"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.host}:{self.metrics_port}"
+
+
+@dataclass(slots=True)
+class LocalCluster:
+    base_dir: Path
+    nodes: list[NodeSpec]
+    settings: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def voters(self) -> list[NodeSpec]:
+        return [n for n in self.nodes if n.voter]
+
+    @property
+    def voters_value(self) -> str:
+        return ",".join(f"{n.node_id}@{n.host}:{n.port}" for n in self.voters)
+
+    def node(self, node_id: int) -> NodeSpec:
+        return next(n for n in self.nodes if n.node_id == node_id)
+
+    def properties(self, spec: NodeSpec, extra: dict[str, str] | None = None) -> str:
+        role = "controller" if spec.voter else "broker"
+        listener = "CONTROLLER" if spec.voter else "BROKER"
+        lines = {
+            "node.id": str(spec.node_id),
+            "process.roles": role,
+            "listeners": f"{listener}://{spec.host}:{spec.port}",
+            "controller.listener.names": "CONTROLLER",
+            "controller.quorum.voters": self.voters_value,
+            "metadata.log.dir": str(spec.data_dir),
+            "metrics.listener": f"{spec.host}:{spec.metrics_port}",
+            "kchaos.test.append.enable": "true",
+            **self.settings,
+            **(extra or {}),
+        }
+        return "".join(f"{k}={v}\n" for k, v in lines.items())
+
+    def write_configs(self) -> None:
+        for spec in self.nodes:
+            spec.config_path.parent.mkdir(parents=True, exist_ok=True)
+            spec.config_path.write_text(self.properties(spec))
+
+
+def plan_cluster(
+    base_dir: Path, voters: int = 3, observers: int = 0, settings: dict[str, str] | None = None
+) -> LocalCluster:
+    nodes = []
+    for node_id in range(1, voters + observers + 1):
+        host = f"127.0.0.{node_id + 1}"
+        nodes.append(NodeSpec(node_id, node_id <= voters, host, free_port(host), free_port(host), base_dir))
+    cluster = LocalCluster(base_dir, nodes, dict(settings or {}))
+    cluster.write_configs()
+    return cluster
+
+
+class NodeProcess:
+    """One `python -m node.runtime node start` process, its stderr going to the node's log file."""
+
+    def __init__(self, spec: NodeSpec, config_path: Path | None = None) -> None:
+        self.spec = spec
+        self.config_path = config_path or spec.config_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> NodeProcess:
+        self.spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.spec.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "node.runtime", "node", "start", "--config", str(self.config_path)],
+                stdout=log,
+                stderr=log,
+                cwd=Path(__file__).resolve().parents[2],
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            assert self.proc is not None
+            os.kill(self.proc.pid, sig)
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM, then SIGKILL if it does not exit in time. Returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.alive():
+            self.signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.signal(signal.SIGKILL)
+        return self.proc.wait(timeout)
+
+    def log_text(self) -> str:
+        try:
+            return self.spec.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+
+# --- talking to a node's HTTP endpoint -------------------------------------------------------------
+
+
+def http_json(url: str, body: bytes | None = None, timeout: float = 5.0) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def status(spec: NodeSpec, timeout: float = 2.0) -> dict | None:
+    """The node's /v1/status document, or None when it does not answer."""
+    with contextlib.suppress(OSError, ValueError):
+        return http_json(spec.metrics_url + "/v1/status", timeout=timeout)[1]
+    return None
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.05, what: str = "condition"):  # type: ignore[no-untyped-def]
+    """Poll `predicate` until it returns something truthy; TimeoutError naming `what` otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def find_leader(specs: list[NodeSpec], min_epoch: int = 0) -> dict | None:
+    """The status of a node that is leader in an epoch >= min_epoch, agreed on by the others asked."""
+    for spec in specs:
+        doc = status(spec)
+        if doc and doc["role"] == "leader" and doc["epoch"] >= min_epoch:
+            return doc
+    return None

@@ -1,0 +1,547 @@
+"""The real runtime: one `RaftNode` driven by asyncio, TCP, files with real fsync and the process clock.
+
+`NodeServer` feeds the core events stamped with the monotonic clock (ms) and carries out the actions it
+returns, in order, against `FileStorage`. fsync runs in a worker thread so appends keep arriving while
+it runs; whatever arrives meanwhile is made durable by the next fsync (group commit). Only one fsync is
+in flight at a time, and `FlushCompleted` reports the log end at the moment that fsync started.
+
+It is also the in-process embedding API used by tests and benchmarks:
+
+    server = NodeServer(load_server_config("server.properties"))
+    await server.start()
+    base, last = await server.append([b"record"])   # completes when committed
+    await server.stop()                             # a leader resigns first
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Hashable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from node.protocol.codec import BinaryCodec, FrameError, FrameKind, FrameReader
+from node.protocol.errors import ErrorCode
+from node.protocol.messages import EndQuorumEpochRequest, Response
+from node.protocol.registry import QUORUM_API_KEYS
+from node.raft import actions as A
+from node.raft.events import (
+    Append,
+    Event,
+    FlushCompleted,
+    RequestFailed,
+    RequestReceived,
+    Resign,
+    ResponseReceived,
+    Start,
+    Tick,
+)
+from node.raft.node import RaftNode
+from node.raft.records import RecordBatch
+from node.raft.storage import StorageError
+from node.runtime.appends import AppendGroup, PendingAppend, group_appends
+from node.runtime.file_storage import FileStorage
+from node.runtime.metrics import RuntimeMetrics
+from node.runtime.peers import Backoff, PeerLink
+from node.runtime.server_config import ServerConfig
+
+log = logging.getLogger("kchaos.node")
+
+MAX_INBOUND_WRITE_BYTES = 64 << 20
+SHUTDOWN_GRACE_S = 0.5
+
+
+def now_ms() -> int:
+    """The process's monotonic clock in ms (the same clock asyncio's loop.time() reads)."""
+    return time.monotonic_ns() // 1_000_000
+
+
+class AppendError(Exception):
+    """An append that did not commit. `definite`: it certainly never will (else its fate is unknown)."""
+
+    def __init__(self, error: int, message: str, *, definite: bool, leader_id: int = -1) -> None:
+        name = ErrorCode(error).name if error in ErrorCode._value2member_map_ else str(error)
+        super().__init__(f"{name}: {message}" if message else name)
+        self.error = error
+        self.definite = definite
+        self.leader_id = leader_id
+
+
+class FatalError(Exception):
+    """The node stopped because the core or its storage said it must."""
+
+
+@dataclass(eq=False, slots=True)
+class _Inbound:
+    """An accepted connection; it is the `reply_to` token of the requests read from it."""
+
+    writer: asyncio.StreamWriter
+    peer: str
+    closed: bool = False
+
+
+@dataclass(slots=True)
+class _FlushState:
+    future: Future[None] | None = None  # the fsync running in the worker thread
+    started_end: int = 0  # log end when it started
+    cap: int | None = None  # a truncation below started_end while it ran
+    wanted: bool = False  # a Flush arrived while one was running
+    log_end: int = 0  # the log end as the runtime last changed it
+    # Batches appended while an fsync runs wait here, so the storage is never used from two threads
+    # at once; they are written just before the next fsync (group commit). Losing them in a crash is
+    # the same as losing un-fsynced bytes.
+    pending: list[RecordBatch] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Waiters:
+    appends: dict[Hashable, AppendGroup] = field(default_factory=dict)  # by Append handle
+    arriving: list[PendingAppend] = field(default_factory=list)  # this loop turn's appends
+    high_watermark: list[tuple[int, asyncio.Future[int]]] = field(default_factory=list)
+
+
+class NodeServer:
+    def __init__(self, config: ServerConfig, *, rng: random.Random | None = None) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        # Only the quorum's APIs are served here: any other frame is refused like a malformed one.
+        self.codec = BinaryCodec(config.max_frame_bytes, api_keys=QUORUM_API_KEYS)
+        self.rng = rng or random.Random()
+        self.storage: FileStorage | None = None
+        self.node: RaftNode | None = None
+        self.metrics = RuntimeMetrics(config.metrics_window_ms, now_ms())
+        self.fatal: str | None = None
+        self.listen_port: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._inbound: set[_Inbound] = set()
+        self._peers: dict[int, PeerLink] = {}
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fsync-{config.node_id}")
+        self._flush = _FlushState()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline: int | None = None
+        self._events: deque[Event] = deque()
+        self._processing = False
+        self._handles = itertools.count(1)
+        self._waiters = _Waiters()
+        self._started = False  # Start was fed to the core
+        self._stop_requested = False
+        self._stopping = False  # closing down: no more events for the core
+        self._closed = False
+        self._stopped = asyncio.Event()
+        self._endpoints: list[object] = []  # extra servers to close (metrics)
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load the data dir (StorageError if it cannot be trusted), listen, and start the core."""
+        self._loop = asyncio.get_running_loop()
+        self.storage = FileStorage(self.config.data_dir, self.node_id, self.config.cluster_id)
+        try:
+            loaded = self.storage.load()
+        except BaseException:
+            self.storage.close()
+            raise
+        if loaded.recovered:
+            log.warning("node %d: start-up recovery: %s", self.node_id, loaded.recovered)
+        qs = loaded.quorum_state
+        log.info(
+            "node %d: loaded %s; log end offset %d; cluster id %s",
+            self.node_id,
+            f"quorum-state epoch {qs.leader_epoch} leader {qs.leader_id} voted {qs.voted_id}"
+            if qs
+            else "no quorum-state",
+            loaded.batches[-1].next_offset if loaded.batches else 0,
+            loaded.cluster_id or "not yet known",
+        )
+        self._flush.log_end = loaded.batches[-1].next_offset if loaded.batches else 0
+        self.node = RaftNode(self.config.raft, loaded, self.rng)
+        for voter in self.config.voters:
+            if voter.node_id != self.node_id:
+                self._peers[voter.node_id] = PeerLink(
+                    voter.node_id,
+                    voter.host,
+                    voter.port,
+                    self.codec,
+                    Backoff(self.config.raft.retry_backoff_ms, self.config.raft.retry_backoff_max_ms),
+                    self.config.raft.request_timeout_ms,
+                    self._on_response,
+                    self._on_request_failed,
+                )
+        listener = self.config.listener
+        if listener is not None:
+            self._server = await asyncio.start_server(self._serve_inbound, listener.host, listener.port)
+            self.listen_port = self._server.sockets[0].getsockname()[1]
+        if self.config.metrics_address is not None:
+            from node.runtime.admin_http import start_admin_endpoint
+
+            self._endpoints.append(await start_admin_endpoint(self, *self.config.metrics_address))
+        role = "voter" if self.config.is_voter else "observer"
+        where = f"{listener.host}:{self.listen_port}" if listener else "no listener"
+        log.info("node %d starting as %s on %s, data dir %s", self.node_id, role, where, self.config.data_dir)
+        if self._stop_requested:
+            return  # a signal arrived while starting; stop() is closing down
+        self._started = True
+        self._enqueue(Start())
+
+    async def serve_forever(self) -> int:
+        """Run until stopped; 0 after a clean stop, 1 after a fatal error."""
+        if self._loop is None:
+            await self.start()
+        await self._stopped.wait()
+        return 1 if self.fatal else 0
+
+    async def stop(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
+        """Resign (a leader sends EndQuorumEpoch), let that go out for up to `grace_s`, flush, close."""
+        if self._stop_requested or self._stopping:
+            await self._stopped.wait()
+            return
+        self._stop_requested = True
+        if self._started and self.fatal is None:
+            log.info("node %d shutting down: resigning (epoch %d)", self.node_id, self.node.epoch)
+            self._enqueue(Resign())
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline and any(p.awaiting_answers for p in self._peers.values()):
+                await asyncio.sleep(0.01)
+        self._stopping = True
+        await self._close()
+
+    async def _close(self) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._inbound):
+            conn.closed = True
+            conn.writer.close()
+        for peer in self._peers.values():
+            await peer.close()
+        for endpoint in self._endpoints:
+            await endpoint.close()  # type: ignore[attr-defined]
+        if self._flush.future is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wrap_future(self._flush.future)
+        if self.storage is not None and self.fatal is None and self.node is not None:
+            try:
+                if self._flush.pending:
+                    self.storage.append(tuple(self._flush.pending))
+                    self._flush.pending.clear()
+                self.storage.flush()
+            except (OSError, StorageError) as exc:
+                log.error("node %d: final flush failed: %s", self.node_id, exc)
+        if self.storage is not None:
+            self.storage.close()
+        self._executor.shutdown(wait=True)
+        for group in self._waiters.appends.values():
+            group.fail(AppendError(ErrorCode.BROKER_NOT_AVAILABLE, "node stopped", definite=False))
+        self._waiters.appends.clear()
+        for _, fut in self._waiters.high_watermark:
+            if not fut.done():
+                fut.set_exception(FatalError(self.fatal or "node stopped"))
+        self._stopped.set()
+        log.info("node %d stopped", self.node_id)
+
+    def _die(self, reason: str) -> None:
+        if self.fatal is not None or self._stopping:
+            return
+        self.fatal = reason
+        self._stopping = True
+        log.error("node %d: fatal: %s", self.node_id, reason)
+        assert self._loop is not None
+        self._loop.create_task(self._close())
+
+    # --- embedding API ------------------------------------------------------------------------------
+
+    async def append(self, records: Sequence[bytes]) -> tuple[int, int]:
+        """Append to the leader; returns (base, last) offsets once committed, else AppendError."""
+        if self._stop_requested or self._stopping or self._loop is None:
+            raise AppendError(ErrorCode.BROKER_NOT_AVAILABLE, "node is not running", definite=True)
+        if not records:
+            raise AppendError(ErrorCode.INVALID_REQUEST, "no records", definite=True)
+        fut: asyncio.Future[tuple[int, int]] = self._loop.create_future()
+        if not self._waiters.arriving:
+            self._loop.call_soon(self._submit_appends)
+        self._waiters.arriving.append(PendingAppend(tuple(records), fut))
+        return await fut
+
+    def _submit_appends(self) -> None:
+        arriving, self._waiters.arriving = self._waiters.arriving, []
+        for group in group_appends(arriving, self.config.raft.append_max_records):
+            if self._closed:
+                group.fail(AppendError(ErrorCode.BROKER_NOT_AVAILABLE, "node stopped", definite=True))
+                continue
+            handle = next(self._handles)
+            self._waiters.appends[handle] = group
+            self._enqueue(Append(handle, group.records))
+
+    async def wait_for_high_watermark(self, offset: int) -> int:
+        """Wait until this node's high watermark reaches `offset`; returns it."""
+        assert self.node is not None and self._loop is not None
+        if self.node.high_watermark >= offset:
+            return self.node.high_watermark
+        fut: asyncio.Future[int] = self._loop.create_future()
+        self._waiters.high_watermark.append((offset, fut))
+        return await fut
+
+    def metric_values(self) -> dict[str, float | int | str]:
+        """KIP-595 metric values: the core's where it reports them, the runtime's measurements else."""
+        node = self.node
+        assert node is not None
+        now = now_ms()
+        state = node.role.value if self.config.is_voter else "observer"
+        values: dict[str, float | int | str] = {
+            "current-leader": node.leader_id,
+            "current-epoch": node.epoch,
+            "current-vote": node.voted_id,
+            "log-end-offset": node.log_end_offset,
+            "log-end-epoch": node.last_epoch,
+            "high-watermark": node.high_watermark,
+            "current-state": state,
+            "number-unknown-voter-connections": 0,  # voters are static: every address is known
+            **self.metrics.snapshot(now),
+        }
+        with contextlib.suppress(NotImplementedError):
+            values.update(node.metrics(now))
+        if not self.config.is_voter:
+            values["current-state"] = "observer"
+        return values
+
+    # --- driving the core ---------------------------------------------------------------------------
+
+    def _enqueue(self, event: Event) -> None:
+        """Feed an event; events raised while actions are carried out wait their turn (no re-entry)."""
+        if self._closed:
+            return
+        self._events.append(event)
+        if self._processing:
+            return
+        self._processing = True
+        try:
+            while self._events and self.fatal is None:
+                self._handle(self._events.popleft())
+        finally:
+            self._processing = False
+            if self.fatal is not None:
+                self._events.clear()
+
+    def _handle(self, event: Event) -> None:
+        assert self.node is not None
+        started = time.perf_counter()
+        now = now_ms()
+        try:
+            actions = self.node.handle(now, event)
+            for action in actions:
+                self._carry_out(now, action)
+                if self.fatal is not None:
+                    return
+        except (OSError, StorageError) as exc:
+            self._die(f"storage failure: {exc}")
+            return
+        except Exception as exc:  # a bug: state may be inconsistent, so stop rather than limp on
+            log.exception("node %d: error handling %s", self.node_id, type(event).__name__)
+            self._die(f"internal error handling {type(event).__name__}: {exc!r}")
+            return
+        if self._waiters.high_watermark:
+            self._wake_high_watermark(self.node.high_watermark)
+        self.metrics.busy.record(now, (time.perf_counter() - started) * 1000)
+
+    def _carry_out(self, now: int, action: A.Action) -> None:
+        storage = self.storage
+        assert storage is not None
+        match action:
+            case A.SendRequest(destination, correlation_id, message):
+                peer = self._peers.get(destination)
+                if peer is None:
+                    log.error("node %d: no address for node %d", self.node_id, destination)
+                    assert self._loop is not None
+                    self._loop.call_soon(self._on_request_failed, destination, correlation_id)
+                else:
+                    peer.send(correlation_id, message)
+            case A.Respond(reply_to, correlation_id, message):
+                self._respond(reply_to, correlation_id, message)
+            case A.AppendBatches(batches):
+                if self._flush.future is not None:
+                    self._flush.pending.extend(batches)
+                else:
+                    storage.append(batches)
+                if batches:
+                    self._flush.log_end = batches[-1].next_offset
+            case A.TruncateLog(offset):
+                self._truncate(offset)
+            case A.Flush():
+                self._request_flush()
+            case A.PersistQuorumState(state):
+                storage.write_quorum_state(state)
+            case A.PersistClusterId(cluster_id):
+                storage.write_cluster_id(cluster_id)
+                log.info("node %d: cluster id %s", self.node_id, cluster_id)
+            case A.SetTimer(deadline):
+                self._set_timer(deadline)
+            case A.AppendCompleted(handle, base_offset, last_offset):
+                group = self._waiters.appends.pop(handle, None)
+                if group is not None:
+                    group.complete(base_offset, last_offset)
+            case A.AppendFailed(handle, error, message):
+                group = self._waiters.appends.pop(handle, None)
+                if group is not None:
+                    leader = self.node.leader_id if self.node is not None else -1
+                    group.fail(AppendError(error, message, definite=True, leader_id=leader))
+            case A.HighWatermarkAdvanced(high_watermark):
+                self._wake_high_watermark(high_watermark)
+            case A.LeaderChanged(epoch, leader_id):
+                log.info(
+                    "node %d: epoch %d, leader %s", self.node_id, epoch, leader_id if leader_id >= 0 else "unknown"
+                )
+            case A.Fatal(reason):
+                self._die(reason)
+            case _:
+                raise TypeError(f"unknown action {action!r}")
+
+    def _wake_high_watermark(self, high_watermark: int) -> None:
+        keep = []
+        for offset, fut in self._waiters.high_watermark:
+            if fut.done():
+                continue
+            if high_watermark >= offset:
+                fut.set_result(high_watermark)
+            else:
+                keep.append((offset, fut))
+        self._waiters.high_watermark = keep
+
+    # --- timers -------------------------------------------------------------------------------------
+
+    def _set_timer(self, deadline: int) -> None:
+        """One timer, replaced by each SetTimer: the core re-announces its earliest deadline whenever
+        it changes (and only then), so a later SetTimer supersedes an earlier one."""
+        if self._timer is not None and self._timer_deadline == deadline:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        assert self._loop is not None
+        self._timer_deadline = deadline
+        # +1 ms: the loop may fire a hair early, and the core compares whole milliseconds.
+        self._timer = self._loop.call_at((deadline + 1) / 1000, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_deadline = None
+        self._enqueue(Tick())
+
+    # --- the log's durability -----------------------------------------------------------------------
+
+    def _request_flush(self) -> None:
+        if self._flush.future is not None:
+            self._flush.wanted = True
+            return
+        self._start_flush()
+
+    def _start_flush(self) -> None:
+        assert self.storage is not None and self._loop is not None
+        state = self._flush
+        state.wanted = False
+        if state.pending:
+            self.storage.append(tuple(state.pending))
+            state.pending.clear()
+        state.started_end = state.log_end
+        state.cap = None
+        state.future = self._executor.submit(self.storage.flush)
+        asyncio.wrap_future(state.future, loop=self._loop).add_done_callback(self._flush_done)
+
+    def _flush_done(self, fut: asyncio.Future[None]) -> None:
+        state = self._flush
+        state.future = None
+        if self._closed:
+            return
+        exc = fut.exception()
+        if exc is not None:
+            self._die(f"fsync failed: {exc}")
+            return
+        end = state.started_end if state.cap is None else min(state.started_end, state.cap)
+        if state.wanted or state.pending:
+            try:
+                self._start_flush()
+            except (OSError, StorageError) as write_exc:
+                self._die(f"storage failure: {write_exc}")
+                return
+        self._enqueue(FlushCompleted(end))
+
+    def _truncate(self, offset: int) -> None:
+        assert self.storage is not None
+        state = self._flush
+        if state.future is not None:
+            state.future.result()  # never truncate under a running fsync; it takes milliseconds
+            state.cap = offset if state.cap is None else min(state.cap, offset)
+        survivors = [b for b in state.pending if b.base_offset < offset]
+        state.pending.clear()
+        if survivors:
+            self.storage.append(tuple(survivors))
+        self.storage.truncate(offset)
+        state.log_end = min(state.log_end, offset)
+
+    # --- network ------------------------------------------------------------------------------------
+
+    def _on_response(self, source: int, correlation_id: int, message: Response) -> None:
+        self._enqueue(ResponseReceived(source, correlation_id, message))
+
+    def _on_request_failed(self, destination: int, correlation_id: int) -> None:
+        if not self._stopping:
+            self._enqueue(RequestFailed(destination, correlation_id))
+
+    def _respond(self, reply_to: Hashable, correlation_id: int, message: Response) -> None:
+        if not isinstance(reply_to, _Inbound) or reply_to.closed:
+            return  # the requester hung up; it will retry
+        try:
+            frame = self.codec.encode_response(correlation_id, message)
+        except (ValueError, TypeError) as exc:
+            log.error("node %d: cannot encode %s: %s", self.node_id, type(message).__name__, exc)
+            self._close_inbound(reply_to)
+            return
+        if reply_to.writer.transport.get_write_buffer_size() > MAX_INBOUND_WRITE_BYTES:
+            log.warning("node %d: %s is not reading its responses; closing", self.node_id, reply_to.peer)
+            self._close_inbound(reply_to)
+            return
+        reply_to.writer.write(frame)
+
+    def _close_inbound(self, conn: _Inbound) -> None:
+        conn.closed = True
+        self._inbound.discard(conn)
+        conn.writer.close()
+
+    async def _serve_inbound(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peername = writer.get_extra_info("peername")
+        conn = _Inbound(writer, f"{peername[0]}:{peername[1]}" if peername else "?")
+        self._inbound.add(conn)
+        frames = FrameReader(self.codec.max_frame_bytes)
+        try:
+            while not conn.closed and (data := await reader.read(1 << 16)):
+                for raw in frames.feed(data):
+                    frame = self.codec.decode(raw)
+                    if frame.kind is not FrameKind.REQUEST:
+                        raise FrameError("a response frame arrived on an inbound connection")
+                    if isinstance(frame.message, EndQuorumEpochRequest):
+                        log.info(
+                            "node %d: EndQuorumEpoch from leader %d of epoch %d",
+                            self.node_id,
+                            frame.message.leader_id,
+                            frame.message.leader_epoch,
+                        )
+                    if self._stopping:
+                        return
+                    self._enqueue(RequestReceived(conn, frame.correlation_id, frame.message))  # type: ignore[arg-type]
+                    if conn.closed:
+                        return
+        except FrameError as exc:
+            log.warning("node %d: closing connection from %s: %s", self.node_id, conn.peer, exc)
+        except (ConnectionError, OSError):
+            pass
+        except Exception as exc:  # a decoder bug must not take the node down with it
+            log.error("node %d: closing connection from %s: %r", self.node_id, conn.peer, exc)
+        finally:
+            self._close_inbound(conn)
