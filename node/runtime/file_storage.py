@@ -501,7 +501,8 @@ class FileStorage(RaftStorage):
     def flush(self) -> None:
         self._require_loaded()
         if self._dirty and self._fd is not None:
-            os.fsync(self._fd)
+            # fdatasync: appends only need the data and the file size durable, not the mtime.
+            os.fdatasync(self._fd)
         self._dirty = False
         if self._dir_dirty:
             fsync_dir(self.log_dir)

@@ -95,15 +95,18 @@ def test_appends_continue_after_reload(tmp_path):
 
 @pytest.fixture
 def fsynced(monkeypatch) -> list[str]:
-    """Paths passed to os.fsync, in order; the real fsync still runs."""
+    """Paths passed to os.fsync or os.fdatasync, in order; the real call still runs."""
     calls: list[str] = []
-    real = os.fsync
 
-    def counting_fsync(fd: int) -> None:
-        calls.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
+    def counting(real):
+        def sync(fd: int) -> None:
+            calls.append(os.readlink(f"/proc/self/fd/{fd}"))
+            real(fd)
 
-    monkeypatch.setattr(os, "fsync", counting_fsync)
+        return sync
+
+    monkeypatch.setattr(os, "fsync", counting(os.fsync))
+    monkeypatch.setattr(os, "fdatasync", counting(os.fdatasync))
     return calls
 
 
