@@ -1,0 +1,359 @@
+"""The Spark jobs: derived tables (ops, faults, runs) and the report tables computed from them.
+
+Histories are read inside executors, one run at a time, by the same pandas functions the per-run path
+uses (reports.metrics); everything across runs is Spark SQL over the ops table read back from Parquet.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.accumulators import Accumulator, AccumulatorParam
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from reports import metrics
+from reports.ingest import Discovery, RunSource, Skipped
+from reports.schema import nemesis_label
+
+Progress = Callable[[str], None]
+
+OPS_SCHEMA = T.StructType(
+    [
+        T.StructField("run_id", T.StringType()),
+        T.StructField("workload", T.StringType()),
+        T.StructField("invoke_index", T.LongType()),
+        T.StructField("process", T.StringType()),
+        T.StructField("f", T.StringType()),
+        T.StructField("key", T.StringType()),
+        T.StructField("node", T.StringType()),
+        T.StructField("outcome", T.StringType()),
+        T.StructField("invoke_ns", T.LongType()),
+        T.StructField("complete_ns", T.LongType()),
+        T.StructField("latency_ms", T.DoubleType()),
+        T.StructField("error", T.StringType()),
+        T.StructField("fault_state", T.StringType()),
+        T.StructField("test", T.StringType()),
+        T.StructField("date", T.StringType()),
+    ]
+)
+PARTITIONS = ["date", "test"]
+
+
+@dataclass
+class ReportData:
+    """What the outputs (tables, charts, HTML, summary) are made from."""
+
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    skipped: list[Skipped] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    written: dict[str, str] = field(default_factory=dict)  # big tables Spark wrote: name -> path
+
+
+# ---------------------------------------------------------------------------------------------------
+# Executor side: one run at a time
+
+
+def _records(frame: pd.DataFrame) -> str:
+    clean = frame.astype(object).where(frame.notna(), None)
+    return json.dumps(clean.to_dict("records"), default=lambda v: v.item() if hasattr(v, "item") else str(v))
+
+
+class _MergeDict(AccumulatorParam):
+    """Per-run side results keyed by run_id: merging is idempotent, so a retried task is harmless."""
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, value1: dict, value2: dict) -> dict:
+        value1.update(value2)
+        return value1
+
+
+def _derive_runs(gap_ms: float, side: Accumulator) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
+    """Executor code: read each run's history once, emit its ops, and send its small per-run tables
+    (faults, unavailability, recovery) and any read error back through the accumulator."""
+
+    def derive(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for batch in batches:
+            for run in batch.itertuples(index=False):
+                try:
+                    frames = metrics.derive(metrics.read_history(run.history_path, run.history_format))
+                    unavailable = metrics.unavailability(frames.ops, frames.faults, frames.end_ns, gap_ms)
+                    recovered = metrics.recovery(frames.ops, frames.faults)
+                except Exception as exc:  # one damaged run must not fail the job
+                    side.add({run.run_id: {"error": f"{type(exc).__name__}: {exc}"}})
+                    continue
+                side.add(
+                    {
+                        run.run_id: {
+                            "error": None,
+                            "events": frames.events,
+                            "end_ns": frames.end_ns,
+                            "faults": _records(frames.faults),
+                            "unavailability": _records(unavailable),
+                            "recovery": _records(recovered),
+                        }
+                    }
+                )
+                ops = frames.ops.assign(run_id=run.run_id, workload=run.workload, test=run.test, date=run.date)
+                yield ops[OPS_SCHEMA.fieldNames()]
+
+    return derive
+
+
+# ---------------------------------------------------------------------------------------------------
+# Driver side
+
+
+def _runs_frame(runs: list[RunSource]) -> pd.DataFrame:
+    rows = []
+    for run in runs:
+        test = run.test
+        figures = metrics.checker_figures(run.results)
+        nodes = test.get("nodes")
+        rows.append(
+            {
+                "run_id": run.run_id,
+                "test": run.name,
+                "date": run.date,
+                "started_at": run.started_at.isoformat().replace("+00:00", "Z"),
+                "run_dir": run.path,
+                "workload": str(test.get("workload", "unknown")),
+                "nemesis": nemesis_label(test.get("nemesis")),
+                "backend": str(test.get("backend", "unknown")),
+                "seed": None if test.get("seed") is None else str(test.get("seed")),
+                "nodes": ",".join(map(str, nodes)) if isinstance(nodes, list) else None,
+                "time_limit_s": _number(test.get("time_limit_s")),
+                "concurrency": _number(test.get("concurrency")),
+                "rate": _number(test.get("rate")),
+                "valid": metrics.verdict_text(run.results.get("valid", "unknown")),
+                "checkers": json.dumps({c.checker: c.valid for c in figures}, sort_keys=True),
+                "lost_count": metrics.run_lost(figures),
+                "anomaly_count": sum(c.anomaly_count for c in figures),
+                "history_format": run.history_format,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _checkers_frame(runs: list[RunSource]) -> pd.DataFrame:
+    rows = [
+        {
+            "run_id": run.run_id,
+            "test": run.name,
+            "date": run.date,
+            "checker": c.checker,
+            "valid": c.valid,
+            "lost_count": c.lost_count,
+            "anomaly_count": c.anomaly_count,
+            "anomaly_types": ",".join(c.anomaly_types),
+        }
+        for run in runs
+        for c in metrics.checker_figures(run.results)
+    ]
+    cols = ["run_id", "test", "date", "checker", "valid", "lost_count", "anomaly_count", "anomaly_types"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _explode_json(scan: pd.DataFrame, column: str, columns: tuple[str, ...]) -> pd.DataFrame:
+    parts = []
+    for run_id, text in zip(scan["run_id"], scan[column]):
+        records = json.loads(text)
+        if records:
+            parts.append(pd.DataFrame.from_records(records, columns=list(columns)).assign(run_id=run_id))
+    if not parts:
+        return pd.DataFrame(columns=["run_id", *columns])
+    frame = pd.concat(parts, ignore_index=True)
+    return frame[["run_id", *columns]]
+
+
+def _write_spark(df: DataFrame, out: Path, name: str, partitioned: bool) -> str:
+    """Parquet (partitioned by date and test when asked), then CSV with a header from the Parquet
+    just written (so the job that made `df` runs once)."""
+    parquet = out / "tables" / name
+    writer = df.write.mode("overwrite")
+    (writer.partitionBy(*PARTITIONS) if partitioned else writer).parquet(str(parquet))
+    written = df.sparkSession.read.parquet(str(parquet))
+    csv_writer = written.write.mode("overwrite").option("header", "true")
+    (csv_writer.partitionBy(*PARTITIONS) if partitioned else csv_writer).csv(str(out / "csv" / name))
+    return str(parquet)
+
+
+def _write_partitioned(frame: pd.DataFrame, out: Path, name: str) -> str:
+    """A small driver-side table: Parquet partitioned by date and test (the Hive layout Spark writes)
+    and one CSV."""
+    parquet = out / "tables" / name
+    if parquet.exists():
+        shutil.rmtree(parquet)
+    parquet.mkdir(parents=True)
+    if len(frame):
+        pq.write_to_dataset(pa.Table.from_pandas(frame, preserve_index=False), parquet, partition_cols=PARTITIONS)
+    (out / "csv").mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out / "csv" / f"{name}.csv", index=False)
+    return str(parquet)
+
+
+def _runs_input(spark: SparkSession, meta: pd.DataFrame) -> DataFrame:
+    """The runs to read, in contiguous slices of (date, test) so each task writes few partitions;
+    parallelize() keeps the order and needs no sampling job."""
+    meta = meta.sort_values(["date", "test", "run_id"], kind="stable")
+    slices = max(1, min(len(meta), spark.sparkContext.defaultParallelism * 3))
+    rows = [tuple(r) for r in meta.itertuples(index=False)]
+    schema = T.StructType([T.StructField(c, T.StringType()) for c in meta.columns])
+    return spark.createDataFrame(spark.sparkContext.parallelize(rows, slices), schema)
+
+
+def run_pipeline(
+    spark: SparkSession,
+    discovery: Discovery,
+    out: Path,
+    gap_ms: float = metrics.DEFAULT_GAP_MS,
+    progress: Progress = lambda _step: None,
+) -> ReportData:
+    data = ReportData(skipped=list(discovery.skipped), warnings=list(discovery.warnings))
+    runs = list(discovery.runs)
+    out.mkdir(parents=True, exist_ok=True)
+    if not runs:
+        return data
+
+    # 1. One pass over the histories in the executors: the ops table (each run's invokes paired with
+    #    completions, with the fault state) is written; per-run tables come back by accumulator.
+    progress(f"reading {len(runs)} histories and pairing operations")
+    meta = pd.DataFrame(
+        {
+            "run_id": [r.run_id for r in runs],
+            "history_path": [r.history_path for r in runs],
+            "history_format": [r.history_format for r in runs],
+            "workload": [str(r.test.get("workload", "unknown")) for r in runs],
+            "test": [r.name for r in runs],
+            "date": [r.date for r in runs],
+        }
+    )
+    side = spark.sparkContext.accumulator({}, _MergeDict())
+    derived = _runs_input(spark, meta).mapInPandas(_derive_runs(gap_ms, side), OPS_SCHEMA)
+    ops_path = _write_spark(derived, out, "ops", partitioned=True)
+    data.written["ops"] = ops_path
+    per_run: dict[str, dict[str, Any]] = side.value
+    by_id = {r.run_id: r for r in runs}
+    for run_id in sorted(by_id):
+        error = per_run.get(run_id, {"error": "not read (task lost)"})["error"]
+        if error:
+            data.skipped.append(Skipped(by_id[run_id].path, f"history unreadable: {error}"))
+    runs = [r for r in runs if not per_run.get(r.run_id, {"error": True})["error"]]
+    if not runs:
+        return data
+    ops = spark.read.parquet(ops_path)
+    test_of = {r.run_id: r.name for r in runs}
+    date_of = {r.run_id: r.date for r in runs}
+    scan = pd.DataFrame(
+        [{"run_id": r.run_id, **per_run[r.run_id]} for r in runs],
+        columns=["run_id", "events", "end_ns", "faults", "unavailability", "recovery"],
+    )
+
+    # 3. Op counts per run and f (one job; runs, info rates and the summary come from it).
+    progress("op counts, runs, verdicts and commit loss")
+    counts = (
+        ops.groupBy("run_id", "f")
+        .agg(
+            F.count("*").alias("ops"),
+            F.sum((F.col("outcome") == "ok").cast("long")).alias("ok"),
+            F.sum((F.col("outcome") == "fail").cast("long")).alias("fail"),
+            F.sum((F.col("outcome") == "info").cast("long")).alias("info"),
+        )
+        .toPandas()
+    )
+    faults = _explode_json(scan, "faults", metrics.FAULT_COLUMNS)
+    runs_pdf = _runs_frame(runs)
+    run_counts = counts.groupby("run_id")[["ops", "ok", "fail", "info"]].sum()
+    runs_pdf = runs_pdf.join(run_counts, on="run_id").merge(scan[["run_id", "events", "end_ns"]], on="run_id")
+    for col in ("ops", "ok", "fail", "info"):
+        runs_pdf[col] = runs_pdf[col].fillna(0).astype("int64")
+    runs_pdf["duration_s"] = runs_pdf.pop("end_ns") / metrics.NS_PER_S
+    runs_pdf["faults"] = runs_pdf["run_id"].map(faults.groupby("run_id").size()).fillna(0).astype("int64")
+    runs_pdf["info_rate"] = (runs_pdf["info"] / runs_pdf["ops"].where(runs_pdf["ops"] > 0)).fillna(0.0)
+    runs_pdf = runs_pdf.sort_values(["started_at", "run_id"], kind="stable").reset_index(drop=True)
+    data.written["runs"] = _write_partitioned(runs_pdf, out, "runs")
+    faults.insert(1, "test", faults["run_id"].map(test_of))
+    faults.insert(2, "date", faults["run_id"].map(date_of))
+    data.written["faults"] = _write_partitioned(faults, out, "faults")
+
+    tables: dict[str, pd.DataFrame] = {"runs": runs_pdf, "faults": faults}
+    checkers = _checkers_frame(runs)
+    tables["checkers"] = checkers
+    tables["pass_rate_by_test"] = metrics.pass_rates(runs_pdf, ["test"])
+    tables["pass_rate_by_nemesis"] = metrics.pass_rates(runs_pdf, ["nemesis"])
+    tables["pass_rate_trend"] = metrics.pass_rates(runs_pdf, ["test", "date"])
+    tables["flaky_tests"] = metrics.flaky_tests(runs_pdf)
+    tables["loss_by_run"] = runs_pdf.loc[
+        runs_pdf["lost_count"] > 0, ["run_id", "test", "nemesis", "date", "lost_count", "run_dir"]
+    ].reset_index(drop=True)
+    tables["loss_by_test"] = metrics.commit_loss(runs_pdf, ["test"])
+    tables["loss_by_nemesis"] = metrics.commit_loss(runs_pdf, ["nemesis"])
+    tables["anomalies_by_checker"] = metrics.anomalies_by_checker(checkers)
+    tables["anomaly_types"] = metrics.anomaly_types(checkers)
+    counts = counts.merge(runs_pdf[["run_id", "test", "nemesis"]], on="run_id")
+    tables["info_rates"] = metrics.info_rates(counts, ["test", "nemesis", "f"])
+
+    # 4. Availability: unavailability windows and failover / recovery times (from the scan).
+    progress("availability")
+    unavailable = _explode_json(scan, "unavailability", metrics.UNAVAILABILITY_COLUMNS)
+    recovered = _explode_json(scan, "recovery", metrics.RECOVERY_COLUMNS)
+    for frame in (unavailable, recovered):
+        frame.insert(1, "test", frame["run_id"].map(test_of))
+        frame.insert(2, "date", frame["run_id"].map(date_of))
+    recovered["delay_ms"] = recovered["delay_ms"].astype("float64")
+    unavailable["open_ended"] = unavailable["open_ended"].astype(bool)
+    tables["unavailability"] = unavailable
+    tables["unavailability_summary"] = metrics.unavailability_summary(unavailable)
+    tables["recovery"] = recovered
+    tables["recovery_summary"] = metrics.recovery_summary(recovered)
+    tables["failover_trend"] = metrics.failover_trend(recovered)
+
+    # 5. Latency (Spark, exact percentiles) over all ops.
+    progress("latency quantiles")
+    tables["latency_quantiles"] = metrics.spark_latency_quantiles(ops, ["workload", "f", "outcome", "fault"]).toPandas()
+    by_run = metrics.spark_latency_quantiles(ops, ["run_id", "f", "outcome", "fault"])
+    data.written["latency_quantiles_by_run"] = _write_spark(by_run, out, "latency_quantiles_by_run", False)
+    ok_ops = ops.where(F.col("outcome") == "ok")
+    tables["p99_trend"] = (
+        metrics.spark_latency_quantiles(ok_ops, ["test", "date", "f"])
+        .select("test", "date", "f", F.col("count").alias("ops"), "p99_ms")
+        .toPandas()
+    )
+
+    # 6. Throughput over run time.
+    progress("throughput")
+    per_second = (
+        ops.where(F.col("complete_ns").isNotNull())
+        .withColumn("second", metrics.spark_second())
+        .groupBy("run_id", "test", "second", "f", "outcome")
+        .agg(F.count("*").alias("ops"))
+    )
+    data.written["throughput"] = _write_spark(per_second, out, "throughput", partitioned=False)
+    runs_per_test = runs_pdf.groupby("test").size().rename("runs")
+    by_test = (
+        spark.read.parquet(data.written["throughput"])
+        .groupBy("test", "second", "outcome")
+        .agg(F.sum("ops").alias("ops"))
+        .orderBy("test", "second", "outcome")
+        .toPandas()
+        .join(runs_per_test, on="test")
+    )
+    by_test["ops_per_s"] = by_test["ops"] / by_test["runs"] / metrics.THROUGHPUT_BUCKET_S
+    tables["throughput_by_test"] = by_test
+    data.tables = tables
+    return data

@@ -1,0 +1,68 @@
+"""The one SparkSession a report job uses: local[*] unless told otherwise, quiet, and able to ship the
+`reports` package to a cluster's executors (the per-run metrics run there inside mapInPandas)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from harness.errors import UserError
+
+# Defaults a user can override with --conf.
+DEFAULT_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    "spark.sql.files.ignoreCorruptFiles": "true",
+    "spark.driver.memory": "4g",
+}
+
+
+def parse_conf(pairs: list[str] | None) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--conf {pair!r}: expected key=value")
+        conf[key.strip()] = value
+    return conf
+
+
+def _package_zip() -> str:
+    """Zip the `reports` package so executors on a cluster can import the metric definitions."""
+    package = Path(__file__).resolve().parent
+    target = Path(tempfile.mkdtemp(prefix="kchaos-reports-")) / "kchaos_reports.zip"
+    with zipfile.ZipFile(target, "w") as zf:
+        for path in package.rglob("*.py"):
+            zf.write(path, Path("reports") / path.relative_to(package))
+    return str(target)
+
+
+def make_session(master: str | None = None, conf: dict[str, str] | None = None):  # -> SparkSession
+    """Build (or reuse) the job's session. Without --master, a master set by spark-submit wins, else
+    local[*]."""
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    # Local workers must run this interpreter (it has pandas/pyarrow); clusters bring their own.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("kchaos-report")
+    submitted = SparkConf()
+    if master:
+        builder = builder.master(master)
+    elif not submitted.contains("spark.master"):
+        builder = builder.master("local[*]")
+    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+        if not submitted.contains(key) or key in (conf or {}):
+            builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    if not spark.sparkContext.master.startswith("local"):
+        spark.sparkContext.addPyFile(_package_zip())
+    return spark
