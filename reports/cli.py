@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from reports.job import run_job
     from reports.spark_session import make_session, parse_conf
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, log_path=False)
     options = options_from(args)
     conf = parse_conf(args.conf)
     started = time.monotonic()

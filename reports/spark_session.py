@@ -44,6 +44,28 @@ def _package_zip() -> str:
     return str(target)
 
 
+LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
+"""
+
+
+def _log_config() -> str:
+    path = Path(tempfile.gettempdir()) / "kchaos-reports-log4j2.properties"
+    if not path.exists() or path.read_text() != LOG4J2:
+        path.write_text(LOG4J2)
+    return str(path)
+
+
 def make_session(master: str | None = None, conf: dict[str, str] | None = None):  # -> SparkSession
     """Build (or reuse) the job's session. Without --master, a master set by spark-submit wins, else
     local[*]."""
@@ -54,6 +76,13 @@ def make_session(master: str | None = None, conf: dict[str, str] | None = None):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("kchaos-report")
     submitted = SparkConf()
+    local = (master or submitted.get("spark.master", "local[*]")).startswith("local")
+    if local:
+        # One machine: bind to loopback (no "resolves to a loopback address" warnings) and log at WARN
+        # from the first line on.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        if "spark.driver.extraJavaOptions" not in (conf or {}):
+            builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log_config()}")
     if master:
         builder = builder.master(master)
     elif not submitted.contains("spark.master"):
