@@ -291,15 +291,11 @@ class RaftNode:
 
     def metrics(self, now: int) -> dict[str, float | str]:
         """KIP-595's raft-manager metrics that the core can know (names as in the KIP)."""
-        state = {
-            Role.LEADER: "leader",
-            Role.CANDIDATE: "candidate",
-            Role.FOLLOWER: "follower" if self.is_voter else "observer",
-        }.get(self.role, "unattached" if self.is_voter else "observer")
-        if self.role is Role.VOTED:
-            state = "voted"
-        elif self.role is Role.RESIGNED:
-            state = "resigned"
+        match self.role:
+            case Role.FOLLOWER | Role.UNATTACHED if not self.is_voter:
+                state = "observer"
+            case role:
+                state = role.value
         return {
             "current-leader": self.leader_id,
             "current-epoch": self.epoch,
@@ -310,9 +306,6 @@ class RaftNode:
             "current-state": state,
             **self.metrics_state.snapshot(now),
         }
-
-    def describe_quorum(self, now: int) -> DescribeQuorumResponse:
-        return self._describe_quorum(now)
 
     # =============================================================================================
     # start-up
@@ -328,7 +321,8 @@ class RaftNode:
             # A leader lost its in-memory state when it stopped: it may not lead this epoch again.
             return Resigned(epoch, self.node_id, NEVER, ())
         if qs.voted_id == self.node_id and self.is_voter:
-            return Candidate(epoch, retries=1, election_deadline=NEVER)
+            # It re-asks for votes in the same epoch; voters that granted them grant them again.
+            return Candidate(epoch, retries=1, election_deadline=NEVER, granted={self.node_id})
         if qs.leader_id != NO_ID:
             return Follower(epoch, qs.leader_id, NEVER)
         if qs.voted_id != NO_ID and self.is_voter:
@@ -342,16 +336,9 @@ class RaftNode:
             case Candidate() as s:
                 self._election_started_ms = now
                 s.election_deadline = now + self._random_election_timeout()
+                self._maybe_win_election(now)  # a single voter needs nobody else
             case Unattached() | Voted() | Resigned() as s:
                 s.election_deadline = now + self._random_election_timeout()
-        if isinstance(self.state, Candidate):
-            self._persist_and_request_votes_again()
-
-    def _persist_and_request_votes_again(self) -> None:
-        """A restarted candidate re-asks for votes in the same epoch (voters re-grant them)."""
-        assert isinstance(self.state, Candidate)
-        self.state.granted = {self.node_id}
-        self._maybe_win_election(self._now)
 
     # =============================================================================================
     # role transitions
@@ -367,7 +354,7 @@ class RaftNode:
         )
         self._out.append(PersistQuorumState(self.quorum_state))
 
-    def _leave_role(self, now: int) -> None:
+    def _leave_role(self) -> None:
         """Clean up what the old role owned before switching to another."""
         old = self.state
         if isinstance(old, Leader):
@@ -400,20 +387,20 @@ class RaftNode:
                 deadline = until if until is not None else deadline
             case _:
                 deadline = now + self._random_election_timeout()
-        self._leave_role(now)
+        self._leave_role()
         self.state = Unattached(epoch, deadline)
         self._persist(NO_ID, NO_ID)
         self._announce()
 
     def _become_voted(self, now: int, epoch: int, candidate_id: int) -> None:
-        self._leave_role(now)
+        self._leave_role()
         self.state = Voted(epoch, candidate_id, now + self._random_election_timeout())
         self._persist(NO_ID, candidate_id)
         self._announce()
 
     def _become_follower(self, now: int, epoch: int, leader_id: int) -> None:
         voted = self.quorum_state.voted_id if epoch == self.quorum_state.leader_epoch else NO_ID
-        self._leave_role(now)
+        self._leave_role()
         self.state = Follower(epoch, leader_id, now + self.config.fetch_timeout_ms)
         self._persist(leader_id, voted)
         self._announce()
@@ -423,7 +410,7 @@ class RaftNode:
         if not self.is_voter:
             return
         retries = self.state.retries + 1 if isinstance(self.state, Candidate) else 1
-        self._leave_role(now)
+        self._leave_role()
         if self._election_started_ms is None:
             self._election_started_ms = now
         self.state = Candidate(
@@ -440,7 +427,7 @@ class RaftNode:
     def _become_leader(self, now: int) -> None:
         assert isinstance(self.state, Candidate)
         granted = tuple(sorted(self.state.granted))
-        self._leave_role(now)
+        self._leave_role()
         epoch = self.state.epoch
         start = self.log.end_offset
         progress = {v: ReplicaProgress(v) for v in self.voters}
@@ -470,7 +457,7 @@ class RaftNode:
             (v for v in self.voters if v != self.node_id),
             key=lambda v: (-leader.voters[v].end_offset, v),
         )
-        self._leave_role(now)
+        self._leave_role()
         self.state = Resigned(
             leader.epoch,
             self.node_id,
@@ -517,7 +504,7 @@ class RaftNode:
             case FetchRequest():
                 self._on_fetch_request(now, reply_to, cid, message)
             case DescribeQuorumRequest():
-                self._respond(reply_to, cid, self._describe_quorum(now))
+                self._respond(reply_to, cid, self.describe_quorum(now))
             case _:
                 raise TypeError(f"unknown request {message!r}")
 
@@ -735,7 +722,7 @@ class RaftNode:
 
     # --- DescribeQuorum Request Handling ----------------------------------------------------------
 
-    def _describe_quorum(self, now: int) -> DescribeQuorumResponse:
+    def describe_quorum(self, now: int) -> DescribeQuorumResponse:
         if not isinstance(self.state, Leader):
             return DescribeQuorumResponse(
                 int(ErrorCode.NOT_LEADER_OR_FOLLOWER), self.leader_id, self.epoch, self.high_watermark
