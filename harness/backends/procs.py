@@ -1,0 +1,90 @@
+"""Process identity by PID *and* start time, so a recycled PID is never mistaken for one of ours."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    pid: int
+    state: str
+    pgid: int
+    session: int
+    starttime: int  # clock ticks after boot: unique per PID lifetime
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    """The parts of /proc/<pid>/stat we need, or None when there is no such process."""
+    try:
+        raw = (PROC / str(pid) / "stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name (field 2) is in parentheses and may itself contain spaces or ')'.
+    rest = raw[raw.rindex(")") + 2 :].split()
+    # rest[0] is field 3 (state); field N is rest[N - 3].
+    return ProcStat(pid=pid, state=rest[0], pgid=int(rest[2]), session=int(rest[3]), starttime=int(rest[19]))
+
+
+def start_time(pid: int) -> int | None:
+    stat = read_stat(pid)
+    return stat.starttime if stat else None
+
+
+def is_same_process(pid: int, starttime: int) -> bool:
+    """True while `pid` is still the process that had `starttime` (and has not become a zombie)."""
+    stat = read_stat(pid)
+    return stat is not None and stat.starttime == starttime and stat.state not in ("Z", "X")
+
+
+def group_members(pgid: int) -> list[int]:
+    """PIDs whose process group is `pgid` (a group keeps its number reserved while any member lives)."""
+    members = []
+    for entry in PROC.iterdir():
+        if entry.name.isdigit():
+            stat = read_stat(int(entry.name))
+            if stat is not None and stat.pgid == pgid and stat.state not in ("Z", "X"):
+                members.append(stat.pid)
+    return members
+
+
+def kill_verified(pid: int, starttime: int, sig: int = signal.SIGKILL) -> bool:
+    """Signal the process group led by (pid, starttime) if it is still ours; return whether anything was hit.
+
+    Our processes are started in a session of their own, so their PID is also their process-group id.
+    If the leader is gone but members of its group remain, the number cannot have been reused (Linux keeps
+    a PID reserved while a group of that id exists), so the group is still ours.
+    """
+    stat = read_stat(pid)
+    if stat is not None and stat.starttime != starttime:
+        return False  # the PID now belongs to someone else; their group is not ours either
+    if stat is not None and stat.state not in ("Z", "X"):
+        try:
+            os.killpg(pid, sig) if stat.pgid == pid else os.kill(pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
+    hit = False
+    for member in group_members(pid):
+        try:
+            os.kill(member, sig)
+            hit = True
+        except ProcessLookupError:
+            pass
+    return hit
+
+
+def wait_gone(pid: int, starttime: int, timeout: float = 5.0) -> bool:
+    """Wait until (pid, starttime) has exited (it may be someone else's child, so we cannot waitpid)."""
+    deadline = time.monotonic() + timeout
+    while is_same_process(pid, starttime):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True

@@ -1,0 +1,44 @@
+"""Signal handling around host resources: termination unwinds like Ctrl-C, and cleanup is not cut short."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+# Signals that end a harness run: each must unwind through `finally` so teardown runs.
+TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _raise_exit(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextmanager
+def exit_on_termination() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise SystemExit (SIGINT already raises KeyboardInterrupt) in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, _raise_exit) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def deferred_termination() -> Iterator[None]:
+    """Ignore SIGINT/SIGTERM/SIGHUP while cleaning up: a second Ctrl-C must not leave the host half-torn-down."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in TERMINATING}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,104 @@
+"""`kchaos heal` and `kchaos doctor` through their register() on a fresh parser."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import pytest
+
+from harness import doctor_cli, heal_cli
+from harness.backends.ledger import Ledger, heal
+from harness.backends.resources import create_netns, create_tmpdir, netns_names
+from harness.errors import EXIT_ERROR, UserError
+from tests.harness_netns.conftest import needs_root, snapshot
+
+
+def heal_if_left_file(path) -> None:
+    if path.exists():
+        heal(path)
+
+
+def run(module, *argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="kchaos")
+    module.register(parser.add_subparsers())
+    args = parser.parse_args(list(argv))
+    return args.func(args)
+
+
+def test_heal_names_a_missing_run_dir(tmp_path):
+    with pytest.raises(UserError, match="nope: no such run directory or ledger file"):
+        run(heal_cli, "heal", str(tmp_path / "nope"))
+
+
+def test_heal_without_a_ledger_or_with_nothing_left(tmp_path, capsys):
+    assert run(heal_cli, "heal", str(tmp_path)) == 0
+    assert "has no ledger.jsonl" in capsys.readouterr().out
+    ledger = Ledger.create(tmp_path / "ledger.jsonl")
+    ledger.mark_done(ledger.record("tmpdir", path=str(tmp_path / "kchaos-z")))
+    assert run(heal_cli, "heal", str(tmp_path / "ledger.jsonl")) == 0
+    assert "already removed" in capsys.readouterr().out
+
+
+def test_heal_rejects_a_file_that_is_not_a_ledger(tmp_path):
+    (tmp_path / "ledger.jsonl").write_text("hello\n")
+    with pytest.raises(UserError, match=r"ledger\.jsonl: not a kchaos ledger"):
+        run(heal_cli, "heal", str(tmp_path))
+
+
+@needs_root
+@pytest.mark.root
+def test_heal_removes_a_crashed_runs_tmpdir_and_reports_failures(tmp_path, capsys):
+    # written by "another process": this one pretends to be a different, dead owner
+    ledger = Ledger.create(tmp_path / "ledger.jsonl")
+    _, made = create_tmpdir(ledger, tmp_path)
+    ledger.record("tmpdir", path="/etc")  # a ledger must never make heal remove something else
+    assert run(heal_cli, "heal", str(tmp_path)) == EXIT_ERROR
+    captured = capsys.readouterr()
+    assert f"removed directory {made}" in captured.out
+    assert "refusing to remove /etc" in captured.err
+    assert not made.exists() and os.path.isdir("/etc")
+
+
+@needs_root
+@pytest.mark.root
+def test_doctor_passes_here_and_leaves_nothing(capsys):
+    before = snapshot()
+    assert run(doctor_cli, "doctor") == 0
+    out = capsys.readouterr().out
+    for name in ("root", "network namespaces", "bridge + veth", "packet filter for partitions", "free private subnet"):
+        line = next(line for line in out.splitlines() if line.startswith(name))
+        assert "  OK  " in line, line
+    assert "all required checks passed" in out
+    assert snapshot() == before
+
+
+@needs_root
+@pytest.mark.root
+def test_doctor_removes_the_namespace_a_killed_doctor_left(tmp_path, monkeypatch):
+    monkeypatch.setattr(doctor_cli, "DOCTOR_LEDGERS", tmp_path)
+    stale = Ledger.create(tmp_path / "1-dead.jsonl")  # this process "dies" here, its namespace still up
+    name = f"kcdoc{os.urandom(3).hex()}"
+    try:
+        create_netns(stale, name)
+        assert name in netns_names()
+        doctor_cli.run_checks()
+        assert name not in netns_names()
+        assert list(tmp_path.iterdir()) == []  # its own ledger and the stale one are both gone
+    finally:
+        heal_if_left_file(tmp_path / "1-dead.jsonl")
+
+
+def test_doctor_fails_without_root_and_says_what_to_do(monkeypatch, capsys):
+    monkeypatch.setattr(doctor_cli.os, "geteuid", lambda: 1000)
+    assert run(doctor_cli, "doctor") == EXIT_ERROR
+    out = capsys.readouterr().out
+    root_line = next(line for line in out.splitlines() if line.startswith("root "))
+    assert "FAIL" in root_line and "run as root" in root_line
+    assert "required check(s) failed: root" in out
+
+
+def test_doctor_reports_missing_python_packages(monkeypatch):
+    monkeypatch.setattr(doctor_cli, "PYTHON_DEPS", ("pyarrow", "surely_not_installed_pkg"))
+    check = next(c for c in doctor_cli.run_checks() if c.name == "python packages")
+    assert check.status == "FAIL" and "surely_not_installed_pkg" in check.detail and "pip install" in check.fix
