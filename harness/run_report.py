@@ -1,0 +1,346 @@
+"""Analyse one run directory: check its history, write results.json, viewers, plots and report.html.
+
+The runner calls `analyze_run` at the end of a run and `kchaos analyze` calls it on a stored run with
+today's checkers. Only derived files are (re)written: history.jsonl is read, never changed. A torn last
+line (the harness was killed mid-write) is dropped and reported; the prefix before it is a valid
+history, because every op left pending there counts as indeterminate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from checkers.history import History
+from checkers.log_agreement import DUMP_NAME
+from checkers.registry import CHECKERS, checker_module, get_checker
+from checkers.verdict import UNKNOWN, Validity, Verdict, exit_code, merge_validity
+from harness import plots, store
+from harness.errors import UserError
+from reports import metrics
+from reports.html_report import STYLE
+
+# workload -> checkers run on its history (the caller may add or replace entries)
+DEFAULT_CHECKERS: dict[str, tuple[str, ...]] = {"config-register": ("linearizable",)}
+# checker -> its options (the flags `kchaos check` would take, as attribute names)
+DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {"linearizable": {"model": "register"}}
+VIEWER_PREFIX = "counterexample-"
+MAX_NODE_FILES = 200  # links listed per node in report.html
+
+
+@dataclass
+class Analysis:
+    """What `analyze_run` decided and wrote."""
+
+    run: store.RunDir
+    valid: Validity
+    verdicts: list[Verdict]
+    results_path: Path
+    report_path: Path
+    viewers: dict[str, Path] = field(default_factory=dict)
+    plots: dict[str, Path] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """BRIEF §3.4: 0 valid, 1 invalid, 2 unknown."""
+        return exit_code(self.valid)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Which checkers, with which options
+
+
+def checker_names(
+    test: Mapping[str, Any], run: store.RunDir, mapping: Mapping[str, Sequence[str]] | None = None
+) -> list[str]:
+    """The test's own `checkers` list, else the workload's; plus log-agreement when nodes left
+    committed-log dumps."""
+    named = test.get("checkers")
+    if named is not None:
+        if not isinstance(named, list) or not all(isinstance(n, str) for n in named):
+            raise UserError(f"{run.test_json}: 'checkers' must be a list of checker names")
+        names = list(named)
+    else:
+        table = {**DEFAULT_CHECKERS, **(mapping or {})}
+        names = list(table.get(str(test.get("workload")), ()))
+        if any(run.nodes.glob(f"*/{DUMP_NAME}")) and "log-agreement" not in names:
+            names.append("log-agreement")
+    unknown = [n for n in names if n not in CHECKERS]
+    if unknown:
+        raise UserError(f"{run.test_json}: unknown checker {unknown[0]!r} (known: {', '.join(sorted(CHECKERS))})")
+    return list(dict.fromkeys(names))
+
+
+def checker_args(run: store.RunDir, options: Mapping[str, Mapping[str, Any]] | None = None) -> argparse.Namespace:
+    """Every checker's flags at their defaults, exactly as `kchaos check RUN_DIR/history.jsonl` parses
+    them, then `options` on top (all checkers share one namespace, as on that command line)."""
+    from checkers import cli as check_cli
+
+    parser = argparse.ArgumentParser(add_help=False)
+    check_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["check", str(run.history_jsonl)])
+    args.dumps = run.path
+    for opts in (*DEFAULT_OPTIONS.values(), *(options or {}).values()):
+        for key, value in opts.items():
+            setattr(args, key, value)
+    return args
+
+
+def run_checkers(history: History, names: Sequence[str], args: argparse.Namespace) -> list[Verdict]:
+    """Each checker's verdict; a checker that raises is `unknown` with the error, and the rest still run."""
+    verdicts = []
+    for name in names:
+        try:
+            verdicts.append(get_checker(name)(history, args))
+        except Exception as exc:  # a crashing checker must not lose the others' verdicts
+            verdicts.append(Verdict(name, UNKNOWN, {"error": f"{type(exc).__name__}: {exc}"}))
+    return verdicts
+
+
+def write_viewers(
+    run: store.RunDir, history: History, verdicts: Sequence[Verdict], args: argparse.Namespace
+) -> dict[str, Path]:
+    """A counterexample viewer per invalid checker that can draw one; stale viewers are removed."""
+    for old in run.path.glob(f"{VIEWER_PREFIX}*.html"):
+        old.unlink()
+    written: dict[str, Path] = {}
+    for verdict in verdicts:
+        if verdict.valid is not False:
+            continue
+        target = run.path / f"{VIEWER_PREFIX}{verdict.checker}.html"
+        if verdict.checker == "linearizable":
+            from checkers.viewer import write_html
+
+            written[verdict.checker] = write_html(target, history, verdict, model=args.model)
+        elif verdict.checker.startswith("elle-"):
+            from checkers.elle.render import write_html as write_cycles
+
+            written[verdict.checker] = write_cycles(target, verdict)
+    return written
+
+
+def checker_summary(verdict: Verdict) -> list[str]:
+    """The checker's own console summary, or its verdict and error."""
+    if "error" in verdict.details:
+        return [f"{verdict.checker}: {verdict.valid} (checker failed: {verdict.details['error']})"]
+    summarize = getattr(checker_module(verdict.checker), "summarize", None) if verdict.checker in CHECKERS else None
+    try:
+        return list(summarize(verdict)) if summarize else [f"{verdict.checker}: {verdict.valid}"]
+    except (KeyError, TypeError, ValueError, IndexError):
+        return [f"{verdict.checker}: {verdict.valid}"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Figures
+
+
+@dataclass
+class Figures:
+    """The run's numbers, from the same derivation the Spark reports use."""
+
+    frames: metrics.RunFrames
+    latency: pd.DataFrame  # metrics.latency_quantiles by f
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        ops = self.frames.ops
+        counts = ops["outcome"].value_counts()
+        by_f = ops.groupby(["f", "outcome"]).size()
+        duration = self.frames.end_ns / metrics.NS_PER_S
+        return {
+            "events": self.frames.events,
+            "ops": len(ops),
+            **{o: int(counts.get(o, 0)) for o in ("ok", "fail", "info")},
+            "by_f": {str(f): {str(o): int(n) for o, n in by_f[f].items()} for f in sorted(ops["f"].dropna().unique())},
+            "duration_s": duration,
+            "ops_per_s": len(ops) / duration if duration > 0 else None,
+            "faults": len(self.frames.faults),
+        }
+
+
+def figures_of(table) -> Figures:
+    frames = metrics.derive(table.to_pandas())
+    return Figures(frames, metrics.latency_quantiles(frames.ops, ["f"]))
+
+
+# ---------------------------------------------------------------------------------------------------
+# The whole analysis
+
+
+def analyze_run(
+    run_dir: str | os.PathLike[str] | store.RunDir,
+    checkers: Mapping[str, Sequence[str]] | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    only: Sequence[str] | None = None,
+) -> Analysis:
+    """Check a run and write history.parquet, results.json, counterexample viewers, plots, report.html.
+
+    `checkers` maps workloads to checker names (over DEFAULT_CHECKERS), `options` checkers to their
+    options (over DEFAULT_OPTIONS); `only` replaces the checker list altogether.
+    """
+    run = run_dir if isinstance(run_dir, store.RunDir) else store.open_run(run_dir)
+    test = store.read_test(run)
+    names = list(only) if only else checker_names(test, run, checkers)
+    read = store.read_history(run.history_jsonl)
+    history = read.paired()
+    table = store.history_table(read.events)
+    store.write_history_parquet(table, run.history_parquet)
+    warnings = [read.truncated] if read.truncated else []
+    if not names:
+        warnings.append(f"no checker for workload {test.get('workload')!r}: verdict unknown")
+
+    args = checker_args(run, options)
+    verdicts = run_checkers(history, names, args)
+    warnings += [f"checker {v.checker} failed: {v.details['error']}" for v in verdicts if "error" in v.details]
+    valid = merge_validity(v.valid for v in verdicts) if verdicts else UNKNOWN
+    viewers = write_viewers(run, history, verdicts, args)
+
+    figures = figures_of(table)
+    results = {
+        "valid": valid,
+        "checkers": {v.checker: v.to_json() for v in verdicts},
+        "stats": figures.stats,
+        "history": {"events": len(read.events), "truncated": read.truncated},
+        "analyzed_at": store.iso_utc(store.utc_now()),
+    }
+    results_path = store.write_json_atomic(run.results_json, results)
+    drawn = plots.draw_all(figures.frames.ops, figures.frames.faults, figures.frames.end_ns, run.path)
+    analysis = Analysis(run, valid, verdicts, results_path, run.path / "report.html", viewers, drawn, warnings)
+    write_report(analysis, test, figures)
+    return analysis
+
+
+# ---------------------------------------------------------------------------------------------------
+# report.html
+
+
+def verdict_word(valid: Validity) -> tuple[str, str]:
+    """How a verdict is shown: (word, css class)."""
+    if valid is True:
+        return "valid", "good"
+    if valid is False:
+        return "INVALID", "bad"
+    return "unknown", "muted"
+
+
+def _href(run: store.RunDir, path: Path) -> str:
+    return html.escape(path.relative_to(run.path).as_posix(), quote=True)
+
+
+def _png(run: store.RunDir, path: Path, alt: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return (
+        f'<p><a href="{_href(run, path)}"><img class="chart" alt="{html.escape(alt, quote=True)}" '
+        f'src="data:image/png;base64,{data}"></a></p>'
+    )
+
+
+def _frame_html(frame: pd.DataFrame) -> str:
+    if frame.empty:
+        return '<p class="muted">none</p>'
+    return frame.to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="", border=0)
+
+
+def _test_rows(test: Mapping[str, Any]) -> str:
+    rows = []
+    for key, value in test.items():
+        if isinstance(value, list):
+            value = ", ".join(str(v) for v in value)
+        elif isinstance(value, dict):
+            continue
+        rows.append(f"<tr><th>{html.escape(str(key))}</th><td>{html.escape(str(value))}</td></tr>")
+    return "<table>" + "".join(rows) + "</table>"
+
+
+def _file_links(run: store.RunDir) -> str:
+    items = []
+    for name in (store.TEST_FILE, store.HISTORY_JSONL, store.HISTORY_PARQUET, store.RESULTS_FILE):
+        if (run.path / name).exists():
+            items.append(f'<li><a href="{_href(run, run.path / name)}">{html.escape(name)}</a></li>')
+    out = ["<ul>", *items, "</ul>"]
+    if run.nodes.is_dir():
+        for node in sorted(p for p in run.nodes.iterdir() if p.is_dir()):
+            files = sorted(p for p in node.rglob("*") if p.is_file())
+            links = [f'<a href="{_href(run, p)}">{html.escape(p.relative_to(node).as_posix())}</a>' for p in files]
+            more = f" … and {len(files) - MAX_NODE_FILES} more" if len(files) > MAX_NODE_FILES else ""
+            out.append(
+                f"<h3>{html.escape(node.name)}</h3><p>"
+                + (" · ".join(links[:MAX_NODE_FILES]) or "no files")
+                + more
+                + "</p>"
+            )
+    return "\n".join(out)
+
+
+def render_report(analysis: Analysis, test: Mapping[str, Any], figures: Figures) -> str:
+    run = analysis.run
+    word, css = verdict_word(analysis.valid)
+    stats = figures.stats
+    rate = stats["ops_per_s"]
+    cards = [
+        ("verdict", f"<b class='{css}'>{word}</b>"),
+        ("exit code", f"<b>{analysis.exit_code}</b>"),
+        ("ops", f"<b>{stats['ops']}</b>"),
+        ("ok", f"<b class='good'>{stats['ok']}</b>"),
+        ("fail", f"<b>{stats['fail']}</b>"),
+        ("info", f"<b>{stats['info']}</b>"),
+        ("duration", f"<b>{stats['duration_s']:.2f} s</b>"),
+        ("ops/s", f"<b>{'' if rate is None else f'{rate:.1f}'}</b>"),
+        ("fault windows", f"<b>{stats['faults']}</b>"),
+    ]
+    parts = [
+        "<!DOCTYPE html>",
+        f'<html lang="en"><head><meta charset="utf-8"><title>{html.escape(run.run_id)}: {word}</title>',
+        f"<style>{STYLE}\npre {{ margin: 0; font-size: 12px; }} .warn {{ color: #8a5a00; }}</style></head><body>",
+        f"<h1>{html.escape(run.run_id)}: <span class='{css}'>{word}</span></h1>",
+        f'<p class="muted">{html.escape(str(run.path))} · analysed {html.escape(store.iso_utc(store.utc_now()))}</p>',
+        '<div class="cards">',
+        *(f"<div class='card'>{label}{value}</div>" for label, value in cards),
+        "</div>",
+    ]
+    if analysis.warnings:
+        parts += ["<ul>", *(f"<li class='warn'>{html.escape(w)}</li>" for w in analysis.warnings), "</ul>"]
+    parts += ["<h2>Checkers</h2>", "<table><tr><th>checker</th><th>verdict</th><th>summary</th><th>viewer</th></tr>"]
+    for verdict in analysis.verdicts:
+        vword, vcss = verdict_word(verdict.valid)
+        viewer = analysis.viewers.get(verdict.checker)
+        link = f'<a href="{_href(run, viewer)}">counterexample</a>' if viewer else ""
+        summary = html.escape("\n".join(checker_summary(verdict)))
+        parts.append(
+            f"<tr><td>{html.escape(verdict.checker)}</td><td class='{vcss}'>{vword}</td>"
+            f"<td style='text-align:left'><pre>{summary}</pre></td><td>{link}</td></tr>"
+        )
+    parts.append("</table>")
+    if not analysis.verdicts:
+        parts.append('<p class="muted">no checker ran</p>')
+    faults = figures.frames.faults.copy()
+    faults["start_s"] = faults["start_ns"] / metrics.NS_PER_S
+    faults["end_s"] = faults["end_ns"] / metrics.NS_PER_S
+    titles = {"latency-raw": "latency of each op", "latency-quantiles": "latency quantiles", "rate": "throughput"}
+    parts += [
+        "<h2>Latency (ms) by f</h2>",
+        _frame_html(figures.latency),
+        "<h2>Fault windows</h2>",
+        _frame_html(faults[["kind", "targets", "start_s", "end_s", "duration_ms", "healed"]]),
+        "<h2>Plots</h2>",
+        *(_png(run, path, titles.get(name, name)) for name, path in analysis.plots.items()),
+        "<h2>Test</h2>",
+        _test_rows(test),
+        "<h2>Files</h2>",
+        _file_links(run),
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def write_report(analysis: Analysis, test: Mapping[str, Any], figures: Figures) -> Path:
+    return store.write_text_atomic(analysis.report_path, render_report(analysis, test, figures))
