@@ -1,0 +1,201 @@
+"""The test model: TOML files, flags over files, test.json, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import reports.schema
+from harness.errors import UserError
+from harness.test_spec import Cluster, Registries, TestSpec, from_dict, load_test
+
+GOOD = """\
+name = "reg-partition"
+backend = "netns"
+nemesis = ["partition", "kill"]
+nemesis_interval_s = "5s"
+nemesis_duration_s = 2.5
+time_limit_s = "2m"
+concurrency = 8
+rate = 120
+seed = 42
+leave_db_running = true
+recovery_s = "500ms"
+final_reads = false
+
+[cluster]
+controllers = 3
+brokers = 2
+
+[workload_options]
+keys = 4
+topics = ["t1", "t2"]
+
+[nemesis_modes]
+partition = ["isolate-leader"]
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "test.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_a_valid_file_resolves_every_field(tmp_path):
+    spec = load_test(write(tmp_path, GOOD), {})
+    assert spec == TestSpec(
+        name="reg-partition",
+        seed=42,
+        backend="netns",
+        cluster=Cluster(controllers=3, brokers=2),
+        workload_options={"keys": 4, "topics": ["t1", "t2"]},
+        nemesis=("partition", "kill"),
+        nemesis_interval_s=5.0,
+        nemesis_duration_s=2.5,
+        nemesis_modes={"partition": ("isolate-leader",)},
+        time_limit_s=120.0,
+        concurrency=8,
+        rate=120.0,
+        leave_db_running=True,
+        recovery_s=0.5,
+        final_reads=False,
+    )
+    assert spec.nodes == ["c1", "c2", "c3", "b1", "b2"]
+
+
+def test_defaults_without_a_file_and_a_random_seed_is_chosen():
+    spec = load_test(None, {})
+    assert (spec.backend, spec.sut, spec.workload) == ("sim", "kraft", "config-register")
+    assert spec.cluster == Cluster(combined=3)
+    assert spec.name == "config-register-kill+partition"
+    assert isinstance(spec.seed, int) and spec.seed >= 0
+
+
+def test_flags_win_over_the_file(tmp_path):
+    flags = {
+        "backend": "sim",
+        "nodes": "5",
+        "nemesis": "kill",
+        "time_limit_s": "30",
+        "concurrency": 2,
+        "rate": "10.5",
+        "seed": "7",
+        "test_count": 3,
+        "leave_db_running": None,  # not given: the file's value stays
+        "workload_options": {"keys": "9"},
+    }
+    spec = load_test(write(tmp_path, GOOD.replace('partition = ["isolate-leader"]', "")), flags)
+    assert (spec.backend, spec.cluster, spec.nemesis) == ("sim", Cluster(combined=5), ("kill",))
+    assert (spec.time_limit_s, spec.concurrency, spec.rate, spec.seed, spec.test_count) == (30.0, 2, 10.5, 7, 3)
+    assert spec.leave_db_running is True
+    assert spec.workload_options == {"keys": "9", "topics": ["t1", "t2"]}
+
+
+@pytest.mark.parametrize(
+    ("nodes", "cluster"),
+    [("3+2", Cluster(3, 2, 0)), ("controllers=3,brokers=1", Cluster(3, 1, 0)), ("combined=5", Cluster(0, 0, 5))],
+)
+def test_nodes_flag_forms(nodes, cluster):
+    assert load_test(None, {"nodes": nodes}).cluster == cluster
+
+
+def test_test_json_matches_the_results_schema_and_round_trips(tmp_path):
+    spec = load_test(write(tmp_path, GOOD), {})
+    data = json.loads(json.dumps(spec.to_dict(started_at="2026-11-23T10:15:00Z")))
+    assert data["schema_version"] == 1 == reports.schema.SCHEMA_VERSION
+    for key in ("name", "workload", "backend", "seed", "time_limit_s", "concurrency", "rate", "started_at"):
+        assert key in data
+    assert data["nemesis"] == ["partition", "kill"]
+    assert data["nodes"] == ["c1", "c2", "c3", "b1", "b2"]
+    assert from_dict(data) == spec
+    assert load_test(write(tmp_path, spec.to_toml(), "again.toml"), {}) == spec
+
+
+def test_a_none_nemesis_is_an_empty_list():
+    spec = load_test(None, {"nemesis": "none"})
+    assert spec.nemesis == () and spec.name == "config-register-none"
+    assert spec.to_dict()["nemesis"] == []
+
+
+def test_registries_passed_in_decide_the_allowed_names():
+    reg = Registries(backends=("sim",), workloads=("config-register", "set"), nemeses=("kill",))
+    assert load_test(None, {"workload": "set", "nemesis": "kill"}, reg).workload == "set"
+    with pytest.raises(UserError, match=r"--backend: unknown backend 'netns' \(choose from sim\)"):
+        load_test(None, {"backend": "netns"}, reg)
+
+
+BAD_FILES = [
+    ('colour = "red"\n', r"^{f}:1: colour: unknown key \(known keys: name, "),
+    ("concurrency = 2.5\n", r"^{f}:1: concurrency: expected an integer, got float 2.5$"),
+    ('concurrency = "many"\n', r"^{f}:1: concurrency: expected an integer, got string 'many'$"),
+    ("concurrency = 0\n", r"^{f}:1: concurrency: must be >= 1, got 0$"),
+    ("\n\ntime_limit_s = -5\n", r"^{f}:3: time_limit_s: must be > 0, got -5$"),
+    ('time_limit_s = "5 parsecs"\n', r"^{f}:1: time_limit_s: expected a duration like 30, 30s, 500ms or 2m, got"),
+    ("recovery_s = true\n", r"^{f}:1: recovery_s: expected a duration in seconds, got boolean True$"),
+    ("rate = -1\n", r"^{f}:1: rate: must be a number >= 0, got -1$"),
+    ('backend = "docker"\n', r"^{f}:1: backend: unknown backend 'docker' \(choose from netns, sim\)$"),
+    ('workload = "bank"\n', r"^{f}:1: workload: unknown workload 'bank' \(choose from config-register\)$"),
+    ('sut = "zookeeper"\n', r"^{f}:1: sut: unknown system-under-test adapter 'zookeeper'"),
+    ('nemesis = ["partition", "meteor"]\n', r"^{f}:1: nemesis: unknown fault kind 'meteor' \(choose from "),
+    ("nemesis = 3\n", r"^{f}:1: nemesis: expected a list of fault kinds, got integer 3$"),
+    ("leave_db_running = 1\n", r"^{f}:1: leave_db_running: expected true or false, got integer 1$"),
+    ('name = "../escape"\n', r"^{f}:1: name: a test name is 1-100 letters"),
+    ("seed = -1\n", r"^{f}:1: seed: must be >= 0, got -1$"),
+    ("[cluster]\ncontrollers = 0\n", r"^{f}: cluster: needs at least one controller or combined node$"),
+    ("[cluster]\nvoters = 3\n", r"^{f}:2: cluster.voters: unknown key 'voters'"),
+    ("[cluster]\nbrokers = -2\n", r"^{f}:2: cluster.brokers: must be >= 0, got -2$"),
+    ('cluster = "big"\n', r"^{f}:1: cluster: expected a table, got string 'big'$"),
+    ('[nemesis_modes]\npause = ["all"]\n', r"^{f}:2: nemesis_modes.pause: modes for 'pause', which is not in"),
+    ("[nemesis_modes]\npartition = []\n", r"^{f}:2: nemesis_modes.partition: expected a non-empty list"),
+    ("concurrency = \n", r"^{f}:1:\d+: invalid TOML: Invalid value$"),
+    ('x = "unterminated\n', r"^{f}:1:\d+: invalid TOML: "),
+]
+
+
+@pytest.mark.parametrize(("text", "pattern"), BAD_FILES)
+def test_bad_files_give_one_line_naming_file_line_and_key(tmp_path, text, pattern):
+    path = write(tmp_path, text)
+    with pytest.raises(UserError) as info:
+        load_test(path, {})
+    message = str(info.value)
+    assert "\n" not in message
+    assert re.search(pattern.format(f=re.escape(str(path))), message), message
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"time_limit_s": "-3"}, "--time-limit: expected a duration like 30, 30s, 500ms or 2m, got '-3'"),
+        ({"time_limit_s": 0}, "--time-limit: must be > 0, got 0"),
+        ({"concurrency": "x"}, "--concurrency: expected an integer, got string 'x'"),
+        ({"nodes": "lots"}, "--nodes: expected N (combined nodes), C+B (controllers+brokers)"),
+        ({"nodes": "0+3"}, "--nodes: needs at least one controller or combined node"),
+        ({"nemesis": "kill,flood"}, "--nemesis: unknown fault kind 'flood'"),
+        ({"backend": "vagrant"}, "--backend: unknown backend 'vagrant'"),
+        ({"seed": "1.5"}, "--seed: expected an integer, got string '1.5'"),
+        ({"warp": 9}, "--warp: unknown option"),
+    ],
+)
+def test_bad_flags_name_the_flag(flags, message):
+    with pytest.raises(UserError) as info:
+        load_test(None, flags)
+    assert str(info.value).startswith(message)
+    assert "\n" not in str(info.value)
+
+
+def test_unreadable_files(tmp_path):
+    with pytest.raises(UserError, match=r"missing\.toml: cannot read test file: No such file"):
+        load_test(tmp_path / "missing.toml", {})
+    binary = tmp_path / "bin.toml"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(UserError, match=r"bin\.toml: not a UTF-8 text file"):
+        load_test(binary, {})
+
+
+def test_from_dict_validates_a_stored_test_json():
+    with pytest.raises(UserError, match=r"^runs/x/test.json: concurrency: must be >= 1, got 0$"):
+        from_dict({"schema_version": 1, "name": "x", "concurrency": 0}, "runs/x/test.json")
