@@ -20,6 +20,11 @@ COMMANDS: dict[str, str] = {
     "quorum": "node.runtime.quorum_cli",
     "check": "checkers.cli",
     "report": "reports.cli",
+    "admin": "node.client.cli",
+    "heal": "harness.heal_cli",
+    "doctor": "harness.doctor_cli",
+    "analyze": "harness.analyze_cli",
+    "results": "harness.results_cli",
 }
 
 

@@ -1,59 +1,145 @@
-"""`kchaos run`: the default chaos run.
+"""`kchaos run`: run a chaos test end to end and print its verdict and run directory.
 
-Until the harness's runner, workloads and netns backend exist, a run is the deterministic simulator's
-default chaos scenario: 3 voters and 1 observer under partitions, kill -9 / power loss, pauses, clock
-skew and disk stalls, with a client appending throughout, the invariants checked after every event
-and a final check that every acknowledged append is committed on every node.
+    kchaos run                                   # the default test: netns when root, else sim
+    kchaos run --backend sim --seed 7            # deterministic: same seed, same history.jsonl
+    kchaos run --test tests/partition.toml --time-limit 30s --nemesis partition,kill
+
+The test comes from `--test FILE` (TOML, see harness/test_spec.py) and the flags, which win over the
+file. The resolved test is saved as the run's test.json. Exit code (BRIEF §3.4): 0 valid, 1 invalid,
+2 unknown, 254 error (bad input, or the run itself failed); with `--test-count N` the worst of the runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import secrets
+import os
+import sys
+import tomllib
+from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
 
-DEFAULT_FAULTS = "partition,kill,pause,clock,disk"
+# The reference cluster: 3 controllers + 2 brokers (combined nodes do not run on the real runtime yet).
+DEFAULT_NODES = "3+2"
+
+
+def default_backend() -> str:
+    return "netns" if os.geteuid() == 0 else "sim"
+
+
+def _file_sets(path: str | None, key: str) -> bool:
+    """Whether the test file names `key` (an unreadable file is reported by `load_test`)."""
+    if path is None:
+        return False
+    try:
+        return key in tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+
+
+def _options(pairs: list[str] | None) -> dict[str, Any] | None:
+    if not pairs:
+        return None
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--workload-option {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def resolve(args: argparse.Namespace) -> Any:
+    """The TestSpec from --test and the flags (flags win); the backend defaults to netns as root."""
+    from harness.db import SUTS
+    from harness.nemesis import IMPLEMENTED
+    from harness.test_spec import Registries, load_test
+    from harness.workloads import workload_names
+
+    backend = args.backend
+    if backend is None and not _file_sets(args.test, "backend"):
+        backend = default_backend()
+    nodes = args.nodes
+    if nodes is None and not _file_sets(args.test, "cluster"):
+        nodes = DEFAULT_NODES
+    overrides = {
+        "name": args.name,
+        "backend": backend,
+        "nodes": nodes,
+        "workload": args.workload,
+        "nemesis": args.nemesis,
+        "nemesis_interval_s": args.nemesis_interval,
+        "nemesis_duration_s": args.nemesis_duration,
+        "time_limit_s": args.time_limit,
+        "concurrency": args.concurrency,
+        "rate": args.rate,
+        "seed": args.seed,
+        "test_count": args.test_count,
+        "leave_db_running": True if args.leave_db_running else None,
+        "recovery_s": args.recovery,
+        "workload_options": _options(args.workload_option),
+    }
+    registries = Registries(
+        backends=("sim", "netns"), suts=tuple(SUTS), workloads=workload_names(), nemeses=IMPLEMENTED
+    )
+    return load_test(args.test, overrides, registries)
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from node.sim import cli as sim_cli  # the simulator is the only backend so far
+    import dataclasses
 
-    if args.backend != "sim":
-        raise UserError(f"--backend {args.backend}: only 'sim' exists yet (netns, docker and ssh come later)")
-    seed = args.seed if args.seed is not None else secrets.randbelow(1 << 31)
-    argv = [
-        "sim",
-        "--seed",
-        str(seed),
-        "--voters",
-        str(args.voters),
-        "--observers",
-        str(args.observers),
-        "--duration",
-        args.time_limit,
-        "--faults",
-        args.nemesis,
-    ]
-    parser = argparse.ArgumentParser(prog="kchaos")
-    sim_cli.register(parser.add_subparsers())
-    sim_args = parser.parse_args(argv)
-    print(
-        f"kchaos run: backend sim, seed {seed}, {args.voters} voters + {args.observers} observers, "
-        f"{args.time_limit} of virtual time, faults {args.nemesis}"
-    )
-    code = sim_cli.run_command(sim_args)
-    print(f"verdict: {'valid' if code == 0 else 'INVALID'} (exit {code})")
-    return code
+    from harness.run_report import verdict_word
+    from harness.runner import combined_exit, run_test
+
+    spec = resolve(args)
+    codes = []
+    for i in range(spec.test_count):
+        this = spec if i == 0 else dataclasses.replace(spec, seed=spec.seed + i)
+        print(
+            f"kchaos run: test {this.name} ({i + 1}/{spec.test_count}): backend {this.backend}, "
+            f"{this.cluster.describe()}, seed {this.seed}",
+            file=sys.stderr,
+            flush=True,
+        )
+        result = run_test(this, root=args.results, progress=None if not args.no_progress else False)
+        for line in result.checker_lines:
+            print(f"  {line}")
+        for warning in result.warnings:
+            print(f"  warning: {warning}", file=sys.stderr)
+        if result.error:
+            print(f"kchaos run: error: {result.error}", file=sys.stderr)
+        word = verdict_word(result.valid)[0] if result.valid is not None else "error"
+        print(f"verdict: {word} (exit {result.exit_code})")
+        print(f"run directory: {result.run.path}")
+        codes.append(result.exit_code)
+    return combined_exit(codes)
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("run", help="run the default chaos run and print the verdict")
-    p.add_argument("--backend", default="sim", help="where the cluster runs (today: sim)")
-    p.add_argument("--seed", type=int, default=None, help="seed of the run (default: a random one, printed)")
-    p.add_argument("--voters", type=int, default=3)
-    p.add_argument("--observers", type=int, default=1)
-    p.add_argument("--time-limit", default="600s", help="length of the fault phase (virtual time)")
-    p.add_argument("--nemesis", default=DEFAULT_FAULTS, help="comma-separated fault kinds")
+    p = subparsers.add_parser(
+        "run",
+        help="run a chaos test end to end and print the verdict",
+        description=__doc__.split("\n\n")[0],
+    )
+    p.add_argument("--test", metavar="FILE", help="test file (TOML); flags win over it")
+    p.add_argument(
+        "--backend", choices=("sim", "netns"), help="where the cluster runs (default: netns as root, else sim)"
+    )
+    p.add_argument("--nodes", help="cluster shape: N combined nodes, or C+B controllers+brokers (default 3+2)")
+    p.add_argument("--workload", help="workload name (default config-register)")
+    p.add_argument("--nemesis", help="comma-separated fault kinds: partition,kill; 'none' for none")
+    p.add_argument("--nemesis-interval", help="time between faults (e.g. 10s)")
+    p.add_argument("--nemesis-duration", help="how long each fault lasts (e.g. 10s)")
+    p.add_argument("--time-limit", help="length of the run phase (e.g. 60s, 2m)")
+    p.add_argument("--concurrency", help="client workers")
+    p.add_argument("--rate", help="client ops per second in total (0: as fast as they go)")
+    p.add_argument("--seed", help="seed (default: random, saved in test.json)")
+    p.add_argument("--test-count", help="how many runs of the test (seeds seed, seed+1, ...)")
+    p.add_argument("--recovery", help="quiet time after the heal, before the final reads (e.g. 10s)")
+    p.add_argument("--name", help="test name (default: <workload>-<nemesis kinds>)")
+    p.add_argument("--workload-option", action="append", metavar="KEY=VALUE", help="workload option (repeatable)")
+    p.add_argument("--leave-db-running", action="store_true", help="do not stop the cluster at the end")
+    p.add_argument("--results", metavar="DIR", help="results root (default: $KCHAOS_RESULTS or ./results)")
+    p.add_argument("--no-progress", action="store_true", help="no live progress line")
     p.set_defaults(func=run_command)

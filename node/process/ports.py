@@ -96,8 +96,9 @@ class ProcessPort(Protocol):
     def wake_at(self, deadline_ms: int) -> None:
         """Call the component's `on_tick` at or after `deadline_ms` (deadlines accumulate; earliest wins)."""
 
-    def shut_down(self, reason: str) -> None:
-        """The process must stop (a broker refused as a duplicate, or told to shut down)."""
+    def shut_down(self, reason: str, requested: bool = False) -> None:
+        """The process must stop: `requested` when a controlled shutdown the runtime asked for has
+        finished (a clean exit), else the node refuses to go on (e.g. a duplicate broker id)."""
 
 
 __all__ = ["ANONYMOUS", "AppendOutcome", "BarrierOutcome", "ProcessPort", "RequestContext"]

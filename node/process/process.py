@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import node.raft.actions as A
 from node.metadata.image import MetadataImage, MetadataImageError
 from node.metadata.records import MetadataRecord, SecurityProtocol, encode_record
+from node.metadata.snapshot import load_snapshot
 from node.process.actions import MetadataApplied, ShutDown
 from node.process.events import BeginShutdown, InboundRequest
 from node.process.ports import AppendOutcome, BarrierOutcome, RequestContext
@@ -52,6 +53,7 @@ from node.protocol.registry import BROKER_API_KEYS, CONTROLLER_API_KEYS
 from node.protocol.session import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
 from node.raft.events import (
     Append,
+    CreateSnapshot,
     ReadBarrier,
     RequestFailed,
     RequestReceived,
@@ -371,10 +373,10 @@ class NodeProcess:
         self._next_cid += 1
         return cid
 
-    def _new_handle(self) -> int:
-        handle = self._next_handle
+    def _new_handle(self) -> tuple[str, int]:
+        """Tagged, so they never collide with handles a runtime gives the Raft core directly."""
         self._next_handle += 1
-        return handle
+        return ("process", self._next_handle)
 
     def _on_reply(self, correlation_id: int, peer: int, message: object | None) -> None:
         pending = self._outbound.pop(correlation_id, None)
@@ -422,7 +424,7 @@ class NodeProcess:
             case A.LeaderChanged():
                 self._out.append(action)
                 self._on_leader_changed()
-            case _ if type(action).__name__ == "LoadSnapshot":
+            case A.LoadSnapshot():
                 self._out.append(action)
                 self._load_snapshot(action)
             case _:
@@ -483,15 +485,11 @@ class NodeProcess:
         end = self._image.last_offset + 1
         if end - self._last_snapshot_end < self._snapshot_every:
             return
-        from node.raft.events import CreateSnapshot  # the snapshot events live with the Raft core
-
         self._last_snapshot_end = end
         self.stats.snapshots_requested += 1
         self._feed_raft(CreateSnapshot(end, self._snapshot_maker(self._image)))
 
-    def _load_snapshot(self, action: Any) -> None:
-        from node.metadata.snapshot import load_snapshot
-
+    def _load_snapshot(self, action: A.LoadSnapshot) -> None:
         image = load_snapshot(action.data)
         self._image = image
         self._last_snapshot_end = image.last_offset + 1

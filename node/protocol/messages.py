@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from node.protocol.broker_api import FetchSnapshotRequest, FetchSnapshotResponse, SnapshotId
 from node.raft.records import RecordBatch
 
 NO_LEADER = -1
@@ -91,6 +92,10 @@ class FetchResponse:
     log_start_offset: int = 0
     diverging_epoch: EpochEndOffset | None = None
     records: tuple[RecordBatch, ...] = ()
+    # KIP-630: the fetch offset is below the leader's log start; fetch this snapshot (FetchSnapshot) first.
+    snapshot_id: SnapshotId | None = None
+    # extension: the leader's clusterId with a snapshot_id, whose ClusterId record the snapshot replaced
+    cluster_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +132,23 @@ RESPONSES = (
     DescribeQuorumResponse,
 )
 
-Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | DescribeQuorumRequest
-Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse | DescribeQuorumResponse
+# FetchSnapshot (KIP-630) lives in `broker_api` with the other inter-node APIs; the core serves it too.
+Request = (
+    VoteRequest
+    | BeginQuorumEpochRequest
+    | EndQuorumEpochRequest
+    | FetchRequest
+    | DescribeQuorumRequest
+    | FetchSnapshotRequest
+)
+Response = (
+    VoteResponse
+    | BeginQuorumEpochResponse
+    | EndQuorumEpochResponse
+    | FetchResponse
+    | DescribeQuorumResponse
+    | FetchSnapshotResponse
+)
 
 # Kafka's API keys, so frames look familiar in a capture.
 API_KEYS: dict[type, int] = {
@@ -165,6 +185,7 @@ __all__ = [
     "ReplicaState",
     "Request",
     "Response",
+    "SnapshotId",
     "VoteRequest",
     "VoteResponse",
 ]

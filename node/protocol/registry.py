@@ -43,6 +43,7 @@ from node.protocol.broker_api import (
     FetchSnapshotRequest,
     FetchSnapshotResponse,
 )
+from node.protocol.replication import REPLICA_HEARTBEAT_API_KEY, ReplicaHeartbeatRequest, ReplicaHeartbeatResponse
 from node.protocol.session import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -72,6 +73,7 @@ _APIS: tuple[tuple[int, type, type], ...] = (
     (60, DescribeClusterRequest, DescribeClusterResponse),
     (62, BrokerRegistrationRequest, BrokerRegistrationResponse),
     (63, BrokerHeartbeatRequest, BrokerHeartbeatResponse),
+    (REPLICA_HEARTBEAT_API_KEY, ReplicaHeartbeatRequest, ReplicaHeartbeatResponse),  # extension, broker <-> broker
 )
 
 REQUESTS: tuple[type, ...] = messages.REQUESTS + tuple(req for _, req, _ in _APIS)
@@ -105,7 +107,9 @@ FORWARDABLE_REQUESTS: frozenset[type] = frozenset(
 READ_REQUESTS: frozenset[type] = frozenset(
     {DescribeConfigsRequest, DescribeAclsRequest, DescribeClusterRequest, MetadataRequest}
 )
-BROKER_API_KEYS = SESSION_API_KEYS | frozenset(API_KEYS[cls] for cls in FORWARDABLE_REQUESTS | READ_REQUESTS)
+BROKER_API_KEYS = SESSION_API_KEYS | frozenset(
+    API_KEYS[cls] for cls in FORWARDABLE_REQUESTS | READ_REQUESTS | {ReplicaHeartbeatRequest}
+)
 CONTROLLER_API_KEYS = (
     QUORUM_API_KEYS
     | BROKER_API_KEYS

@@ -48,6 +48,7 @@ from node.protocol.messages import (
 
 # --- the quorum RPCs (KIP-595) -----------------------------------------------------------------------
 define(EpochEndOffset, ("epoch", INT32), ("end_offset", INT64))
+define(broker_api.SnapshotId, ("end_offset", INT64), ("epoch", INT32))
 define(
     ReplicaState,
     ("replica_id", INT32),
@@ -94,6 +95,8 @@ define(
     ("log_start_offset", INT64),
     ("diverging_epoch", optional_struct(EpochEndOffset)),
     ("records", BATCHES),
+    ("snapshot_id", optional_struct(broker_api.SnapshotId)),
+    ("cluster_id", STRING),
 )
 define(DescribeQuorumRequest)
 define(
@@ -428,7 +431,6 @@ define(
 )
 define(broker_api.EnvelopeResponse, ("error_code", ERROR), ("response_data", NULLABLE_BYTES))
 
-define(broker_api.SnapshotId, ("end_offset", INT64), ("epoch", INT32))
 define(
     broker_api.FetchSnapshotRequest,
     ("cluster_id", NULLABLE_STRING),

@@ -4,6 +4,11 @@ A runtime carries out the actions in the order given. `PersistQuorumState` must 
 any later action runs (a vote is stored before it is granted). `AppendBatches` and `TruncateLog` only
 change the log's contents; durability comes from `Flush`, answered by a `FlushCompleted` event when
 fsync returns, and may happen asynchronously while other events are handled.
+
+Snapshots (KIP-630): `WriteSnapshot` is answered by a `SnapshotWritten` event once the snapshot is
+durable; only then does the core move its log start (`DeleteLogBefore`, or `ResetLog` after a
+snapshot fetched from the leader) and serve the snapshot. `LoadSnapshot` tells the state machine
+above to replace its image.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from node.protocol.messages import Request, Response
+from node.protocol.messages import Request, Response, SnapshotId
 from node.raft.quorum_state import QuorumStateData
 from node.raft.records import RecordBatch
 
@@ -40,6 +45,42 @@ class TruncateLog:
     """Remove every record at or after `offset`."""
 
     offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class WriteSnapshot:
+    """Store `data` as snapshot `snapshot_id` atomically and durably (FileStorage: temp file, fsync,
+    rename, fsync the dir), then feed `SnapshotWritten(snapshot_id)`. May run asynchronously; a
+    crash before it completes leaves the previous snapshot in place."""
+
+    snapshot_id: SnapshotId
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteLogBefore:
+    """The log now starts at `offset` (a durable snapshot covers what is below it): the storage may
+    delete every segment entirely below `offset`. `offset` is at most the log end."""
+
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResetLog:
+    """Remove every record: the log restarts empty at `offset`, the end of a snapshot that was
+    fetched from the leader and is durable. Appends at `offset` follow."""
+
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSnapshot:
+    """Replace the state machine's image with the snapshot `data`: it holds every committed record
+    below `snapshot_id.end_offset`; read the log from there with `RaftNode.read_committed`. Comes
+    first at Start when storage held a snapshot, and after a snapshot fetched from the leader."""
+
+    snapshot_id: SnapshotId
+    data: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +169,10 @@ Action = (
     | Respond
     | AppendBatches
     | TruncateLog
+    | WriteSnapshot
+    | DeleteLogBefore
+    | ResetLog
+    | LoadSnapshot
     | Flush
     | PersistQuorumState
     | PersistClusterId

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from node.protocol.messages import Request, Response
+from node.protocol.messages import Request, Response, SnapshotId
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +72,34 @@ class Resign:
     """Graceful shutdown: a leader resigns with EndQuorumEpoch, a candidate gives up its election."""
 
 
+@dataclass(frozen=True, slots=True)
+class CreateSnapshot:
+    """The state machine above has applied every record below `end_offset` and gives its image as
+    `data` (non-empty). `end_offset` must be at most the high watermark and a batch boundary (the end
+    of a batch it applied); one at or below the current snapshot's end is ignored (a newer snapshot
+    was installed meanwhile). The core answers with `WriteSnapshot`."""
+
+    end_offset: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotWritten:
+    """The `WriteSnapshot` of `snapshot_id` completed: the snapshot is durable."""
+
+    snapshot_id: SnapshotId
+
+
 Event = (
-    Start | Tick | RequestReceived | ResponseReceived | RequestFailed | FlushCompleted | Append | ReadBarrier | Resign
+    Start
+    | Tick
+    | RequestReceived
+    | ResponseReceived
+    | RequestFailed
+    | FlushCompleted
+    | Append
+    | ReadBarrier
+    | Resign
+    | CreateSnapshot
+    | SnapshotWritten
 )

@@ -3,6 +3,10 @@
 The runtime keeps the durable copy (see `storage`); this view is what the handlers reason about.
 Batches are whole units: a leader writes one batch per group of appends, followers copy batches
 unchanged, so every truncation point the protocol produces is a batch boundary.
+
+After a snapshot the log starts at the snapshot's end offset (`start_offset`) and remembers the
+epoch of the record just before it (`start_epoch`, the snapshot's epoch): an empty log still knows
+its last offset and epoch, for votes, fetches and the epoch cache.
 """
 
 from __future__ import annotations
@@ -24,8 +28,11 @@ class LogError(AssertionError):
 
 
 class RaftLog:
-    def __init__(self, batches: tuple[RecordBatch, ...] | list[RecordBatch] = (), start_offset: int = 0):
+    def __init__(
+        self, batches: tuple[RecordBatch, ...] | list[RecordBatch] = (), start_offset: int = 0, start_epoch: int = 0
+    ):
         self.start_offset = start_offset
+        self.start_epoch = start_epoch  # epoch of the record at start_offset - 1 (0 when none)
         self._batches: list[RecordBatch] = []
         self._bases: list[int] = []
         self._sizes: list[int] = []
@@ -43,7 +50,7 @@ class RaftLog:
 
     @property
     def last_epoch(self) -> int:
-        return self._epochs[-1] if self._epochs else 0
+        return self._epochs[-1] if self._epochs else self.start_epoch
 
     def __len__(self) -> int:
         return len(self._batches)
@@ -91,6 +98,9 @@ class RaftLog:
         OffsetsForLeaderEpoch): the start of the next epoch, or the log end."""
         i = bisect_right(self._epochs, epoch) - 1
         if i < 0:
+            # Below every epoch held: the epoch before the log start ends there, if it is not too new.
+            if self.start_offset > 0 and self.start_epoch <= epoch:
+                return OffsetAndEpoch(self.start_offset, self.start_epoch)
             return OffsetAndEpoch(self.start_offset, 0)
         end = self._epoch_starts[i + 1] if i + 1 < len(self._epochs) else self.end_offset
         return OffsetAndEpoch(end, self._epochs[i])
@@ -98,6 +108,14 @@ class RaftLog:
     def epoch_entries(self) -> list[OffsetAndEpoch]:
         """The epoch cache: each epoch with its start offset."""
         return [OffsetAndEpoch(o, e) for e, o in zip(self._epochs, self._epoch_starts)]
+
+    def is_boundary(self, offset: int) -> bool:
+        """True if `offset` is the log end or the base offset of a batch in the log."""
+        if offset == self.end_offset:
+            return True
+        if not self.start_offset <= offset < self.end_offset:
+            return False
+        return self._bases[self.batch_index(offset)] == offset
 
     # --- writes ---
     def append(self, batch: RecordBatch) -> None:
@@ -129,3 +147,38 @@ class RaftLog:
             self._epoch_starts.pop()
         while self.control_bases and self.control_bases[-1] >= offset:
             self.control_bases.pop()
+
+    def drop_before(self, offset: int) -> None:
+        """Advance the log start to `offset` (a batch boundary, at most the log end): a snapshot now
+        covers every record below it."""
+        if offset <= self.start_offset:
+            return
+        if not self.is_boundary(offset):
+            raise LogError(f"log start {offset} is not a batch boundary in [{self.start_offset}, {self.end_offset}]")
+        i = len(self._batches) if offset == self.end_offset else self.batch_index(offset)
+        epoch = self._batches[i - 1].epoch
+        del self._batches[:i], self._bases[:i], self._sizes[:i]
+        # The epoch cache keeps the epoch running at the new start, now starting there.
+        j = bisect_right(self._epoch_starts, offset) - 1
+        del self._epochs[: max(j, 0)], self._epoch_starts[: max(j, 0)]
+        if self._epoch_starts and self._epoch_starts[0] < offset:
+            if self._batches:
+                self._epoch_starts[0] = offset
+                self._epochs[0] = self._batches[0].epoch
+            else:
+                self._epochs.clear()
+                self._epoch_starts.clear()
+        self.control_bases = [b for b in self.control_bases if b >= offset]
+        self.start_offset = offset
+        self.start_epoch = epoch
+
+    def reset(self, offset: int, epoch: int) -> None:
+        """Drop every record: the log restarts empty at `offset`, after a record of epoch `epoch`."""
+        self._batches.clear()
+        self._bases.clear()
+        self._sizes.clear()
+        self._epochs.clear()
+        self._epoch_starts.clear()
+        self.control_bases.clear()
+        self.start_offset = offset
+        self.start_epoch = epoch

@@ -7,6 +7,10 @@ simulator's invariant checks.
 Reading guide: `_on_*` methods handle one event or message each and are named after the KIP's
 sections; `_become_*` are the role transitions (each persists the quorum state before anything else
 is sent); `_drive` sends whatever the current role owes its peers; `_check_deadlines` fires timers.
+
+Snapshots (KIP-630) are opaque bytes from the state machine above. The log starts at the latest
+durable snapshot's end (`log_start_offset`); a replica fetching below it is sent the snapshot id, copies
+the snapshot with FetchSnapshot, and restarts its log at the snapshot's end.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import random
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
 
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import (
@@ -29,9 +34,12 @@ from node.protocol.messages import (
     EpochEndOffset,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     ReplicaState,
     Request,
     Response,
+    SnapshotId,
     VoteRequest,
     VoteResponse,
 )
@@ -40,22 +48,27 @@ from node.raft.actions import (
     AppendBatches,
     AppendCompleted,
     AppendFailed,
+    DeleteLogBefore,
     Fatal,
     Flush,
     HighWatermarkAdvanced,
     LeaderChanged,
+    LoadSnapshot,
     PersistClusterId,
     PersistQuorumState,
     ReadBarrierCompleted,
     ReadBarrierFailed,
+    ResetLog,
     Respond,
     SendRequest,
     SetTimer,
     TruncateLog,
+    WriteSnapshot,
 )
 from node.raft.config import RaftConfig
 from node.raft.events import (
     Append,
+    CreateSnapshot,
     Event,
     FlushCompleted,
     ReadBarrier,
@@ -63,10 +76,11 @@ from node.raft.events import (
     RequestReceived,
     Resign,
     ResponseReceived,
+    SnapshotWritten,
     Start,
     Tick,
 )
-from node.raft.log import RaftLog
+from node.raft.log import LogError, RaftLog
 from node.raft.metrics import RaftMetrics
 from node.raft.quorum_state import (
     NO_ID,
@@ -91,7 +105,7 @@ from node.raft.records import (
     decode_control,
     encode_control,
 )
-from node.raft.storage import LoadedState
+from node.raft.storage import LoadedSnapshot, LoadedState, trim_to_snapshot
 
 NEVER = 1 << 62
 
@@ -143,6 +157,45 @@ class _Barrier:
     fetch_seq: int  # fetches numbered above this arrived after the barrier
 
 
+@dataclass(frozen=True, slots=True)
+class _PendingSnapshot:
+    """A WriteSnapshot that has not reported back yet."""
+
+    data: bytes
+    fetched: bool  # copied from the leader (install it), or made here (advance the log start)
+    cluster_id: str | None = None  # the leader's, for a fetched snapshot
+
+
+@dataclass(slots=True)
+class _SnapshotFetch:
+    """A follower copying the leader's snapshot chunk by chunk (KIP-630 FetchSnapshot)."""
+
+    snapshot_id: SnapshotId
+    cluster_id: str | None
+    parts: list[bytes]
+    position: int = 0
+    size: int = -1
+
+    def accept(self, resp: FetchSnapshotResponse) -> str | None:
+        """Add the chunk; returns why it does not fit, if it does not."""
+        if resp.snapshot_id != self.snapshot_id:
+            return f"chunk of snapshot {resp.snapshot_id}, fetching {self.snapshot_id}"
+        if resp.position != self.position:
+            return f"chunk at position {resp.position}, expected {self.position}"
+        if resp.size <= 0 or (self.size >= 0 and resp.size != self.size):
+            return f"snapshot size {resp.size}, expected {self.size}"
+        if not resp.unaligned_records or resp.position + len(resp.unaligned_records) > resp.size:
+            return f"chunk of {len(resp.unaligned_records)} bytes at {resp.position} does not fit {resp.size}"
+        self.size = resp.size
+        self.parts.append(resp.unaligned_records)
+        self.position += len(resp.unaligned_records)
+        return None
+
+    @property
+    def done(self) -> bool:
+        return self.position == self.size
+
+
 @dataclass(slots=True)
 class _WrittenAppend:
     """An append that is in the log and waits for the high watermark to pass it."""
@@ -168,8 +221,18 @@ class RaftNode:
         self.rng = rng
         self._cluster_id_factory = cluster_id_factory or random_cluster_id
         self.cluster_id: str | None = loaded.cluster_id
-        self.log = RaftLog(loaded.batches)
-        self.high_watermark = 0
+        # The latest durable snapshot; the log starts at its end (records below it were dropped).
+        self._snapshot: LoadedSnapshot | None = loaded.snapshot
+        sid = loaded.snapshot.snapshot_id if loaded.snapshot is not None else None
+        self._loaded_log = trim_to_snapshot(sid, loaded.batches)
+        if sid is None:
+            self.log = RaftLog(self._loaded_log.batches)
+        else:
+            self.log = RaftLog(self._loaded_log.batches, sid.end_offset, sid.epoch)
+        self.high_watermark = self.log.start_offset  # a snapshot holds committed records only
+        self._writing: dict[SnapshotId, _PendingSnapshot] = {}
+        self._snapshot_fetch: _SnapshotFetch | None = None
+        self._installing: SnapshotId | None = None  # a fetched snapshot being written
         self.metrics_state = RaftMetrics()
         self._out: list[Action] = []
         self._now = 0
@@ -205,6 +268,7 @@ class RaftNode:
         match event:
             case Start():
                 self._started = True
+                self._on_start()
                 self._arm_initial_timers(now)
             case Tick():
                 pass
@@ -222,6 +286,10 @@ class RaftNode:
                 self._on_read_barrier(now, handle)
             case Resign():
                 self._on_resign(now)
+            case CreateSnapshot(end_offset, data):
+                self._on_create_snapshot(end_offset, data)
+            case SnapshotWritten(snapshot_id):
+                self._on_snapshot_written(now, snapshot_id)
             case _:
                 raise TypeError(f"unknown event {event!r}")
         if self._started:
@@ -272,8 +340,30 @@ class RaftNode:
     def flushed_end_offset(self) -> int:
         return self._flushed_end
 
+    @property
+    def append_end_offset(self) -> int:
+        """The offset after every record appended so far, written or still waiting for the next batch:
+        the next `Append` starts here (the controller predicts its records' offsets with it)."""
+        return self.log.end_offset + sum(len(p.records) for p in self._pending)
+
+    @property
+    def epoch_start_offset(self) -> int:
+        """The offset of this leader's first entry in its epoch; -1 when not the leader."""
+        return self.state.epoch_start_offset if isinstance(self.state, Leader) else -1
+
+    @property
+    def snapshot_id(self) -> SnapshotId | None:
+        """The latest durable snapshot (the one served to replicas below the log start)."""
+        return self._snapshot.snapshot_id if self._snapshot is not None else None
+
     def read_committed(self, start_offset: int, max_records: int | None = None) -> list[RecordBatch]:
-        """Committed batches (data and control) from `start_offset`, below the high watermark."""
+        """Committed batches (data and control) from `start_offset`, below the high watermark.
+
+        Below the log start the records are gone (a snapshot replaced them) and this returns []: the
+        state machine must load the snapshot (`LoadSnapshot`) and read on from its end offset.
+        """
+        if start_offset < self.log.start_offset:
+            return []
         batches = self.log.read(start_offset, max_bytes=1 << 62, below=self.high_watermark)
         if max_records is None:
             return batches
@@ -329,6 +419,15 @@ class RaftNode:
             return Voted(epoch, qs.voted_id, NEVER)
         return Unattached(epoch, NEVER)
 
+    def _on_start(self) -> None:
+        """Hand the state machine its snapshot first, then make the stored log match the trimmed one."""
+        if self._snapshot is not None:
+            self._out.append(LoadSnapshot(self._snapshot.snapshot_id, self._snapshot.data))
+            if self._loaded_log.reset:
+                self._out.append(ResetLog(self.log.start_offset))
+            elif self._loaded_log.delete_before:
+                self._out.append(DeleteLogBefore(self.log.start_offset))
+
     def _arm_initial_timers(self, now: int) -> None:
         match self.state:
             case Follower() as s:
@@ -368,6 +467,7 @@ class RaftNode:
                 )
             self._barriers.clear()
         # Requests of the old role are moot; their answers will be ignored.
+        self._snapshot_fetch = None
         self._inflight.clear()
         self._backoff_until.clear()
         self._failures.clear()
@@ -446,7 +546,8 @@ class RaftNode:
         # The LeaderChange control record lets the high watermark advance without client writes;
         # the first leader of a cluster also writes the clusterId (KIP-595 "Cluster Bootstrapping").
         control = [encode_control(LeaderChangeMessage(self.node_id, granted))]
-        if self.cluster_id is None and not self._log_has_cluster_id():
+        # Above a snapshot the ClusterId record is gone but the cluster certainly has one: never mint.
+        if self.cluster_id is None and self.log.start_offset == 0 and not self._log_has_cluster_id():
             control.append(encode_control(ClusterIdMessage(self._cluster_id_factory(self.rng))))
         self._write_batch(RecordBatch(start, epoch, tuple(control), control=True, timestamp_ms=now))
 
@@ -505,6 +606,8 @@ class RaftNode:
                 self._on_fetch_request(now, reply_to, cid, message)
             case DescribeQuorumRequest():
                 self._respond(reply_to, cid, self.describe_quorum(now))
+            case FetchSnapshotRequest():
+                self._on_fetch_snapshot_request(reply_to, cid, message)
             case _:
                 raise TypeError(f"unknown request {message!r}")
 
@@ -629,32 +732,20 @@ class RaftNode:
             self._respond_fetch_error(reply_to, cid, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return
         leader = self.state
-        if req.fetch_offset < self.log.start_offset:
+        if req.fetch_offset < 0 or (req.fetch_offset < self.log.start_offset and self._snapshot is None):
             self._respond_fetch_error(reply_to, cid, ErrorCode.OFFSET_OUT_OF_RANGE)
             return
         is_voter = req.replica_id in self.config.voter_ids
         if is_voter:
-            # An endorsement inferred from a Fetch in our epoch; also liveness for the zombie rule.
-            leader.unendorsed.discard(req.replica_id)
-            leader.fetched_since_check.add(req.replica_id)
-            self._fetch_seq += 1
-            leader.fetch_seq[req.replica_id] = self._fetch_seq
-            self._maybe_complete_barriers()
+            self._heard_from_voter(leader, req.replica_id)
+        # KIP-630: below our log start (or inconsistent with the snapshot there): fetch the snapshot.
+        if self._needs_snapshot(req.fetch_offset, req.last_fetched_epoch):
+            self._respond_with_snapshot_id(reply_to, cid)
+            return
         # 3. LastFetchedEpoch must be consistent with our log.
         diverging = self._diverging_epoch(req.fetch_offset, req.last_fetched_epoch)
         if diverging is not None:
-            self._respond(
-                reply_to,
-                cid,
-                FetchResponse(
-                    int(ErrorCode.NONE),
-                    self.node_id,
-                    self.epoch,
-                    self.high_watermark,
-                    self.log.start_offset,
-                    diverging,
-                ),
-            )
+            self._respond(reply_to, cid, self._fetch_answer(diverging_epoch=diverging))
             return
         self._record_fetch(now, leader, req, is_voter)
         # 4. A voter's fetch offset acknowledges everything before it (followers fetch only after fsync).
@@ -665,8 +756,40 @@ class RaftNode:
         else:
             self._parked.append(_ParkedFetch(reply_to, cid, req, now + req.max_wait_ms))
 
+    def _heard_from_voter(self, leader: Leader, voter: int) -> None:
+        """A Fetch or FetchSnapshot in our epoch: an endorsement, liveness for the zombie rule, and a
+        confirmation of our leadership for the read barriers that arrived before it."""
+        leader.unendorsed.discard(voter)
+        leader.fetched_since_check.add(voter)
+        self._fetch_seq += 1
+        leader.fetch_seq[voter] = self._fetch_seq
+        self._maybe_complete_barriers()
+
+    def _needs_snapshot(self, fetch_offset: int, last_fetched_epoch: int) -> bool:
+        """Kafka's validateOffsetAndEpoch: below the log start, at it with another epoch than the
+        snapshot's, or with an epoch older than the snapshot's, the fetcher starts over from it."""
+        start, epoch = self.log.start_offset, self.log.start_epoch
+        if self._snapshot is None or start == 0:
+            return False
+        return (
+            fetch_offset < start
+            or (fetch_offset == start and last_fetched_epoch != epoch)
+            or last_fetched_epoch < epoch
+        )
+
+    def _fetch_answer(self, **fields: Any) -> FetchResponse:
+        """A successful FetchResponse of this leader, with records, a diverging epoch or a snapshot id."""
+        return FetchResponse(
+            int(ErrorCode.NONE), self.node_id, self.epoch, self.high_watermark, self.log.start_offset, **fields
+        )
+
+    def _respond_with_snapshot_id(self, reply_to: Hashable, cid: int) -> None:
+        assert self._snapshot is not None
+        answer = self._fetch_answer(snapshot_id=self._snapshot.snapshot_id, cluster_id=self.cluster_id)
+        self._respond(reply_to, cid, answer)
+
     def _diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> EpochEndOffset | None:
-        if fetch_offset == self.log.start_offset and last_fetched_epoch == 0:
+        if fetch_offset == self.log.start_offset and last_fetched_epoch == self.log.start_epoch:
             return None
         end = self.log.end_offset_for_epoch(last_fetched_epoch)
         if end.epoch != last_fetched_epoch or fetch_offset > end.offset:
@@ -694,20 +817,11 @@ class RaftNode:
         progress.end_at_last_fetch = self.log.end_offset
 
     def _complete_fetch(self, reply_to: Hashable, cid: int, req: FetchRequest) -> None:
+        if self._needs_snapshot(req.fetch_offset, req.last_fetched_epoch):  # a parked fetch overtaken
+            self._respond_with_snapshot_id(reply_to, cid)
+            return
         records = tuple(self.log.read(req.fetch_offset, min(req.max_bytes, self.config.fetch_max_bytes)))
-        self._respond(
-            reply_to,
-            cid,
-            FetchResponse(
-                int(ErrorCode.NONE),
-                self.node_id,
-                self.epoch,
-                self.high_watermark,
-                self.log.start_offset,
-                None,
-                records,
-            ),
-        )
+        self._respond(reply_to, cid, self._fetch_answer(records=records))
 
     def _complete_parked_fetches(self, now: int, expired_only: bool) -> None:
         if not self._parked:
@@ -766,6 +880,8 @@ class RaftNode:
                 self._on_fetch_response(now, source, message)
             case DescribeQuorumResponse():
                 pass
+            case FetchSnapshotResponse():
+                self._on_fetch_snapshot_response(now, source, message)
             case _:
                 raise TypeError(f"unknown response {message!r}")
 
@@ -837,13 +953,18 @@ class RaftNode:
 
     # --- FetchResponse Handling -------------------------------------------------------------------
 
-    def _on_fetch_response(self, now: int, source: int, resp: FetchResponse) -> None:
+    def _answer_still_matters(self, now: int, source: int, resp: FetchResponse | FetchSnapshotResponse) -> bool:
+        """The common start of handling a Fetch or FetchSnapshot answer: INVALID_CLUSTER_ID is fatal,
+        and news of another epoch or leader changes our role instead."""
         if resp.error_code == ErrorCode.INVALID_CLUSTER_ID:
             self._out.append(
                 Fatal(f"node {source} rejected this node's clusterId {self.cluster_id} (INVALID_CLUSTER_ID)")
             )
-            return
-        if self._maybe_transition_on_epoch(now, resp.leader_epoch, resp.leader_id):
+            return False
+        return not self._maybe_transition_on_epoch(now, resp.leader_epoch, resp.leader_id)
+
+    def _on_fetch_response(self, now: int, source: int, resp: FetchResponse) -> None:
+        if not self._answer_still_matters(now, source, resp):
             return
         state = self.state
         if not (isinstance(state, Follower) and source == state.leader_id and resp.leader_epoch == state.epoch):
@@ -854,6 +975,9 @@ class RaftNode:
             self._back_off(now, source)
             return
         state.fetch_deadline = now + self.config.fetch_timeout_ms
+        if resp.snapshot_id is not None:
+            self._start_snapshot_fetch(now, source, resp)
+            return
         if resp.diverging_epoch is not None:
             self._truncate_to_diverging(resp.diverging_epoch)
             return
@@ -887,6 +1011,10 @@ class RaftNode:
             self._truncate(offset)
 
     def _truncate(self, offset: int) -> None:
+        if offset < self.log.start_offset:
+            start = self.log.start_offset
+            self._out.append(Fatal(f"asked to truncate to offset {offset}, below the log start {start}"))
+            return
         self.log.truncate(offset)
         self._out.append(TruncateLog(offset))
         if self._flush_in_flight:
@@ -1001,6 +1129,9 @@ class RaftNode:
         in its place). Truncation alone decides nothing: a later leader could still commit it."""
         while self._written and self._written[0].last_offset < self.high_watermark:
             item = self._written.popleft()
+            if item.base_offset < self.log.start_offset:
+                self._resolve_under_snapshot(item)
+                continue
             batch = self.log.batch_at(item.base_offset)
             if batch.epoch == item.epoch:  # (offset, epoch) names one entry: it is ours
                 self.metrics_state.committed(now, now - item.received_ms)
@@ -1013,6 +1144,21 @@ class RaftNode:
                         f"offset {item.base_offset} was committed with epoch {batch.epoch}, not {item.epoch}",
                     )
                 )
+
+    def _resolve_under_snapshot(self, item: _WrittenAppend) -> None:
+        """An append whose offsets a fetched snapshot now covers: the log that would tell is gone.
+        Epochs never go down along the log, so an epoch above the snapshot's (the epoch of its last
+        record) certainly lost. Otherwise the outcome is unknown and no answer is given: the
+        caller's own timeout reports it as possibly applied."""
+        epoch = self.log.start_epoch
+        if item.epoch > epoch:
+            self._out.append(
+                AppendFailed(
+                    item.handle,
+                    int(ErrorCode.NOT_LEADER_OR_FOLLOWER),
+                    f"offset {item.base_offset} is under a snapshot whose last epoch is {epoch} < {item.epoch}",
+                )
+            )
 
     def _fail_pending(self, error: ErrorCode, message: str) -> None:
         while self._pending:
@@ -1043,6 +1189,155 @@ class RaftNode:
                                 f"but this node's data dir belongs to cluster {self.cluster_id}"
                             )
                         )
+
+    # =============================================================================================
+    # snapshots (KIP-630)
+    # =============================================================================================
+
+    def _snapshot_end(self) -> int:
+        return self._snapshot.snapshot_id.end_offset if self._snapshot is not None else 0
+
+    def _on_create_snapshot(self, end_offset: int, data: bytes) -> None:
+        if end_offset <= self._snapshot_end():
+            return  # a newer snapshot arrived from the leader while this one was being made
+        if end_offset > self.high_watermark:
+            raise LogError(f"snapshot end {end_offset} is above the high watermark {self.high_watermark}")
+        if not self.log.is_boundary(end_offset):
+            raise LogError(f"snapshot end {end_offset} is not a batch boundary of the log")
+        if not data:
+            raise LogError("a snapshot needs at least one byte")
+        epoch = self.log.epoch_at(end_offset - 1) if end_offset > self.log.start_offset else self.log.start_epoch
+        snapshot_id = SnapshotId(end_offset, epoch)
+        if snapshot_id not in self._writing:
+            self._writing[snapshot_id] = _PendingSnapshot(bytes(data), fetched=False)
+            self._out.append(WriteSnapshot(snapshot_id, bytes(data)))
+
+    def _on_snapshot_written(self, now: int, snapshot_id: SnapshotId) -> None:
+        pending = self._writing.pop(snapshot_id, None)
+        if pending is None:
+            return
+        if self._installing == snapshot_id:
+            self._installing = None
+        if snapshot_id.end_offset <= self._snapshot_end():
+            return  # superseded while it was written
+        if pending.fetched:
+            self._install_snapshot(now, snapshot_id, pending)
+        else:
+            self._adopt_local_snapshot(snapshot_id, pending.data)
+
+    def _adopt_local_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        """Serve the new snapshot and start the log at its end. Safe once the snapshot is durable: it
+        holds committed records only, and the log is never truncated below the high watermark."""
+        self._snapshot = LoadedSnapshot(snapshot_id, data)
+        end = snapshot_id.end_offset
+        if self.log.start_offset < end and self.log.is_boundary(end):
+            dropped = sum(1 for base in self.log.control_bases if base < end)
+            self.log.drop_before(end)
+            self._control_applied = max(0, self._control_applied - dropped)
+            self._out.append(DeleteLogBefore(end))
+
+    def _install_snapshot(self, now: int, snapshot_id: SnapshotId, pending: _PendingSnapshot) -> None:
+        """A snapshot copied from the leader is durable: the log restarts at its end, the state
+        machine loads it, and the next Fetch starts there. Whatever the log held is either below the
+        snapshot or diverged from the leader (it was told to fetch the snapshot), so none of it can
+        be committed beyond it."""
+        if isinstance(self.state, Leader):
+            return  # cannot happen to a leader (it has every committed record); never cut its log
+        leader_cluster = pending.cluster_id
+        if leader_cluster is not None and self.cluster_id not in (None, leader_cluster):
+            self._out.append(
+                Fatal(
+                    f"the leader's snapshot belongs to cluster {leader_cluster}, "
+                    f"but this node's data dir belongs to cluster {self.cluster_id}"
+                )
+            )
+            return
+        if leader_cluster is not None and self.cluster_id is None:
+            self.cluster_id = leader_cluster
+            self._out.append(PersistClusterId(leader_cluster))
+        end = snapshot_id.end_offset
+        self._snapshot = LoadedSnapshot(snapshot_id, pending.data)
+        self.log.reset(end, snapshot_id.epoch)
+        self._out.append(ResetLog(end))
+        if self._flush_in_flight:
+            self._flush_cap = min(self._flush_cap, end)
+        self._flushed_end = end  # nothing above the snapshot is held; the snapshot itself is durable
+        self._control_applied = 0
+        self._out.append(LoadSnapshot(snapshot_id, pending.data))
+        if end > self.high_watermark:
+            self.high_watermark = end
+            self._out.append(HighWatermarkAdvanced(end))
+            self._resolve_written_appends(now)
+        if isinstance(self.state, Follower):
+            self.state.fetch_deadline = now + self.config.fetch_timeout_ms
+
+    # --- FetchSnapshot Request Handling -----------------------------------------------------------
+
+    def _on_fetch_snapshot_request(self, reply_to: Hashable, cid: int, req: FetchSnapshotRequest) -> None:
+        def answer(error: ErrorCode, size: int = 0, position: int = 0, data: bytes = b"") -> None:
+            response = FetchSnapshotResponse(
+                int(error), self.leader_id, self.epoch, req.snapshot_id, size, position, data
+            )
+            self._respond(reply_to, cid, response)
+
+        if isinstance(self.state, Leader) and self._cluster_id_mismatch(req.cluster_id):
+            return answer(ErrorCode.INVALID_CLUSTER_ID)
+        if req.current_leader_epoch < self.epoch:
+            return answer(ErrorCode.FENCED_LEADER_EPOCH)
+        if req.current_leader_epoch > self.epoch:
+            return answer(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        if not isinstance(self.state, Leader):
+            return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if req.replica_id in self.config.voter_ids:
+            self._heard_from_voter(self.state, req.replica_id)
+        snapshot = self._snapshot
+        if snapshot is None or snapshot.snapshot_id != req.snapshot_id:
+            return answer(ErrorCode.SNAPSHOT_NOT_FOUND)
+        size = len(snapshot.data)
+        if not 0 <= req.position < size:
+            return answer(ErrorCode.POSITION_OUT_OF_RANGE, size)
+        if req.max_bytes <= 0:
+            return answer(ErrorCode.INVALID_REQUEST, size)
+        stop = req.position + min(req.max_bytes, self.config.fetch_max_bytes)
+        return answer(ErrorCode.NONE, size, req.position, snapshot.data[req.position : stop])
+
+    # --- FetchSnapshot Response Handling ----------------------------------------------------------
+
+    def _start_snapshot_fetch(self, now: int, source: int, resp: FetchResponse) -> None:
+        """The leader says our fetch offset is below its log start: copy its snapshot first."""
+        snapshot_id = resp.snapshot_id
+        assert snapshot_id is not None
+        if snapshot_id.end_offset <= max(self._snapshot_end(), self.log.start_offset):
+            self._back_off(now, source)  # not newer than what we hold: a confused or stale answer
+            return
+        fetch = self._snapshot_fetch
+        if fetch is None or fetch.snapshot_id != snapshot_id:
+            self._snapshot_fetch = _SnapshotFetch(snapshot_id, resp.cluster_id, [])
+
+    def _on_fetch_snapshot_response(self, now: int, source: int, resp: FetchSnapshotResponse) -> None:
+        if not self._answer_still_matters(now, source, resp):
+            return
+        state = self.state
+        fetch = self._snapshot_fetch
+        current = isinstance(state, Follower) and source == state.leader_id and resp.leader_epoch == state.epoch
+        if not current or fetch is None or resp.error_code != ErrorCode.NONE:
+            if resp.error_code in (ErrorCode.SNAPSHOT_NOT_FOUND, ErrorCode.POSITION_OUT_OF_RANGE):
+                self._snapshot_fetch = None  # the leader moved on: the next Fetch names its snapshot
+            if resp.error_code != ErrorCode.NONE:
+                self._back_off(now, source)
+            return
+        assert isinstance(state, Follower)
+        if fetch.accept(resp) is not None:
+            self._snapshot_fetch = None  # start over from the Fetch
+            self._back_off(now, source)
+            return
+        state.fetch_deadline = now + self.config.fetch_timeout_ms
+        if fetch.done:
+            data = b"".join(fetch.parts)
+            self._snapshot_fetch = None
+            self._installing = fetch.snapshot_id
+            self._writing[fetch.snapshot_id] = _PendingSnapshot(data, fetched=True, cluster_id=fetch.cluster_id)
+            self._out.append(WriteSnapshot(fetch.snapshot_id, data))
 
     # =============================================================================================
     # linearizable reads
@@ -1200,6 +1495,23 @@ class RaftNode:
                 for voter in sorted(state.unendorsed):
                     if self._can_send(now, voter):
                         self._send(now, voter, request)
+            case Follower() if self._installing is not None:
+                pass  # a fetched snapshot is being written; fetching resumes from its end
+            case Follower() if self._snapshot_fetch is not None:
+                if self._can_send(now, state.leader_id):
+                    fetch = self._snapshot_fetch
+                    self._send(
+                        now,
+                        state.leader_id,
+                        FetchSnapshotRequest(
+                            self.cluster_id,
+                            self.node_id,
+                            self.config.fetch_max_bytes,
+                            state.epoch,
+                            fetch.snapshot_id,
+                            fetch.position,
+                        ),
+                    )
             case Follower():
                 # A voter acknowledges through its fetch offset, so it fetches again only once fsync'd.
                 if (

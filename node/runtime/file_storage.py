@@ -6,10 +6,16 @@ Layout of a data dir (the names Kafka uses, so an operator recognises it):
     <data_dir>/meta.properties                         version=1, node.id, cluster.id (once committed)
     <data_dir>/__cluster_metadata-0/<base offset>.log  segments: concatenated record batches
     <data_dir>/__cluster_metadata-0/quorum-state       JSON QuorumStateMessage + data_version + crc32c
+    <data_dir>/__cluster_metadata-0/<end offset>-<epoch>.checkpoint   snapshots (KIP-630), newest two
 
 Start-up never silently drops data that may have been acknowledged: a torn or corrupt tail (bad bytes
 with no valid batch after them) is truncated away and reported, anything corrupt before a valid batch
 refuses to start with the file, byte position and offset.
+
+A snapshot file wraps the state machine's opaque bytes in a checksummed header (see
+`encode_snapshot_file`); it is written to a temp file, fsynced, renamed and the dir fsynced, so a crash
+leaves the old snapshot or the new one. A corrupt snapshot is set aside (renamed `.corrupt`) only if an
+older snapshot or the log still covers every record it held; otherwise the node refuses to start.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import fcntl
 import json
 import os
 import re
+import struct
 from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -25,6 +32,7 @@ from pathlib import Path
 
 import crc32c
 
+from node.protocol.messages import SnapshotId
 from node.raft.quorum_state import QuorumStateData
 from node.raft.records import (
     HEADER_SIZE,
@@ -35,7 +43,7 @@ from node.raft.records import (
     decode_batch,
     encode_batch,
 )
-from node.raft.storage import LoadedState, RaftStorage, StorageError
+from node.raft.storage import LoadedSnapshot, LoadedState, RaftStorage, StorageError
 
 LOG_DIR_NAME = "__cluster_metadata-0"
 QUORUM_STATE_NAME = "quorum-state"
@@ -45,6 +53,11 @@ DEFAULT_SEGMENT_BYTES = 64 << 20
 QUORUM_STATE_VERSION = 0
 META_VERSION = 1
 _SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+_SNAPSHOT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+SNAPSHOT_MAGIC = b"KCRS"
+SNAPSHOT_VERSION = 0
+_SNAPSHOT_HEADER = struct.Struct(">4shqiqI")  # magic, version, end offset, epoch, data length, crc32c
+SNAPSHOTS_KEPT = 2
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -146,6 +159,58 @@ def decode_quorum_state(raw: bytes, where: str) -> QuorumStateData:
 
 def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+# --- snapshot files ----------------------------------------------------------------------------------
+
+
+def snapshot_name(snapshot_id: SnapshotId) -> str:
+    """Kafka's naming: `<20-digit end offset>-<10-digit epoch>.checkpoint`."""
+    return f"{snapshot_id.end_offset:020d}-{snapshot_id.epoch:010d}.checkpoint"
+
+
+def encode_snapshot_file(snapshot_id: SnapshotId, data: bytes) -> bytes:
+    """Header (magic `KCRS`, version, end offset, epoch, data length, CRC32C of the header fields
+    before it and of the data), then the data."""
+    fields = (SNAPSHOT_MAGIC, SNAPSHOT_VERSION, snapshot_id.end_offset, snapshot_id.epoch, len(data))
+    covered = _SNAPSHOT_HEADER.pack(*fields, 0)[:-4]
+    return covered + struct.pack(">I", crc32c.crc32c(data, crc32c.crc32c(covered))) + data
+
+
+def decode_snapshot_file(raw: bytes, where: str) -> LoadedSnapshot:
+    """Check a snapshot file; any defect raises StorageError naming `where`."""
+
+    def bad(reason: str) -> StorageError:
+        return StorageError(f"corrupt snapshot file {where}: {reason}")
+
+    if len(raw) < _SNAPSHOT_HEADER.size:
+        raise bad(f"{len(raw)} bytes, shorter than the {_SNAPSHOT_HEADER.size}-byte header")
+    magic, version, end_offset, epoch, length, crc = _SNAPSHOT_HEADER.unpack_from(raw)
+    if magic != SNAPSHOT_MAGIC:
+        raise bad(f"bad magic {magic!r}")
+    if version != SNAPSHOT_VERSION:
+        raise bad(f"unsupported version {version}")
+    if length != len(raw) - _SNAPSHOT_HEADER.size:
+        raise bad(f"holds {len(raw) - _SNAPSHOT_HEADER.size} data bytes, header says {length}")
+    view = memoryview(raw)
+    if crc32c.crc32c(view[_SNAPSHOT_HEADER.size :], crc32c.crc32c(view[: _SNAPSHOT_HEADER.size - 4])) != crc:
+        raise bad("crc32c mismatch")
+    if end_offset <= 0 or epoch < 0:
+        raise bad(f"implausible snapshot id ({end_offset}, {epoch})")
+    return LoadedSnapshot(SnapshotId(end_offset, epoch), bytes(view[_SNAPSHOT_HEADER.size :]))
+
+
+def read_snapshot_file(path: Path) -> LoadedSnapshot:
+    """Read and check one snapshot file, whose name must match the id inside it."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise StorageError(f"cannot read snapshot file {path}: {e.strerror}") from None
+    snapshot = decode_snapshot_file(raw, str(path))
+    if snapshot_name(snapshot.snapshot_id) != path.name:
+        sid = snapshot.snapshot_id
+        raise StorageError(f"corrupt snapshot file {path}: holds snapshot {sid.end_offset}-{sid.epoch}")
+    return snapshot
 
 
 # --- meta.properties -------------------------------------------------------------------------------
@@ -338,8 +403,96 @@ class FileStorage(RaftStorage):
             raise RuntimeError("FileStorage.load() may only be called once")
         quorum_state = self._read_quorum_state()
         batches, recovered = self._load_log()
+        snapshot, snapshot_notes = self._load_snapshot(batches)
+        if snapshot is not None and not self._segments:
+            self._empty_end = snapshot.snapshot_id.end_offset
+        notes = "; ".join(n for n in (recovered, *snapshot_notes) if n) or None
         self._loaded = True
-        return LoadedState(quorum_state, tuple(batches), self.cluster_id, recovered)
+        return LoadedState(quorum_state, tuple(batches), self.cluster_id, notes, snapshot)
+
+    # --- snapshots ---
+
+    def snapshot_paths(self) -> list[Path]:
+        """The snapshot files, oldest first."""
+        return [p for _, p in self._snapshot_files()]
+
+    def _snapshot_files(self) -> list[tuple[tuple[int, int], Path]]:
+        found = []
+        for p in self.log_dir.iterdir():
+            m = _SNAPSHOT_RE.match(p.name)
+            if m:
+                found.append(((int(m.group(1)), int(m.group(2))), p))
+        return sorted(found)
+
+    def _load_snapshot(self, batches: list[RecordBatch]) -> tuple[LoadedSnapshot | None, list[str]]:
+        """The newest valid snapshot. A corrupt newer one is set aside only if what remains (an older
+        snapshot and the log) still holds every record below its end; else StorageError."""
+        notes = []
+        leftovers = [p for p in self.log_dir.iterdir() if p.name.endswith(".checkpoint.tmp")]
+        for p in leftovers:  # a write that crashed before its rename: the older snapshot is the truth
+            p.unlink()
+            notes.append(f"removed unfinished snapshot {p.name}")
+        corrupt: list[tuple[int, Path, StorageError]] = []  # newest first
+        chosen: LoadedSnapshot | None = None
+        for (end, _), path in reversed(self._snapshot_files()):
+            try:
+                chosen = read_snapshot_file(path)
+                break
+            except StorageError as e:
+                corrupt.append((end, path, e))
+        if corrupt:
+            newest_end, path, error = corrupt[0]
+            covered_to = chosen.snapshot_id.end_offset if chosen is not None else 0
+            log_start = batches[0].base_offset if batches else None
+            log_end = batches[-1].next_offset if batches else None
+            if log_start is None or log_end is None or log_start > covered_to or log_end < newest_end:
+                older = f"the older snapshot (end {covered_to})" if chosen is not None else "no older snapshot"
+                held = f"offsets {log_start}-{log_end}" if batches else "no records"
+                raise StorageError(
+                    f"{error}; {older} and the log ({held}) do not hold every record below {newest_end}; "
+                    "refusing to start"
+                )
+            for _, path, error in corrupt:
+                path.rename(path.with_name(path.name + ".corrupt"))
+                notes.append(f"set aside {error} (renamed to {path.name}.corrupt)")
+        if leftovers or corrupt:
+            fsync_dir(self.log_dir)
+        return chosen, notes
+
+    def write_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        """Durable when it returns; keeps the newest SNAPSHOTS_KEPT snapshot files."""
+        self._require_loaded()
+        write_atomically(self.log_dir / snapshot_name(snapshot_id), encode_snapshot_file(snapshot_id, data))
+        files = self._snapshot_files()
+        if len(files) > SNAPSHOTS_KEPT:
+            for _, path in files[:-SNAPSHOTS_KEPT]:
+                path.unlink()
+            fsync_dir(self.log_dir)
+
+    def delete_before(self, offset: int) -> None:
+        """Delete the segments entirely below `offset`, except the active one."""
+        self._require_loaded()
+        doomed = [s for s in self._segments[:-1] if s.next_offset <= offset]
+        if not doomed:
+            return
+        for seg in doomed:
+            seg.path.unlink()
+        del self._segments[: len(doomed)]
+        fsync_dir(self.log_dir)
+
+    def reset(self, offset: int) -> None:
+        """Delete every segment, newest first (a crash leaves a prefix of the log, which start-up
+        discards below the snapshot); the next append starts a segment at `offset`."""
+        self._require_loaded()
+        if offset < 0:
+            raise ValueError(f"cannot reset the log to negative offset {offset}")
+        self._close_active()
+        for seg in reversed(self._segments):
+            seg.path.unlink()
+        self._segments.clear()
+        self._empty_end = offset
+        self._dirty = False
+        fsync_dir(self.log_dir)
 
     def _segment_files(self) -> list[tuple[int, Path]]:
         found = []
@@ -584,8 +737,12 @@ __all__ = [
     "DEFAULT_SEGMENT_BYTES",
     "FileStorage",
     "decode_quorum_state",
+    "decode_snapshot_file",
     "encode_quorum_state",
+    "encode_snapshot_file",
     "fsync_dir",
+    "read_snapshot_file",
     "segment_name",
+    "snapshot_name",
     "write_atomically",
 ]

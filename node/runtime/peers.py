@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from node.protocol.codec import BinaryCodec, FrameError, FrameKind, FrameReader
 from node.protocol.messages import FetchRequest, Request, Response
+from node.security.sasl import SaslClientSession, SaslFailure
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,31 @@ class Backoff:
         return min(self.max_ms, self.base_ms * (1 << min(failures - 1, 30)))
 
 
+async def sasl_plain_login(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, codec: BinaryCodec, username: str, password: str
+) -> None:
+    """SASL/PLAIN on a fresh connection before any other request; FrameError when refused."""
+    frames = FrameReader(codec.max_frame_bytes)
+    session = SaslClientSession(username, password)
+    request: object | None = session.first_request()
+    correlation_id = 0
+    while request is not None:
+        correlation_id += 1
+        writer.write(codec.encode_request(correlation_id, request))
+        await writer.drain()
+        answer = None
+        while answer is None:
+            data = await reader.read(1 << 16)
+            if not data:
+                raise FrameError("connection closed during SASL authentication")
+            for raw in frames.feed(data):
+                answer = codec.decode(raw).message
+        try:
+            request = session.on_response(answer)
+        except SaslFailure as exc:
+            raise FrameError(str(exc)) from None
+
+
 class PeerLink:
     def __init__(
         self,
@@ -50,8 +76,10 @@ class PeerLink:
         request_timeout_ms: int,
         on_response: OnResponse,
         on_failed: OnFailed,
+        login: tuple[str, str] | None = None,
     ) -> None:
         self.node_id = node_id
+        self.login = login  # SASL/PLAIN (username, password) for a SASL_PLAINTEXT listener
         self.host = host
         self.port = port
         self.codec = codec
@@ -114,7 +142,15 @@ class PeerLink:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection(self.host, self.port), self.request_timeout_ms / 1000
             )
-        except (OSError, TimeoutError) as exc:
+            if self.login is not None:
+                try:
+                    await asyncio.wait_for(
+                        sasl_plain_login(reader, writer, self.codec, *self.login), self.request_timeout_ms / 1000
+                    )
+                except BaseException:
+                    writer.close()
+                    raise
+        except (OSError, TimeoutError, FrameError) as exc:
             self._connecting = None
             self._note_failure(f"cannot connect: {exc or type(exc).__name__}")
             queued, self._queued = self._queued, []

@@ -1,7 +1,8 @@
-"""The real runtime: one `RaftNode` driven by asyncio, TCP, files with real fsync and the process clock.
+"""The real runtime: one node process (`NodeProcess`: the Raft core plus a controller and/or a broker)
+driven by asyncio, TCP, files with real fsync and the process clock.
 
-`NodeServer` feeds the core events stamped with the monotonic clock (ms) and carries out the actions it
-returns, in order, against `FileStorage`. fsync runs in a worker thread so appends keep arriving while
+`NodeServer` feeds the process events stamped with the monotonic clock (ms) and carries out the actions
+it returns, in order, against `FileStorage`. fsync runs in a worker thread so appends keep arriving while
 it runs; whatever arrives meanwhile is made durable by the next fsync (group commit). Only one fsync is
 in flight at a time, and `FlushCompleted` reports the log end at the moment that fsync started.
 
@@ -26,19 +27,23 @@ from collections.abc import Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from node.process.actions import MetadataApplied, ShutDown
+from node.process.events import BeginShutdown, InboundRequest
+from node.process.ports import RequestContext
+from node.process.process import CONTROLLER_LISTENER, NodeProcess
 from node.protocol.codec import BinaryCodec, FrameError, FrameKind, FrameReader
 from node.protocol.errors import ErrorCode
-from node.protocol.messages import EndQuorumEpochRequest, Response
-from node.protocol.registry import QUORUM_API_KEYS
+from node.protocol.messages import DescribeQuorumRequest, EndQuorumEpochRequest, Response
+from node.protocol.registry import API_KEYS, BROKER_API_KEYS, CONTROLLER_API_KEYS
 from node.raft import actions as A
 from node.raft.events import (
     Append,
     Event,
     FlushCompleted,
     RequestFailed,
-    RequestReceived,
     Resign,
     ResponseReceived,
+    SnapshotWritten,
     Start,
     Tick,
 )
@@ -46,15 +51,19 @@ from node.raft.node import RaftNode
 from node.raft.records import RecordBatch
 from node.raft.storage import StorageError
 from node.runtime.appends import AppendGroup, PendingAppend, group_appends
+from node.runtime.dumps import write_dumps
 from node.runtime.file_storage import FileStorage
 from node.runtime.metrics import RuntimeMetrics
 from node.runtime.peers import Backoff, PeerLink
-from node.runtime.server_config import ServerConfig
+from node.runtime.roles import build_process
+from node.runtime.server_config import Listener, ServerConfig
+from node.security.sasl import SaslServerSession, Verdict
 
 log = logging.getLogger("kchaos.node")
 
 MAX_INBOUND_WRITE_BYTES = 64 << 20
 SHUTDOWN_GRACE_S = 0.5
+CONTROLLED_SHUTDOWN_S = 5.0  # how long a stopping broker waits for the controller's SHUTDOWN answer
 
 
 def now_ms() -> int:
@@ -83,6 +92,8 @@ class _Inbound:
 
     writer: asyncio.StreamWriter
     peer: str
+    codec: BinaryCodec
+    session: SaslServerSession
     closed: bool = False
 
 
@@ -110,23 +121,29 @@ class NodeServer:
     def __init__(self, config: ServerConfig, *, rng: random.Random | None = None) -> None:
         self.config = config
         self.node_id = config.node_id
-        # Only the quorum's APIs are served here: any other frame is refused like a malformed one.
-        self.codec = BinaryCodec(config.max_frame_bytes, api_keys=QUORUM_API_KEYS)
+        # Each listener serves only its endpoint's APIs: any other frame is refused like a malformed one.
+        self.controller_codec = BinaryCodec(config.max_frame_bytes, api_keys=CONTROLLER_API_KEYS)
+        broker_keys = BROKER_API_KEYS | {API_KEYS[DescribeQuorumRequest]}
+        self.broker_codec = BinaryCodec(config.max_frame_bytes, api_keys=broker_keys)
+        self.codec = BinaryCodec(config.max_frame_bytes)  # outbound: whatever the peer answers
         self.rng = rng or random.Random()
         self.storage: FileStorage | None = None
         self.node: RaftNode | None = None
+        self.process: NodeProcess | None = None
+        self.shutdown_reason: str | None = None
         self.metrics = RuntimeMetrics(config.metrics_window_ms, now_ms())
         self.fatal: str | None = None
         self.listen_port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
+        self.listen_ports: dict[str, int] = {}
         self._inbound: set[_Inbound] = set()
         self._peers: dict[int, PeerLink] = {}
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fsync-{config.node_id}")
         self._flush = _FlushState()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
-        self._events: deque[Event] = deque()
+        self._events: deque[Event | InboundRequest | BeginShutdown] = deque()
         self._processing = False
         self._handles = itertools.count(1)
         self._waiters = _Waiters()
@@ -160,35 +177,81 @@ class NodeServer:
             loaded.batches[-1].next_offset if loaded.batches else 0,
             loaded.cluster_id or "not yet known",
         )
-        self._flush.log_end = loaded.batches[-1].next_offset if loaded.batches else 0
-        self.node = RaftNode(self.config.raft, loaded, self.rng)
+        try:
+            self.node = RaftNode(self.config.raft, loaded, self.rng)
+        except BaseException:
+            self.storage.close()
+            raise
+        self._flush.log_end = self.node.log_end_offset
+        self.process = build_process(self.config, self.node, self.rng)
         for voter in self.config.voters:
             if voter.node_id != self.node_id:
-                self._peers[voter.node_id] = PeerLink(
-                    voter.node_id,
-                    voter.host,
-                    voter.port,
-                    self.codec,
-                    Backoff(self.config.raft.retry_backoff_ms, self.config.raft.retry_backoff_max_ms),
-                    self.config.raft.request_timeout_ms,
-                    self._on_response,
-                    self._on_request_failed,
-                )
+                self._add_peer(voter.node_id, voter.host, voter.port, self.config.controller_security_protocol)
+        for listener in self._served_listeners():
+            codec = self.controller_codec if listener is self.config.listener and self.config.is_voter else None
+            server = await asyncio.start_server(
+                lambda r, w, lsn=listener, c=codec: self._serve_inbound(r, w, lsn, c or self.broker_codec),
+                listener.host,
+                listener.port,
+            )
+            self._servers.append(server)
+            self.listen_ports[listener.name] = server.sockets[0].getsockname()[1]
         listener = self.config.listener
         if listener is not None:
-            self._server = await asyncio.start_server(self._serve_inbound, listener.host, listener.port)
-            self.listen_port = self._server.sockets[0].getsockname()[1]
+            self.listen_port = self.listen_ports.get(listener.name)
         if self.config.metrics_address is not None:
             from node.runtime.admin_http import start_admin_endpoint
 
             self._endpoints.append(await start_admin_endpoint(self, *self.config.metrics_address))
-        role = "voter" if self.config.is_voter else "observer"
-        where = f"{listener.host}:{self.listen_port}" if listener else "no listener"
+        role = "+".join(sorted(self.config.roles)) + (" (voter)" if self.config.is_voter else " (observer)")
+        where = ", ".join(f"{name}={port}" for name, port in self.listen_ports.items()) or "no listener"
         log.info("node %d starting as %s on %s, data dir %s", self.node_id, role, where, self.config.data_dir)
         if self._stop_requested:
             return  # a signal arrived while starting; stop() is closing down
         self._started = True
         self._enqueue(Start())
+
+    def _served_listeners(self) -> list[Listener]:
+        out: list[Listener] = []
+        if self.config.listener is not None and self.config.is_voter:
+            out.append(self.config.listener)
+        out.extend(lsn for lsn in self.config.broker_listeners if lsn not in out)
+        if not out and self.config.listener is not None:
+            out.append(self.config.listener)
+        return out
+
+    def _add_peer(self, node_id: int, host: str, port: int, security_protocol: str) -> PeerLink:
+        login = self.config.sasl_login if security_protocol == "SASL_PLAINTEXT" else None
+        peer = PeerLink(
+            node_id,
+            host,
+            port,
+            self.codec,
+            Backoff(self.config.raft.retry_backoff_ms, self.config.raft.retry_backoff_max_ms),
+            self.config.raft.request_timeout_ms,
+            self._on_response,
+            self._on_request_failed,
+            login=login,
+        )
+        self._peers[node_id] = peer
+        return peer
+
+    def _peer_for(self, node_id: int) -> PeerLink | None:
+        """Voters are known from the config; brokers from their registrations in the metadata image."""
+        peer = self._peers.get(node_id)
+        if self.config.voter_address(node_id) is not None:
+            return peer  # a controller (combined or not) is reached on its controller listener
+        assert self.process is not None
+        endpoint = self.process.address_book_entry(node_id)
+        if endpoint is None:
+            return peer
+        host, port, protocol = endpoint
+        if peer is not None and (peer.host, peer.port) == (host, port):
+            return peer
+        if peer is not None:  # re-registered elsewhere: the old link goes
+            assert self._loop is not None
+            self._loop.create_task(peer.close())
+        return self._add_peer(node_id, host, port, protocol)
 
     async def serve_forever(self) -> int:
         """Run until stopped; 0 after a clean stop, 1 after a fatal error."""
@@ -203,6 +266,12 @@ class NodeServer:
             await self._stopped.wait()
             return
         self._stop_requested = True
+        if self._started and self.fatal is None and "broker" in self.config.roles and self.shutdown_reason is None:
+            log.info("node %d shutting down: controlled shutdown through the controller", self.node_id)
+            self._enqueue(BeginShutdown())
+            deadline = time.monotonic() + CONTROLLED_SHUTDOWN_S
+            while time.monotonic() < deadline and self.shutdown_reason is None and self.fatal is None:
+                await asyncio.sleep(0.02)
         if self._started and self.fatal is None:
             log.info("node %d shutting down: resigning (epoch %d)", self.node_id, self.node.epoch)
             self._enqueue(Resign())
@@ -216,8 +285,8 @@ class NodeServer:
         self._closed = True
         if self._timer is not None:
             self._timer.cancel()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for conn in list(self._inbound):
             conn.closed = True
             conn.writer.close()
@@ -236,6 +305,11 @@ class NodeServer:
                 self.storage.flush()
             except (OSError, StorageError) as exc:
                 log.error("node %d: final flush failed: %s", self.node_id, exc)
+        if self.process is not None:
+            try:
+                write_dumps(self.config.data_dir, self.process)
+            except OSError as exc:
+                log.error("node %d: cannot write the image and committed-log dumps: %s", self.node_id, exc)
         if self.storage is not None:
             self.storage.close()
         self._executor.shutdown(wait=True)
@@ -315,7 +389,7 @@ class NodeServer:
 
     # --- driving the core ---------------------------------------------------------------------------
 
-    def _enqueue(self, event: Event) -> None:
+    def _enqueue(self, event: Event | InboundRequest | BeginShutdown) -> None:
         """Feed an event; events raised while actions are carried out wait their turn (no re-entry)."""
         if self._closed:
             return
@@ -331,12 +405,12 @@ class NodeServer:
             if self.fatal is not None:
                 self._events.clear()
 
-    def _handle(self, event: Event) -> None:
-        assert self.node is not None
+    def _handle(self, event: Event | InboundRequest | BeginShutdown) -> None:
+        assert self.node is not None and self.process is not None
         started = time.perf_counter()
         now = now_ms()
         try:
-            actions = self.node.handle(now, event)
+            actions = self.process.handle(now, event)
             for action in actions:
                 self._carry_out(now, action)
                 if self.fatal is not None:
@@ -352,12 +426,12 @@ class NodeServer:
             self._wake_high_watermark(self.node.high_watermark)
         self.metrics.busy.record(now, (time.perf_counter() - started) * 1000)
 
-    def _carry_out(self, now: int, action: A.Action) -> None:
+    def _carry_out(self, now: int, action: object) -> None:
         storage = self.storage
         assert storage is not None
         match action:
             case A.SendRequest(destination, correlation_id, message):
-                peer = self._peers.get(destination)
+                peer = self._peer_for(destination)
                 if peer is None:
                     log.error("node %d: no address for node %d", self.node_id, destination)
                     assert self._loop is not None
@@ -401,6 +475,25 @@ class NodeServer:
                 )
             case A.Fatal(reason):
                 self._die(reason)
+            case MetadataApplied() | A.LoadSnapshot():
+                pass  # the process has already applied them to its image
+            case A.WriteSnapshot(snapshot_id, data):
+                self._write_snapshot(snapshot_id, data)
+            case A.DeleteLogBefore(offset):
+                self._wait_for_flush()
+                storage.delete_before(offset)
+            case A.ResetLog(offset):
+                self._wait_for_flush()
+                self._flush.pending.clear()
+                storage.reset(offset)
+                self._flush.log_end = offset
+            case ShutDown(reason, requested):
+                self.shutdown_reason = reason
+                if not requested and not self._stop_requested:
+                    log.error("node %d: shutting down: %s", self.node_id, reason)
+                    self.fatal = reason
+                    assert self._loop is not None
+                    self._loop.create_task(self.stop())
             case _:
                 raise TypeError(f"unknown action {action!r}")
 
@@ -472,6 +565,40 @@ class NodeServer:
                 return
         self._enqueue(FlushCompleted(end))
 
+    def _wait_for_flush(self) -> None:
+        """Storage is single-threaded: a running fsync (milliseconds) finishes before the log changes."""
+        if self._flush.future is not None:
+            self._flush.future.result()
+
+    def _write_snapshot(self, snapshot_id: object, data: bytes) -> None:
+        """Written and fsynced in the fsync thread (so appends keep arriving), then reported back."""
+        assert self.storage is not None and self._loop is not None
+        self._wait_for_flush()
+        storage = self.storage
+        started = time.monotonic()
+
+        def write() -> None:
+            storage.write_snapshot(snapshot_id, data)  # type: ignore[arg-type]
+
+        def done(fut: asyncio.Future[None]) -> None:
+            if self._closed:
+                return
+            exc = fut.exception()
+            if exc is not None:
+                self._die(f"cannot write snapshot {snapshot_id}: {exc}")
+                return
+            log.info(
+                "node %d: snapshot %s written (%d bytes, %.0f ms)",
+                self.node_id,
+                snapshot_id,
+                len(data),
+                (time.monotonic() - started) * 1000,
+            )
+            self._enqueue(SnapshotWritten(snapshot_id))  # type: ignore[arg-type]
+
+        future = self._executor.submit(write)
+        asyncio.wrap_future(future, loop=self._loop).add_done_callback(done)
+
     def _truncate(self, offset: int) -> None:
         assert self.storage is not None
         state = self._flush
@@ -498,7 +625,7 @@ class NodeServer:
         if not isinstance(reply_to, _Inbound) or reply_to.closed:
             return  # the requester hung up; it will retry
         try:
-            frame = self.codec.encode_response(correlation_id, message)
+            frame = reply_to.codec.encode_response(correlation_id, message)
         except (ValueError, TypeError) as exc:
             log.error("node %d: cannot encode %s: %s", self.node_id, type(message).__name__, exc)
             self._close_inbound(reply_to)
@@ -514,17 +641,33 @@ class NodeServer:
         self._inbound.discard(conn)
         conn.writer.close()
 
-    async def _serve_inbound(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve_inbound(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: Listener, codec: BinaryCodec
+    ) -> None:
         peername = writer.get_extra_info("peername")
-        conn = _Inbound(writer, f"{peername[0]}:{peername[1]}" if peername else "?")
+        host = peername[0] if peername else "?"
+        users = self.config.sasl_users if listener.security_protocol == "SASL_PLAINTEXT" else None
+        session = SaslServerSession(users)
+        conn = _Inbound(writer, f"{host}:{peername[1]}" if peername else "?", codec, session)
         self._inbound.add(conn)
-        frames = FrameReader(self.codec.max_frame_bytes)
+        frames = FrameReader(codec.max_frame_bytes)
+        listener_name = (
+            CONTROLLER_LISTENER if listener is self.config.listener and self.config.is_voter else listener.name
+        )
         try:
             while not conn.closed and (data := await reader.read(1 << 16)):
                 for raw in frames.feed(data):
-                    frame = self.codec.decode(raw)
+                    frame = codec.decode(raw)
                     if frame.kind is not FrameKind.REQUEST:
                         raise FrameError("a response frame arrived on an inbound connection")
+                    step = session.receive(frame.message)
+                    if step.verdict is not Verdict.PASS:
+                        if step.response is not None:
+                            self._respond(conn, frame.correlation_id, step.response)  # type: ignore[arg-type]
+                        if step.verdict is Verdict.REFUSE:
+                            log.warning("node %d: refusing %s: %s", self.node_id, conn.peer, step.reason)
+                            return
+                        continue
                     if isinstance(frame.message, EndQuorumEpochRequest):
                         log.info(
                             "node %d: EndQuorumEpoch from leader %d of epoch %d",
@@ -534,7 +677,13 @@ class NodeServer:
                         )
                     if self._stopping:
                         return
-                    self._enqueue(RequestReceived(conn, frame.correlation_id, frame.message))  # type: ignore[arg-type]
+                    ctx = RequestContext(
+                        principal=step.principal,
+                        client_host=host,
+                        listener_name=listener_name,
+                        security_protocol=listener.security_protocol,
+                    )
+                    self._enqueue(InboundRequest(conn, frame.correlation_id, frame.message, ctx))
                     if conn.closed:
                         return
         except FrameError as exc:

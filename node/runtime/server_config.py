@@ -7,8 +7,16 @@ KIP-595's `quorum.*` names and Kafka's `controller.quorum.*` names. Keys we do n
 as warnings (each one named, with its line); bad or missing values raise `ConfigError` with a one-line
 message naming the key and where it is.
 
-Roles, for now: `controller` makes the node a voter of the metadata quorum, `broker` alone makes it an
-observer. A voter must be listed in the voters and own a controller listener on the voter's port.
+Roles: `controller` makes the node a voter of the metadata quorum and a quorum controller (KIP-631);
+`broker` makes it a broker, which fetches the metadata log (as an observer unless it is also a
+controller: combined mode). A voter must be listed in the voters and own a controller listener on the
+voter's port; a broker serves clients on its other listeners.
+
+Security: a listener's protocol comes from `listener.security.protocol.map` (`NAME:PROTOCOL,…`; a
+listener named PLAINTEXT or SASL_PLAINTEXT needs no entry). On a SASL_PLAINTEXT listener clients log
+in with SASL/PLAIN against `kchaos.sasl.users` (`name:password,…`); a node logs in to others as
+`kchaos.sasl.username` / `kchaos.sasl.password`. `authorizer.class.name` (any value) turns the ACL
+authorizer on, with Kafka's `super.users` (`User:a;User:b`) and `allow.everyone.if.no.acl.found`.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from pathlib import Path
 
 from node.raft.config import ConfigError, RaftConfig, VoterAddress, parse_voters
 from node.runtime.properties import Property, read_properties
+from node.security.sasl import parse_users
 
 ROLES = ("broker", "controller")
 
@@ -55,6 +64,12 @@ KNOWN_KEYS = frozenset(
         "metrics.sample.window.ms",
         "socket.request.max.bytes",
         "kchaos.test.append.enable",
+        "kchaos.sasl.users",
+        "kchaos.sasl.username",
+        "kchaos.sasl.password",
+        "authorizer.class.name",
+        "super.users",
+        "allow.everyone.if.no.acl.found",
         *TIMEOUT_KEYS,
         *LATER_INT_KEYS,
     }
@@ -66,6 +81,7 @@ class Listener:
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"  # or SASL_PLAINTEXT
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +100,13 @@ class ServerConfig:
     test_append: bool = False  # kchaos.test.append.enable: POST /v1/append on the metrics listener
     later: dict[str, int] = field(default_factory=dict)  # accepted broker.* settings
     warnings: tuple[str, ...] = ()
+    broker_listeners: tuple[Listener, ...] = ()  # where a broker serves clients and other brokers
+    sasl_users: dict[str, str] = field(default_factory=dict)  # kchaos.sasl.users
+    sasl_login: tuple[str, str] | None = None  # (username, password) this node logs in with
+    authorizer: bool = False
+    super_users: frozenset[str] = frozenset()
+    allow_everyone_if_no_acl_found: bool = False
+    settings: dict[str, str] = field(default_factory=dict)  # every key as given, for component configs
 
     @property
     def is_voter(self) -> bool:
@@ -91,6 +114,11 @@ class ServerConfig:
 
     def voter_address(self, node_id: int) -> VoterAddress | None:
         return next((v for v in self.voters if v.node_id == node_id), None)
+
+    @property
+    def controller_security_protocol(self) -> str:
+        """How this node (and so every controller: one file layout for all) speaks on the controller listener."""
+        return self.listener.security_protocol if self.listener is not None and self.is_voter else "PLAINTEXT"
 
 
 class _Props:
@@ -163,10 +191,29 @@ def _host_port(props: _Props, key: str, text: str) -> tuple[str, int]:
     return host, port
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+
+
+def _protocol_map(props: _Props) -> dict[str, str]:
+    value = props.get("listener.security.protocol.map") or ""
+    out: dict[str, str] = {}
+    for part in (p.strip() for p in value.split(",")):
+        if not part:
+            continue
+        name, sep, protocol = part.partition(":")
+        if not sep or protocol not in SECURITY_PROTOCOLS:
+            raise props.error(
+                "listener.security.protocol.map", f"'{part}' is not NAME:PROTOCOL with {'/'.join(SECURITY_PROTOCOLS)}"
+            )
+        out[name] = protocol
+    return out
+
+
 def _listeners(props: _Props) -> dict[str, Listener]:
     value = props.get("listeners")
     if value is None:
         return {}
+    protocols = _protocol_map(props)
     out: dict[str, Listener] = {}
     for part in (p.strip() for p in value.split(",")):
         if not part:
@@ -177,8 +224,44 @@ def _listeners(props: _Props) -> dict[str, Listener]:
         host, port = _host_port(props, "listeners", address)
         if name in out:
             raise props.error("listeners", f"listener name {name} appears twice")
-        out[name] = Listener(name, host or "0.0.0.0", port)
+        protocol = protocols.get(name, name if name in SECURITY_PROTOCOLS else "PLAINTEXT")
+        out[name] = Listener(name, host or "0.0.0.0", port, protocol)
     return out
+
+
+def _broker_listeners(props: _Props, roles: frozenset[str]) -> tuple[Listener, ...]:
+    if "broker" not in roles:
+        return ()
+    names = {n.strip() for n in (props.get("controller.listener.names") or "").split(",") if n.strip()}
+    found = tuple(lsn for name, lsn in _listeners(props).items() if name not in names)
+    if not found:
+        raise props.error("listeners", "a broker needs a listener besides the controller listener")
+    return found
+
+
+def _sasl_users(props: _Props) -> dict[str, str]:
+    try:
+        return parse_users(props.get("kchaos.sasl.users") or "", props.where("kchaos.sasl.users"))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _sasl_login(props: _Props) -> tuple[str, str] | None:
+    username, password = props.get("kchaos.sasl.username"), props.get("kchaos.sasl.password")
+    if username is None and password is None:
+        return None
+    if not username or password is None:
+        raise props.error("kchaos.sasl.username", "needs kchaos.sasl.password beside it (and the other way round)")
+    return username, password
+
+
+def _super_users(props: _Props) -> frozenset[str]:
+    value = props.get("super.users") or ""
+    users = [u.strip() for u in value.split(";") if u.strip()]
+    bad = [u for u in users if not u.startswith("User:") or u == "User:"]
+    if bad:
+        raise props.error("super.users", f"'{bad[0]}' is not User:name")
+    return frozenset(users)
 
 
 def _voters(props: _Props) -> tuple[VoterAddress, ...]:
@@ -320,6 +403,13 @@ def build_server_config(entries: list[Property], source: str) -> ServerConfig:
         test_append=props.boolean("kchaos.test.append.enable"),
         later={k: v for k, v in later.items() if v is not None},
         warnings=tuple(warnings),
+        broker_listeners=_broker_listeners(props, roles),
+        sasl_users=_sasl_users(props),
+        sasl_login=_sasl_login(props),
+        authorizer=bool(props.get("authorizer.class.name")),
+        super_users=_super_users(props),
+        allow_everyone_if_no_acl_found=props.boolean("allow.everyone.if.no.acl.found"),
+        settings={key: entry.value for key, entry in props.entries.items()},
     )
 
 

@@ -13,6 +13,11 @@ Two kinds of crash:
   written survives, fsynced or not; only the flushes in progress never report back.
 - `crash(lose_unsynced=True)`: power loss (LazyFS-style). Of the writes made since the last
   completed flush, a random prefix survives and the rest is gone.
+
+Snapshots and log-start moves (`write_snapshot`, `delete_before`, `reset`) are writes like the
+others: visible at once, durable after the next completed flush, lost with the un-synced rest on a
+power loss (each one whole or not at all, as a rename is). The simulator must therefore complete a
+flush before it reports `SnapshotWritten`.
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ import random
 from bisect import bisect_right
 from dataclasses import dataclass
 
+from node.protocol.messages import SnapshotId
 from node.raft.quorum_state import QuorumStateData
 from node.raft.records import RecordBatch
-from node.raft.storage import LoadedState, RaftStorage
+from node.raft.storage import LoadedSnapshot, LoadedState, RaftStorage
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,19 +42,73 @@ class _Truncate:
     offset: int
 
 
-_Op = _Append | _Truncate
+@dataclass(frozen=True, slots=True)
+class _DeleteBefore:
+    offset: int
 
 
-def _apply(log: list[RecordBatch], ops: list[_Op]) -> int | None:
-    """Apply writes in order; returns the lowest offset a truncation removed data from, if any."""
+@dataclass(frozen=True, slots=True)
+class _Reset:
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    snapshot: LoadedSnapshot
+
+
+_Op = _Append | _Truncate | _DeleteBefore | _Reset | _Snapshot
+
+
+@dataclass(slots=True)
+class _Image:
+    """One view of the disk: the log (from `start`, after a record of `start_epoch`) and the latest
+    snapshot."""
+
+    log: list[RecordBatch]
+    start: int = 0
+    start_epoch: int = 0
+    snapshot: LoadedSnapshot | None = None
+
+    @property
+    def end_offset(self) -> int:
+        return self.log[-1].next_offset if self.log else self.start
+
+    def copy(self) -> _Image:
+        return _Image(list(self.log), self.start, self.start_epoch, self.snapshot)
+
+
+def _apply(image: _Image, ops: list[_Op]) -> int | None:
+    """Apply writes in order; returns the lowest offset a truncation removed data from, if any.
+
+    Deleting below a snapshot or resetting the log for one is not a loss: the snapshot holds it."""
     lowest: int | None = None
+    log = image.log
     for op in ops:
-        if isinstance(op, _Append):
-            log.append(op.batch)
-        elif log and log[-1].next_offset > op.offset:
-            truncate_batches(log, op.offset)
-            lowest = op.offset if lowest is None else min(lowest, op.offset)
+        match op:
+            case _Append(batch):
+                log.append(batch)
+            case _Truncate(offset) if image.end_offset > offset:
+                truncate_batches(log, offset)
+                lowest = offset if lowest is None else min(lowest, offset)
+            case _DeleteBefore(offset):
+                keep = next((i for i, b in enumerate(log) if b.next_offset > offset), len(log))
+                if keep:
+                    image.start_epoch = log[keep - 1].epoch
+                    del log[:keep]
+                image.start = log[0].base_offset if log else max(image.start, offset)
+            case _Reset(offset):
+                log.clear()
+                image.start = offset
+                snap = image.snapshot
+                image.start_epoch = snap.snapshot_id.epoch if snap and snap.snapshot_id.end_offset == offset else 0
+            case _Snapshot(snapshot) if _newer(snapshot.snapshot_id, image.snapshot):
+                image.snapshot = snapshot
     return lowest
+
+
+def _newer(snapshot_id: SnapshotId, than: LoadedSnapshot | None) -> bool:
+    return than is None or snapshot_id.end_offset > than.snapshot_id.end_offset
 
 
 def truncate_batches(log: list[RecordBatch], offset: int) -> None:
@@ -62,8 +122,8 @@ def truncate_batches(log: list[RecordBatch], offset: int) -> None:
 class SimDisk(RaftStorage):
     def __init__(self, fsync_on_load: bool = True) -> None:
         self.fsync_on_load = fsync_on_load
-        self._log: list[RecordBatch] = []  # what reads see (page cache)
-        self._durable: list[RecordBatch] = []  # what survives a power loss
+        self._view = _Image([])  # what reads see (page cache)
+        self._platter = _Image([])  # what survives a power loss
         self._unsynced: list[_Op] = []  # writes since the last completed flush, in order
         self._synced_ops = 0  # ops dropped from the front of _unsynced by completed flushes
         self.quorum_state: QuorumStateData | None = None
@@ -75,20 +135,36 @@ class SimDisk(RaftStorage):
     def load(self) -> LoadedState:
         if self.fsync_on_load:
             self.flush()
-        return LoadedState(self.quorum_state, tuple(self._log), self.cluster_id)
+        return LoadedState(self.quorum_state, tuple(self._view.log), self.cluster_id, snapshot=self._view.snapshot)
+
+    def _write(self, op: _Op) -> None:
+        _apply(self._view, [op])
+        self._unsynced.append(op)
 
     def append(self, batches: tuple[RecordBatch, ...]) -> None:
         for batch in batches:
             if batch.base_offset != self.end_offset:
                 raise ValueError(f"append at {batch.base_offset}, log ends at {self.end_offset}")
-            self._log.append(batch)
-            self._unsynced.append(_Append(batch))
+            self._write(_Append(batch))
 
     def truncate(self, offset: int) -> None:
         if offset >= self.end_offset:
             return
-        truncate_batches(self._log, offset)
-        self._unsynced.append(_Truncate(offset))
+        if offset < self._view.start:
+            raise ValueError(f"truncate to {offset} below the log start {self._view.start}")
+        self._write(_Truncate(offset))
+
+    def write_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        self._write(_Snapshot(LoadedSnapshot(snapshot_id, bytes(data))))
+
+    def delete_before(self, offset: int) -> None:
+        if offset > self.end_offset:
+            raise ValueError(f"delete before {offset}, beyond the log end {self.end_offset}")
+        if offset > self._view.start:
+            self._write(_DeleteBefore(offset))
+
+    def reset(self, offset: int) -> None:
+        self._write(_Reset(offset))
 
     def flush(self) -> None:
         self.complete_flush(self.begin_flush())
@@ -109,7 +185,7 @@ class SimDisk(RaftStorage):
         count = token - self._synced_ops
         if count <= 0:
             return
-        self._note_truncation(_apply(self._durable, self._unsynced[:count]))
+        self._note_truncation(_apply(self._platter, self._unsynced[:count]))
         del self._unsynced[:count]
         self._synced_ops = token
         self.flushes += 1
@@ -122,11 +198,11 @@ class SimDisk(RaftStorage):
         if keep is None:
             keep = rng.randint(0, len(self._unsynced)) if rng and self._unsynced else 0
         keep = min(keep, len(self._unsynced))
-        self._note_truncation(_apply(self._durable, self._unsynced[:keep]))
+        self._note_truncation(_apply(self._platter, self._unsynced[:keep]))
         lost = len(self._unsynced) - keep
         self._synced_ops += len(self._unsynced)
         self._unsynced = []
-        self._log = list(self._durable)
+        self._view = self._platter.copy()
         return lost
 
     def _note_truncation(self, offset: int | None) -> None:
@@ -139,6 +215,19 @@ class SimDisk(RaftStorage):
         offset, self.durable_truncated = self.durable_truncated, None
         return offset
 
+    # The log lists of both views, under the names subclasses in tests (lying disks) use.
+    @property
+    def _log(self) -> list[RecordBatch]:
+        return self._view.log
+
+    @_log.setter
+    def _log(self, batches: list[RecordBatch]) -> None:
+        self._view.log = batches
+
+    @property
+    def _durable(self) -> list[RecordBatch]:
+        return self._platter.log
+
     # --- views for invariant checks ---
     @property
     def unsynced_writes(self) -> int:
@@ -147,28 +236,42 @@ class SimDisk(RaftStorage):
 
     @property
     def end_offset(self) -> int:
-        return self._log[-1].next_offset if self._log else 0
+        return self._view.end_offset
+
+    @property
+    def start_offset(self) -> int:
+        return self._view.start
 
     @property
     def last_batch(self) -> RecordBatch | None:
-        return self._log[-1] if self._log else None
+        return self._view.log[-1] if self._view.log else None
 
     @property
     def last_epoch(self) -> int:
-        return self._log[-1].epoch if self._log else 0
+        return self._view.log[-1].epoch if self._view.log else self._view.start_epoch
+
+    @property
+    def snapshot(self) -> LoadedSnapshot | None:
+        """The latest snapshot written (durable or not)."""
+        return self._view.snapshot
+
+    @property
+    def durable_snapshot(self) -> LoadedSnapshot | None:
+        """The latest snapshot a power loss now would leave."""
+        return self._platter.snapshot
 
     def batches(self) -> list[RecordBatch]:
-        return list(self._log)
+        return list(self._view.log)
 
     def durable_batches(self) -> list[RecordBatch]:
         """The log as it would read after a power loss now."""
-        return list(self._durable)
+        return list(self._platter.log)
 
     def durable_batch_at(self, offset: int) -> RecordBatch | None:
-        return batch_at(self._durable, offset)
+        return batch_at(self._platter.log, offset)
 
     def batch_at(self, offset: int) -> RecordBatch | None:
-        return batch_at(self._log, offset)
+        return batch_at(self._view.log, offset)
 
 
 def _base(batch: RecordBatch) -> int:

@@ -16,10 +16,20 @@ agree with the core's `log_end_offset`/`last_epoch` after every event):
    below its own HWM. (A lagging node may still hold and drop divergent entries between its own HWM
    and the global one: it never claimed them committed.)
 5. Durability of commits: when a batch becomes committed it is on a majority of voters' *durable*
-   logs (what survives power loss), and it stays so after every later flush and crash.
+   logs (what survives power loss), and it stays so after every later flush and crash; a durable
+   snapshot covering the batch counts as holding it (KIP-630: the log before it may go).
+   Snapshots and log resets: a snapshot never covers more than the committed log, and a log reset
+   for a fetched snapshot never drops records above the node's own HWM.
 6. Log matching: if two logs hold a batch with the same base offset and epoch, the batches are
    identical and so are the logs before them. Checked inductively: every (base offset, epoch) is
    only ever appended with one content and one predecessor (offset, epoch).
+
+In cluster mode (`ImageAgreement`, after every event that applied metadata on a node process):
+
+7. Image agreement: any two nodes' metadata images at the same applied offset have equal digests
+   (`MetadataImage.digest()`, position included), whether replayed or loaded from a snapshot.
+8. An image holds committed records only: its applied offset never passes the committed log's end,
+   never goes back within one process incarnation, and is what the process announced.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from node.metadata.image import MetadataImage
 from node.raft.quorum_state import Role
 from node.raft.records import RecordBatch
 from node.sim.disk import SimDisk, batch_at
@@ -62,6 +73,7 @@ class InvariantChecker:
     committed: list[RecordBatch] = field(default_factory=list)
     _marks: dict[int, _NodeMark] = field(default_factory=dict)
     _seen: dict[tuple[int, int], tuple[RecordBatch, int]] = field(default_factory=dict)
+    _pending_snapshots: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def majority(self) -> int:
@@ -79,14 +91,17 @@ class InvariantChecker:
         mark = self._mark(node_id)
         mark.hwm = 0
 
-    def on_append(self, node_id: int, prev: RecordBatch | None, batch: RecordBatch) -> None:
-        """Before `batch` is appended after `prev` on `node_id`'s log."""
+    def on_append(
+        self, node_id: int, prev: RecordBatch | None, batch: RecordBatch, start_epoch: int | None = None
+    ) -> None:
+        """Before `batch` is appended after `prev` on `node_id`'s log. `start_epoch`: the epoch of the
+        record before the log's start, when the log starts after a snapshot (and `prev` is None)."""
         mark = self._mark(node_id)
         if batch.base_offset < mark.hwm:
             raise InvariantViolation(
                 f"node {node_id} appends at offset {batch.base_offset}, below its own HWM {mark.hwm}"
             )
-        prev_epoch = prev.epoch if prev else -1
+        prev_epoch = prev.epoch if prev else -1 if start_epoch is None else start_epoch
         key = (batch.base_offset, batch.epoch)
         known = self._seen.get(key)
         if known is None:
@@ -102,6 +117,20 @@ class InvariantChecker:
         mark = self._mark(node_id)
         if offset < mark.hwm:
             raise InvariantViolation(f"node {node_id} truncates its log to {offset}, below its own HWM {mark.hwm}")
+
+    def on_reset(self, node_id: int, offset: int) -> None:
+        """The node replaces its whole log by a fetched snapshot ending at `offset`: it drops records,
+        but only ones the snapshot covers, so the snapshot must reach its own HWM."""
+        mark = self._mark(node_id)
+        if offset < mark.hwm:
+            raise InvariantViolation(
+                f"node {node_id} resets its log to start at {offset}, below its own HWM {mark.hwm}"
+            )
+        self._pending_snapshots.append((node_id, offset))
+
+    def on_snapshot(self, node_id: int, end_offset: int) -> None:
+        """The node writes a snapshot of every record below `end_offset` (checked after the event)."""
+        self._pending_snapshots.append((node_id, end_offset))
 
     def on_durable_loss(self, disks: Mapping[int, SimDisk], from_offset: int) -> None:
         """Some voter's durable log lost data at or after `from_offset`: recheck commit durability."""
@@ -140,8 +169,16 @@ class InvariantChecker:
         if hwm > leo:
             raise InvariantViolation(f"node {node_id}'s high watermark {hwm} is beyond its log end {leo}")
         if hwm > mark.hwm:
-            self._check_committed(node_id, disk, mark.hwm, hwm, disks)
+            self._check_committed(node_id, disk, max(mark.hwm, disk.start_offset), hwm, disks)
             mark.hwm = hwm
+        if self._pending_snapshots:
+            pending, self._pending_snapshots = self._pending_snapshots, []
+            for who, end in pending:
+                if end > self.committed_end:
+                    raise InvariantViolation(
+                        f"node {who} holds a snapshot up to offset {end}, past the committed log's end "
+                        f"{self.committed_end}"
+                    )
 
     # --- internals ---
     def _check_committed(self, node_id: int, disk: SimDisk, old: int, new: int, disks: Mapping[int, SimDisk]) -> None:
@@ -168,12 +205,66 @@ class InvariantChecker:
             offset = batch.next_offset
 
     def _check_durable_majority(self, disks: Mapping[int, SimDisk], batch: RecordBatch, when: str) -> None:
-        holders = [v for v in self.voter_ids if disks[v].durable_batch_at(batch.base_offset) == batch]
+        holders = [v for v in self.voter_ids if _durably_holds(disks[v], batch)]
         if len(holders) < self.majority:
             raise InvariantViolation(
                 f"committed {_desc(batch)} is durable on only {len(holders)} voter(s) {holders} {when}, "
                 f"fewer than a majority of {self.majority}"
             )
+
+
+@dataclass
+class ImageAgreement:
+    """Rules 7 and 8: the committed metadata image is a function of the applied offset."""
+
+    digests: dict[int, tuple[str, int]] = field(default_factory=dict)  # next offset -> (digest, first node)
+    checks: int = 0
+    _applied: dict[int, int] = field(default_factory=dict)  # node -> next offset of its image (this incarnation)
+    _pending: dict[int, int] = field(default_factory=dict)  # node -> next offset announced in this event
+
+    def on_applied(self, node_id: int, next_offset: int) -> None:
+        """The node's process announced `MetadataApplied(next_offset)` while handling an event."""
+        self._pending[node_id] = next_offset
+
+    def on_stop(self, node_id: int) -> None:
+        self._applied.pop(node_id, None)
+        self._pending.pop(node_id, None)
+
+    def after_event(self, node_id: int, image: MetadataImage, committed_end: int) -> None:
+        """After the event (and the Raft checks, so `committed_end` is current)."""
+        announced = self._pending.pop(node_id, None)
+        if announced is None:
+            return
+        self.checks += 1
+        applied = image.last_offset + 1
+        if applied != announced:
+            raise InvariantViolation(
+                f"node {node_id} announced its image at offset {announced} but the image is at {applied}"
+            )
+        if applied > committed_end:
+            raise InvariantViolation(
+                f"node {node_id}'s image applied up to offset {applied}, past the committed log's end {committed_end}"
+            )
+        before = self._applied.get(node_id, 0)
+        if applied < before:
+            raise InvariantViolation(f"node {node_id}'s image went back from offset {before} to {applied}")
+        self._applied[node_id] = applied
+        digest = image.digest()
+        first = self.digests.setdefault(applied, (digest, node_id))
+        if first[0] != digest:
+            raise InvariantViolation(
+                f"image agreement: node {node_id}'s image at offset {applied} (digest {digest[:12]}) differs "
+                f"from node {first[1]}'s at the same offset (digest {first[0][:12]})"
+            )
+
+
+def _durably_holds(disk: SimDisk, batch: RecordBatch) -> bool:
+    """The batch survives a power loss on `disk`: in its durable log, or below its durable snapshot's
+    end (the log before a snapshot may be deleted)."""
+    if disk.durable_batch_at(batch.base_offset) == batch:
+        return True
+    snapshot = disk.durable_snapshot
+    return snapshot is not None and snapshot.snapshot_id.end_offset >= batch.next_offset
 
 
 def _desc(batch: RecordBatch | None) -> str:

@@ -1,10 +1,17 @@
-"""The simulation runtime: RaftNode cores on a simulated network and simulated disks, in virtual time.
+"""The simulation runtime: nodes on a simulated network and simulated disks, in virtual time.
 
 `Simulation` is the library face of the simulator. Tests and the harness's `sim` backend build one,
 then step it, run it to a time or a predicate, inject faults (partition, kill, pause, clock skew,
 disk stall) and inspect the nodes. Every random choice comes from one `random.Random(seed)`; every
 event goes through one queue ordered by (time, insertion order); every event a node handles is
 appended to the trace and followed by the invariant checks of `node.sim.invariants`.
+
+Two modes. By default every host runs a bare Raft core (the quorum simulator). With
+`SimConfig(cluster=ClusterConfig(...))` every host runs a `NodeProcess` (`node.sim.cluster`): a
+controller, a broker or both over the Raft core; inbound requests then carry a `RequestContext`,
+the process may stop itself (`ShutDown`, a clean exit), its committed metadata image is checked
+against every other node's (`ImageAgreement`), and admin clients (`node.sim.admin_client`) talk to it
+over the simulated network. `host.raft` is the Raft core in both modes.
 """
 
 from __future__ import annotations
@@ -14,8 +21,11 @@ import traceback
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from node.process.actions import MetadataApplied, ShutDown
+from node.process.events import BeginShutdown, InboundRequest
+from node.process.ports import RequestContext
 from node.raft import actions as act
 from node.raft.config import RaftConfig
 from node.raft.events import (
@@ -25,6 +35,7 @@ from node.raft.events import (
     RequestFailed,
     RequestReceived,
     ResponseReceived,
+    SnapshotWritten,
     Start,
     Tick,
 )
@@ -33,14 +44,15 @@ from node.raft.quorum_state import Role
 from node.raft.records import RecordBatch
 from node.raft.storage import LoadedState
 from node.sim.clock import NodeClock
+from node.sim.cluster import ClusterConfig, ComponentBuilder, Roles, build_process, inbound_context, incarnation_id
 from node.sim.disk import SimDisk
-from node.sim.invariants import InvariantChecker, InvariantViolation
+from node.sim.invariants import ImageAgreement, InvariantChecker, InvariantViolation
 from node.sim.network import LinkModel, Network
 from node.sim.scheduler import EventQueue
 from node.sim.trace import Trace, summarize
 from node.sim.workload import AppendClient, WorkloadConfig
 
-_LOG_ACTIONS = (act.AppendBatches, act.TruncateLog)
+_LOG_ACTIONS = (act.AppendBatches, act.TruncateLog, act.DeleteLogBefore, act.ResetLog)
 NodeFactory = Callable[[RaftConfig, LoadedState, random.Random, Callable[[random.Random], str]], Any]
 
 
@@ -63,8 +75,14 @@ class SimConfig:
     node_factory: NodeFactory | None = None  # default: RaftNode (tests inject buggy ones)
     disk_factory: Callable[[int], SimDisk] | None = None
     trace_path: str | None = None
+    # Run whole KRaft node processes; when given, it fixes `voters` and `observers` (the brokers).
+    cluster: ClusterConfig | None = None
+    components: ComponentBuilder | None = None  # default: node.sim.components (controller, broker)
 
     def __post_init__(self) -> None:
+        if self.cluster is not None:
+            object.__setattr__(self, "voters", self.cluster.voters)
+            object.__setattr__(self, "observers", self.cluster.brokers)
         if self.voters < 1:
             raise ValueError("a quorum needs at least one voter")
         if self.observers < 0:
@@ -119,17 +137,36 @@ class Stats:
     crashes: int = 0
     lost_unsynced_writes: int = 0
     events: int = 0
+    shutdowns: int = 0  # processes that stopped by themselves (ShutDown)
+
+
+class ClientEndpoint(Protocol):
+    """Something outside the cluster that sends requests to nodes (`node.sim.admin_client`)."""
+
+    def on_response(self, node_id: int, correlation_id: int, message: object) -> None: ...
+
+    def on_connection_failed(self, node_id: int, correlation_id: int, sent: bool) -> None:
+        """No answer will come: refused before sending (`sent=False`) or reset after sending."""
 
 
 class SimNode:
-    """One node's host: its disk and clock outlive crashes; its RaftNode core does not."""
+    """One node's host: its disk and clock outlive crashes; its RaftNode core (and process) does not.
 
-    def __init__(self, node_id: int, config: RaftConfig, disk: SimDisk) -> None:
+    `node_id` is the host's address on the simulated network; `config.node_id` is the id its process
+    claims, which differs only for an impostor host added with `Simulation.add_host`."""
+
+    def __init__(self, node_id: int, config: RaftConfig, disk: SimDisk, roles: Roles | None = None) -> None:
         self.node_id = node_id
         self.config = config
         self.disk = disk
+        self.roles = roles  # None: a bare Raft core
         self.clock = NodeClock()
         self.raft: Any = None  # a RaftNode while up
+        self.process: Any = None  # its NodeProcess while up (cluster mode)
+        self.core: Any = None  # what handles events: the process, or the Raft core itself
+        self.incarnation_id: uuid.UUID | None = None  # the broker incarnation of the running process
+        self.exit_reason: str | None = None  # why the process last stopped by itself (ShutDown)
+        self.exiting: ShutDown | None = None  # a ShutDown seen while handling the current event
         self.up = False
         self.paused = False
         self.incarnation = 0
@@ -157,17 +194,16 @@ class Simulation:
         self.network = Network(self.rng, config.link)
         self.trace = Trace(config.trace_path)
         self.checker = InvariantChecker(config.voter_ids)
+        self.images = ImageAgreement()
         self.stats = Stats()
         self.violation: Violation | None = None
         self.crash_traceback: str | None = None  # when a core raised instead of returning actions
         self.nodes: dict[int, SimNode] = {}
-        voters = frozenset(config.voter_ids)
+        self.cluster = config.cluster
         for node_id in config.node_ids:
-            params = {**config.raft, **config.node_raft.get(node_id, {})}
-            raft_config = RaftConfig(node_id=node_id, voter_ids=voters, **params)
-            disk = config.disk_factory(node_id) if config.disk_factory else SimDisk()
-            self.nodes[node_id] = SimNode(node_id, raft_config, disk)
+            self._add_node(node_id, node_id)
         self._disks = {n: host.disk for n, host in self.nodes.items()}
+        self.clients: dict[int, ClientEndpoint] = {}  # negative ids: outside the cluster
         self._requests: dict[int, _Request] = {}
         self._next_request = 0
         self._client_handles: dict[Hashable, int] = {}  # Append handle -> node it was sent to
@@ -183,6 +219,26 @@ class Simulation:
     @property
     def now(self) -> int:
         return self.queue.now
+
+    def _add_node(self, host_id: int, node_id: int) -> SimNode:
+        config = self.config
+        params = {**config.raft, **config.node_raft.get(node_id, {})}
+        raft_config = RaftConfig(node_id=node_id, voter_ids=frozenset(config.voter_ids), **params)
+        disk = config.disk_factory(host_id) if config.disk_factory else SimDisk()
+        roles = self.cluster.roles(node_id) if self.cluster is not None else None
+        host = self.nodes[host_id] = SimNode(host_id, raft_config, disk, roles)
+        return host
+
+    def add_host(self, host_id: int, node_id: int) -> SimNode:
+        """A second host whose process claims `node_id` (a broker id): the duplicate-registration
+        scenario. It gets its own address `host_id` and disk; start it with `restart(host_id)`."""
+        if host_id in self.nodes or host_id <= 0:
+            raise ValueError(f"host id {host_id} is taken or not positive")
+        if node_id in self.config.voter_ids:
+            raise ValueError(f"an impostor of voter {node_id} would break the quorum's assumptions")
+        host = self._add_node(host_id, node_id)
+        self._disks[host_id] = host.disk
+        return host
 
     def start(self, node_ids: Iterable[int] | None = None) -> None:
         """Start the nodes (default: all) at random moments within the stagger window."""
@@ -244,6 +300,10 @@ class Simulation:
     def raft(self, node_id: int) -> Any:
         return self.node(node_id).raft
 
+    def process(self, node_id: int) -> Any:
+        """The node's NodeProcess (cluster mode), None while it is down."""
+        return self.node(node_id).process
+
     def leader(self) -> int | None:
         """The live leader with the highest epoch, or None."""
         best: tuple[int, int] | None = None
@@ -295,16 +355,23 @@ class Simulation:
         self._nemesis("kill", f"node {node_id}" + (f" lose_unsynced lost={lost}" if lose_unsynced else ""))
         self.stats.crashes += 1
         self.stats.lost_unsynced_writes += lost
+        self._take_down(host, f"kill node {node_id}")
+
+    def _take_down(self, host: SimNode, what: str) -> None:
+        """The process is gone (killed or exited): forget it, reset its connections."""
+        node_id = host.node_id
         host.up = False
         host.paused = False
-        host.raft = None
+        host.raft = host.process = host.core = None
+        host.exiting = None
         host.incarnation += 1
         host.buffered.clear()
         host.timer_at = host.timer_local = None
+        self.images.on_stop(node_id)
         try:
             self._check_durable_loss(host)
         except InvariantViolation as exc:
-            self._violated(self.trace.count, node_id, f"kill node {node_id}", str(exc))
+            self._violated(self.trace.count, node_id, what, str(exc))
         # Connections to the dead process are reset; the peers hear of it if the network lets them.
         for rid, req in list(self._requests.items()):
             if req.dst == node_id or req.src == node_id:
@@ -326,15 +393,36 @@ class Simulation:
         host.started = True
         host.up = True
         host.paused = False
+        host.exit_reason = None
         rng = random.Random(self.rng.getrandbits(64))
         factory = self.config.node_factory or RaftNode
-        host.raft = factory(host.config, host.disk.load(), rng, random_cluster_id)
+        host.raft = host.core = factory(host.config, host.disk.load(), rng, random_cluster_id)
+        if self.cluster is not None and host.roles is not None:
+            host.incarnation_id = incarnation_id(rng)
+            host.process = host.core = build_process(
+                self.cluster,
+                host.roles,
+                host.raft,
+                rng,
+                self.config.node_ids,
+                host.incarnation_id,
+                self.config.components,
+            )
         self.checker.on_restart(node_id)
         try:
             self._check_durable_loss(host)  # loading may have synced an earlier truncation
         except InvariantViolation as exc:
             self._violated(self.trace.count, node_id, f"start node {node_id}", str(exc))
         self._deliver(node_id, host.incarnation, Start())
+
+    def shutdown(self, node_id: int) -> None:
+        """SIGTERM: a graceful stop (a broker shuts down through the controller, a controller resigns);
+        the process stops when it emits `ShutDown`. Cluster mode only."""
+        host = self.node(node_id)
+        if host.process is None:
+            raise ValueError(f"node {node_id} runs no NodeProcess (down, or not in cluster mode)")
+        self._nemesis("shutdown", f"node {node_id}")
+        self._deliver(node_id, host.incarnation, BeginShutdown())
 
     def pause(self, node_id: int) -> None:
         host = self.node(node_id)
@@ -480,7 +568,7 @@ class Simulation:
         self.trace.record(now, node_id, kind, desc)
         self.stats.events += 1
         try:
-            actions = host.raft.handle(host.clock.local(now), event)
+            actions = host.core.handle(host.clock.local(now), event)
             log_changed = False
             dispatch = self._dispatch
             for action in actions:
@@ -491,8 +579,12 @@ class Simulation:
                     log_changed = True
                 handler(host, action)
             self.checker.after_event(node_id, host.raft, host.disk, self._disks, log_changed)
+            if host.process is not None:
+                self.images.after_event(node_id, host.process.image, self.checker.committed_end)
             for hook in self.event_hooks:
                 hook(node_id, event)
+            if host.exiting is not None:
+                self._exit(host, host.exiting)
         except InvariantViolation as exc:
             self._violated(index, node_id, f"{kind} {desc}", str(exc))
         except Exception as exc:
@@ -520,10 +612,47 @@ class Simulation:
             act.LeaderChanged: self._do_leader_changed,
             act.HighWatermarkAdvanced: self._do_nothing,  # the checker reads high_watermark itself
             act.Fatal: self._do_fatal,
+            # A process consumes its own barriers; one passing through was asked by no one here.
+            act.ReadBarrierCompleted: self._do_nothing,
+            act.ReadBarrierFailed: self._do_nothing,
+            act.WriteSnapshot: self._do_write_snapshot,
+            act.DeleteLogBefore: self._do_delete_log_before,
+            act.ResetLog: self._do_reset_log,
+            act.LoadSnapshot: self._do_nothing,  # for the state machine above the core (the process)
+            ShutDown: self._do_shut_down,
+            MetadataApplied: self._do_metadata_applied,
         }
 
     def _do_send_request(self, host: SimNode, action: act.SendRequest) -> None:
         self._send_request(host, action.destination, action.correlation_id, action.message)
+
+    # --- clients outside the cluster ---
+    def add_client(self, client: ClientEndpoint) -> int:
+        """Attach a client; returns its network address (negative: no node has it). Clients are in
+        no partition the nemesis makes (`isolate` and the random faults cut node links only); cut
+        one off explicitly with `network.add_grudge`."""
+        client_id = -(len(self.clients) + 1)
+        self.clients[client_id] = client
+        return client_id
+
+    def client_request(self, client_id: int, dst: int, correlation_id: int, message: Any, ctx: RequestContext) -> None:
+        """Send a request from a client to node `dst` over the simulated network."""
+        target = self.node(dst)
+        req = _Request(client_id, 0, dst, target.incarnation, correlation_id)
+        if not target.up:  # connection refused: certainly not sent
+            if self.network.can_hear(client_id, dst):
+                self.queue.after(self.config.refused_delay_ms, self._client_failed_request, req, False)
+            return
+        delay = self.network.transit(client_id, dst)
+        if delay is None:
+            return  # lost: the client's timeout deals with it
+        self._next_request += 1
+        rid = self._next_request
+        self._requests[rid] = req
+        self.queue.after(delay, self._arrive_request, rid, message, ctx)
+
+    def _client_failed_request(self, req: _Request, sent: bool) -> None:
+        self.clients[req.src].on_connection_failed(req.dst, req.correlation_id, sent)
 
     def _do_respond(self, host: SimNode, action: act.Respond) -> None:
         self._send_response(action.reply_to, action.message)
@@ -534,8 +663,9 @@ class Simulation:
     def _do_append(self, host: SimNode, action: act.AppendBatches) -> None:
         disk = host.disk
         prev = disk.last_batch
+        start_epoch = disk.last_epoch if prev is None and disk.start_offset > 0 else None
         for batch in action.batches:
-            self.checker.on_append(host.node_id, prev, batch)
+            self.checker.on_append(host.node_id, prev, batch, start_epoch)
             prev = batch
         disk.append(action.batches)
 
@@ -545,6 +675,19 @@ class Simulation:
 
     def _do_flush(self, host: SimNode, action: act.Flush) -> None:
         self._flush(host, action.end_offset)
+
+    def _do_write_snapshot(self, host: SimNode, action: act.WriteSnapshot) -> None:
+        """Written at once (as a temp file), durable (renamed, fsynced) after a flush of the disk."""
+        self.checker.on_snapshot(host.node_id, action.snapshot_id.end_offset)
+        host.disk.write_snapshot(action.snapshot_id, action.data)
+        self._flush(host, -1, SnapshotWritten(action.snapshot_id))
+
+    def _do_delete_log_before(self, host: SimNode, action: act.DeleteLogBefore) -> None:
+        host.disk.delete_before(action.offset)
+
+    def _do_reset_log(self, host: SimNode, action: act.ResetLog) -> None:
+        self.checker.on_reset(host.node_id, action.offset)
+        host.disk.reset(action.offset)
 
     def _do_persist_quorum_state(self, host: SimNode, action: act.PersistQuorumState) -> None:
         host.disk.write_quorum_state(action.state)
@@ -566,6 +709,21 @@ class Simulation:
     def _do_fatal(self, host: SimNode, action: act.Fatal) -> None:
         raise InvariantViolation(f"node {host.node_id} stopped with Fatal: {action.reason}")
 
+    def _do_shut_down(self, host: SimNode, action: ShutDown) -> None:
+        if host.exiting is None:
+            host.exiting = action  # the rest of this event's actions still run, then the process exits
+
+    def _do_metadata_applied(self, host: SimNode, action: MetadataApplied) -> None:
+        self.images.on_applied(host.node_id, action.next_offset)
+
+    def _exit(self, host: SimNode, action: ShutDown) -> None:
+        """A clean exit: the log is closed (flushed) and the process is gone until `restart`."""
+        self._nemesis("exit", f"node {host.node_id}: {action.reason}" + (" (requested)" if action.requested else ""))
+        self.stats.shutdowns += 1
+        host.disk.flush()
+        self._take_down(host, f"exit of node {host.node_id}")
+        host.exit_reason = action.reason
+
     # --- network ---
     def _send_request(self, host: SimNode, dst: int, cid: int, msg: Any) -> None:
         src = host.node_id
@@ -583,9 +741,13 @@ class Simulation:
         self._next_request += 1
         rid = self._next_request
         self._requests[rid] = req
-        self.queue.after(delay, self._arrive_request, rid, msg)
+        if self.cluster is not None and target.roles is not None:
+            ctx = inbound_context(self.cluster, host.config.node_id, target.roles, msg)
+            self.queue.after(delay, self._arrive_request, rid, msg, ctx)
+        else:
+            self.queue.after(delay, self._arrive_request, rid, msg)
 
-    def _arrive_request(self, rid: int, msg: Any) -> None:
+    def _arrive_request(self, rid: int, msg: Any, ctx: RequestContext | None = None) -> None:
         req = self._requests.get(rid)
         if req is None:
             return
@@ -598,7 +760,10 @@ class Simulation:
         if not self.network.can_hear(req.dst, req.src):  # partitioned while in flight
             del self._requests[rid]
             return
-        self._deliver(req.dst, req.dst_inc, RequestReceived(rid, req.correlation_id, msg))
+        if ctx is None:
+            self._deliver(req.dst, req.dst_inc, RequestReceived(rid, req.correlation_id, msg))
+        else:
+            self._deliver(req.dst, req.dst_inc, InboundRequest(rid, req.correlation_id, msg, ctx))
 
     def _send_response(self, rid: Hashable, msg: Any) -> None:
         req = self._requests.pop(rid, None)  # type: ignore[arg-type]
@@ -611,9 +776,15 @@ class Simulation:
     def _arrive_response(self, req: _Request, msg: Any) -> None:
         if not self.network.can_hear(req.src, req.dst):
             return
+        if req.src < 0:
+            self.clients[req.src].on_response(req.dst, req.correlation_id, msg)
+            return
         self._deliver(req.src, req.src_inc, ResponseReceived(req.dst, req.correlation_id, msg))
 
     def _fail_request_later(self, req: _Request) -> None:
+        if req.src < 0:  # a client's connection was reset after its request went out
+            self.queue.after(self.config.refused_delay_ms, self._client_failed_request, req, True)
+            return
         self.queue.after(
             self.config.refused_delay_ms,
             self._deliver,
@@ -638,15 +809,21 @@ class Simulation:
         host.timer_at = host.timer_local = None
         self._deliver(node_id, incarnation, Tick())
 
-    def _flush(self, host: SimNode, end_offset: int) -> None:
+    def _flush(self, host: SimNode, end_offset: int, report: Event | None = None) -> None:
+        """fsync in the background; then deliver `report` (default: FlushCompleted(end_offset))."""
         token = host.disk.begin_flush()
         lo, hi = self.config.disk_latency_ms
         start = max(self.now, host.disk_free_at, host.disk_stalled_until)
         done = start + self.rng.randint(lo, hi)
         host.disk_free_at = done
-        self.queue.schedule(done, self._flush_done, host.node_id, host.incarnation, token, end_offset)
+        if report is None:
+            self.queue.schedule(done, self._flush_done, host.node_id, host.incarnation, token, end_offset)
+        else:
+            self.queue.schedule(done, self._flush_done, host.node_id, host.incarnation, token, end_offset, report)
 
-    def _flush_done(self, node_id: int, incarnation: int, token: int, end_offset: int) -> None:
+    def _flush_done(
+        self, node_id: int, incarnation: int, token: int, end_offset: int, report: Event | None = None
+    ) -> None:
         host = self.nodes[node_id]
         if host.incarnation != incarnation:
             return  # the process died before fsync returned: the writes stay un-synced
@@ -656,7 +833,7 @@ class Simulation:
         except InvariantViolation as exc:
             self._violated(self.trace.count, node_id, f"flush done up to {end_offset}", str(exc))
             return
-        self._deliver(node_id, incarnation, FlushCompleted(end_offset))
+        self._deliver(node_id, incarnation, report or FlushCompleted(end_offset))
 
     def _check_durable_loss(self, host: SimNode) -> None:
         lost_from = host.disk.take_durable_truncation()

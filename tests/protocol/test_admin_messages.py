@@ -108,6 +108,7 @@ from node.protocol.fields import (
     define,
 )
 from node.protocol.forwarding import InvalidEnvelope, answer, unwrap, wrap
+from node.protocol.replication import ReplicaHeartbeatPartition, ReplicaHeartbeatRequest, ReplicaHeartbeatResponse
 from node.protocol.session import (
     PLAIN,
     ApiVersion,
@@ -378,6 +379,8 @@ EXAMPLES = [
     SaslAuthenticateResponse(ErrorCode.SASL_AUTHENTICATION_FAILED, "Authentication failed: bad password", b""),
     ApiVersionsRequest(),
     ApiVersionsResponse(ErrorCode.NONE, (ApiVersion(19, 0, 0), ApiVersion(58, 0, 0))),
+    ReplicaHeartbeatRequest(3, 40, 41, (ReplicaHeartbeatPartition(TOPIC_ID, 0, 7),)),
+    ReplicaHeartbeatResponse(ErrorCode.STALE_BROKER_EPOCH),
 ]
 
 
@@ -403,6 +406,7 @@ KAFKA_API_KEYS = {
     "BrokerRegistration": 62,
     "BrokerHeartbeat": 63,
 }
+EXTENSION_API_KEYS = {"ReplicaHeartbeat": 9001}  # kraft-chaos's own broker-to-broker API
 
 
 def test_every_new_message_has_an_example_and_a_schema():
@@ -412,7 +416,8 @@ def test_every_new_message_has_an_example_and_a_schema():
 
 
 def test_api_keys_are_kafkas_and_each_response_shares_its_requests_key():
-    assert {registry.API_NAMES[registry.API_KEYS[c]]: registry.API_KEYS[c] for c in NEW_REQUESTS} == KAFKA_API_KEYS
+    keys = {registry.API_NAMES[registry.API_KEYS[c]]: registry.API_KEYS[c] for c in NEW_REQUESTS}
+    assert keys == KAFKA_API_KEYS | EXTENSION_API_KEYS
     for req, resp in registry.RESPONSE_FOR.items():
         assert req.__name__.removesuffix("Request") == resp.__name__.removesuffix("Response")
         assert registry.API_KEYS[req] == registry.API_KEYS[resp]

@@ -1,0 +1,79 @@
+"""System-under-test adapters: how a run installs, starts, watches and collects a cluster on a backend.
+
+The runner only speaks this interface, so another system (etcd, ZooKeeper, a Kafka build) plugs in as
+another adapter registered in `SUTS`. Methods are blocking: they run between the run's phases, not
+while ops are in flight (a nemesis that restarts a node calls `restart_node` from a worker thread).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.backends import Backend
+
+
+class DBError(Exception):
+    """The cluster could not be installed, started or made ready (the message says which node and why)."""
+
+
+class DB(ABC):
+    """One system under test on one backend (see the module docstring)."""
+
+    name: str = "db"
+
+    @abstractmethod
+    def install(self, backend: Backend, run_dir: Path) -> None:
+        """Write each node's configuration and start every node."""
+
+    @abstractmethod
+    def wait_ready(self, timeout_s: float) -> None:
+        """Block until the cluster serves clients (DBError naming what is missing after `timeout_s`)."""
+
+    @abstractmethod
+    def leader(self) -> str | None:
+        """The node that leads the cluster now, when there is one (for `isolate-leader`, `kill leader`)."""
+
+    @abstractmethod
+    def restart_node(self, node: str) -> None:
+        """Start a node that was killed, with the command it was started with."""
+
+    @abstractmethod
+    def recover(self, timeout_s: float) -> bool:
+        """After the faults are healed: start every node that is down, wait until ready. False if not."""
+
+    @abstractmethod
+    def collect(self, run_dir: Path, *, stop: bool) -> list[str]:
+        """Copy logs and state dumps to run_dir/nodes/<node>/; stop the cluster first when `stop`.
+        Returns warnings (what could not be collected); never raises for a missing file."""
+
+    @abstractmethod
+    def teardown(self) -> None:
+        """Stop whatever still runs (idempotent; the backend removes the hosts)."""
+
+    @property
+    @abstractmethod
+    def nodes(self) -> Sequence[str]:
+        """Every node of the cluster."""
+
+
+# name -> factory(test spec) -> DB
+SUTS: dict[str, Callable[[Any], DB]] = {}
+
+
+def _kraft(spec: Any) -> DB:
+    from harness.db.kraft import KraftDB
+
+    return KraftDB(spec.cluster)
+
+
+SUTS["kraft"] = _kraft
+
+
+def make_db(name: str, spec: Any) -> DB:
+    try:
+        return SUTS[name](spec)
+    except KeyError:
+        raise DBError(f"unknown system under test {name!r} (known: {', '.join(sorted(SUTS))})") from None

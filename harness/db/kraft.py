@@ -1,0 +1,308 @@
+"""The `kraft` adapter: the reference KRaft cluster (node/) as the system under test, on sim or netns.
+
+Node names say the role: `c<i>` controller (a voter), `b<i>` broker (an observer), `n<i>` combined.
+Node ids follow the simulator's layout (controllers, then combined, then brokers; see
+`harness.backends.sim`), so a node has the same id on every backend.
+
+- sim: the simulation already builds each node's process; start/kill/restart are the simulator's.
+  Ready = the quorum converged, its leader's controller is active, every broker is ONLINE and every
+  image caught up (`node.sim.cluster_run.settled`). Dumps come from the simulated processes.
+- netns (any backend with `start(node, argv)` and `address(node)`): one `server.properties` per node
+  under run_dir/nodes/<node>/, data in run_dir/nodes/<node>/data, started with the real runtime
+  (`python -m node.runtime node start`). Ready = DescribeCluster through the brokers names an active
+  controller and every broker registered and unfenced. Nodes write their committed-log and image
+  dumps on a clean stop (SIGTERM), so `collect(stop=True)` stops them first, then copies the dumps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.backends import Backend
+from harness.backends.sim import SimBackend, sim_layout
+from harness.db import DB, DBError
+
+BROKER_PORT = 9092
+CONTROLLER_PORT = 9093
+METRICS_PORT = 9100
+REPO_ROOT = Path(__file__).resolve().parents[2]
+STOP_TIMEOUT_S = 20.0
+
+# Settings every node gets: quick failure detection, so a 60 s run sees faults and recoveries.
+NODE_SETTINGS: dict[str, str] = {
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "3000",
+}
+
+
+class KraftDB(DB):
+    """See the module docstring. `cluster` has `controllers`, `brokers`, `combined` counts."""
+
+    name = "kraft"
+
+    def __init__(self, cluster: Any, settings: dict[str, str] | None = None) -> None:
+        self.ids = sim_layout(cluster.controllers, cluster.combined, cluster.brokers)
+        self.settings = {**NODE_SETTINGS, **(settings or {})}
+        self.backend: Backend | None = None
+        self.run_dir: Path | None = None
+
+    # -- shape ------------------------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> Sequence[str]:
+        return tuple(self.ids)
+
+    @property
+    def controllers(self) -> list[str]:
+        """Voters: controller-only and combined nodes."""
+        return [n for n in self.ids if n[0] in "cn"]
+
+    @property
+    def brokers(self) -> list[str]:
+        """Nodes with the broker role: combined and broker-only nodes."""
+        return [n for n in self.ids if n[0] in "nb"]
+
+    def node_id(self, node: str) -> int:
+        return self.ids[node]
+
+    def node_of(self, node_id: int) -> str | None:
+        return next((n for n, i in self.ids.items() if i == node_id), None)
+
+    @property
+    def sim(self) -> Any:
+        """The simulation when running on the sim backend, else None."""
+        return self.backend.simulation if isinstance(self.backend, SimBackend) else None
+
+    def broker_address(self, node: str) -> str:
+        return f"{self._backend().address(node)}:{BROKER_PORT}"
+
+    def controller_address(self, node: str) -> str:
+        return f"{self._backend().address(node)}:{CONTROLLER_PORT}"
+
+    def node_of_address(self, address: str) -> str | None:
+        """The node behind `host:port` (as the client reports who answered)."""
+        host = address.rsplit(":", 1)[0]
+        backend = self._backend()
+        return next((n for n in self.ids if backend.address(n) == host), None)
+
+    # -- install and start ---------------------------------------------------------------------------
+
+    def install(self, backend: Backend, run_dir: Path) -> None:
+        self.backend, self.run_dir = backend, Path(run_dir)
+        if isinstance(backend, SimBackend):
+            for node in self.ids:
+                backend.start(node)
+            return
+        for node in self.ids:
+            config = self.write_config(node)
+            backend.start(  # type: ignore[attr-defined]
+                node,
+                [sys.executable, "-m", "node.runtime", "node", "start", "--config", str(config)],
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                cwd=REPO_ROOT,
+            )
+
+    def properties(self, node: str) -> dict[str, str]:
+        """The node's server.properties (Kafka's key names; see node/runtime/server_config.py)."""
+        backend = self._backend()
+        host = backend.address(node)
+        roles = {"c": "controller", "b": "broker", "n": "broker,controller"}[node[0]]
+        listeners = []
+        if "controller" in roles:
+            listeners.append(f"CONTROLLER://{host}:{CONTROLLER_PORT}")
+        if "broker" in roles:
+            listeners.append(f"BROKER://{host}:{BROKER_PORT}")
+        voters = ",".join(f"{self.ids[c]}@{backend.address(c)}:{CONTROLLER_PORT}" for c in self.controllers)
+        return {
+            "node.id": str(self.ids[node]),
+            "process.roles": roles,
+            "listeners": ",".join(listeners),
+            "controller.listener.names": "CONTROLLER",
+            "controller.quorum.voters": voters,
+            "metadata.log.dir": str(self.data_dir(node)),
+            "metrics.listener": f"{host}:{METRICS_PORT}",
+            **self.settings,
+        }
+
+    def write_config(self, node: str) -> Path:
+        directory = self._run_dir() / "nodes" / node
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in self.properties(node).items()), encoding="utf-8")
+        return path
+
+    def data_dir(self, node: str) -> Path:
+        return self._run_dir() / "nodes" / node / "data"
+
+    # -- readiness -------------------------------------------------------------------------------------
+
+    def wait_ready(self, timeout_s: float) -> None:
+        if self.sim is not None:
+            from node.sim.cluster_run import _unsettled, settled, supervised
+
+            sim = self.sim
+            if not sim.run_until_true(lambda: supervised(sim) and settled(sim), int(timeout_s * 1000), poll_ms=100):
+                raise DBError(_unsettled(sim, int(timeout_s * 1000)))
+            return
+        deadline = time.monotonic() + timeout_s
+        problem = "no answer yet"
+        while time.monotonic() < deadline:
+            self._restart_exited()
+            problem = self._real_unready()
+            if problem is None:
+                return
+            time.sleep(0.25)
+        raise DBError(f"cluster not ready after {timeout_s:.0f} s: {problem}")
+
+    def _real_unready(self) -> str | None:
+        """What keeps a real cluster from being ready, or None when it is ready."""
+        from node.client import SyncAdminClient
+        from node.client.errors import KafkaError
+
+        leader = self.leader()
+        if leader is None:
+            return "no quorum leader"
+        bootstrap = [self.broker_address(b) for b in self.brokers]
+        if not bootstrap:
+            return None
+        try:
+            with SyncAdminClient(bootstrap, request_timeout_ms=2_000, connect_timeout_ms=1_000) as admin:
+                described = admin.describe_cluster(include_fenced=True)
+        except KafkaError as exc:
+            return f"DescribeCluster through the brokers failed: {exc}"
+        if described.controller_id < 0:
+            return "the brokers know no active controller"
+        unfenced = {b.broker_id for b in described.brokers if not b.fenced}
+        missing = [b for b in self.brokers if self.ids[b] not in unfenced]
+        return f"brokers not registered and unfenced: {', '.join(missing)}" if missing else None
+
+    def leader(self) -> str | None:
+        if self.sim is not None:
+            from node.sim.cluster_run import active_controller
+
+            node_id = active_controller(self.sim) or self.sim.leader()
+            return None if node_id is None else self._backend().name_of(node_id)  # type: ignore[attr-defined]
+        best: tuple[int, str] | None = None
+        for node in self.controllers:
+            doc = self.status(node)
+            if doc and doc.get("role") == "leader" and (best is None or doc.get("epoch", -1) > best[0]):
+                best = (int(doc.get("epoch", -1)), node)
+        return best[1] if best else None
+
+    def status(self, node: str, timeout: float = 1.0) -> dict[str, Any] | None:
+        """A real node's /v1/status document, or None when it does not answer."""
+        url = f"http://{self._backend().address(node)}:{METRICS_PORT}/v1/status"
+        with contextlib.suppress(OSError, ValueError), urllib.request.urlopen(url, timeout=timeout) as resp:
+            return json.loads(resp.read())
+        return None
+
+    # -- faults and recovery -----------------------------------------------------------------------------
+
+    def restart_node(self, node: str) -> None:
+        self._backend().restart(node)
+
+    def _restart_exited(self) -> None:
+        """Like systemd's Restart=always: a node that stopped by itself is started again."""
+        backend = self._backend()
+        for node in self.ids:
+            if not backend.is_alive(node):
+                with contextlib.suppress(Exception):
+                    backend.restart(node)
+
+    def recover(self, timeout_s: float) -> bool:
+        self._restart_exited()
+        try:
+            self.wait_ready(timeout_s)
+        except DBError:
+            return False
+        return True
+
+    # -- collecting and stopping -------------------------------------------------------------------------
+
+    def collect(self, run_dir: Path, *, stop: bool) -> list[str]:
+        run_dir = Path(run_dir)
+        if self.sim is not None:
+            return self._collect_sim(run_dir)
+        warnings: list[str] = []
+        if stop:
+            warnings += self.stop_all()
+        from node.metadata.dump import COMMITTED_LOG_DUMP, IMAGE_DUMP
+
+        for node in self.ids:
+            target = run_dir / "nodes" / node
+            target.mkdir(parents=True, exist_ok=True)
+            data = self.data_dir(node)
+            listing = sorted(str(p.relative_to(data)) for p in data.rglob("*")) if data.is_dir() else []
+            (target / "data-dir.txt").write_text("\n".join(listing) + "\n", encoding="utf-8")
+            for name in (COMMITTED_LOG_DUMP, IMAGE_DUMP):
+                source = data / name
+                if source.is_file():
+                    shutil.copyfile(source, target / name)
+                elif stop:
+                    warnings.append(f"{node}: no {name} (it is written on a clean stop)")
+        return warnings
+
+    def _collect_sim(self, run_dir: Path) -> list[str]:
+        from node.runtime.dumps import write_dumps
+
+        warnings = []
+        sim = self.sim
+        for node, node_id in self.ids.items():
+            process = sim.process(node_id)
+            if process is None:
+                warnings.append(f"{node}: down at the end of the run, no dumps")
+                continue
+            write_dumps(run_dir / "nodes" / node, process)
+        return warnings
+
+    def stop_all(self) -> list[str]:
+        """SIGTERM every node (brokers first, so they shut down through a live controller), wait,
+        then kill -9 what is left; returns warnings for nodes that had to be killed."""
+        backend = self._backend()
+        warnings = []
+        broker_only = [n for n in self.ids if n[0] == "b"]
+        for group in (broker_only, [n for n in self.ids if n not in broker_only]):
+            procs = [(n, getattr(backend, "process", lambda _n: None)(n)) for n in group if backend.is_alive(n)]
+            for _node, proc in procs:
+                if proc is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(proc.pid, signal.SIGTERM)
+            for node, proc in procs:
+                if proc is None:
+                    continue
+                try:
+                    proc.popen.wait(timeout=STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    warnings.append(f"{node}: did not stop within {STOP_TIMEOUT_S:.0f} s of SIGTERM; killed")
+                backend.kill(node)  # reaps it and closes its ledger entry
+        return warnings
+
+    def teardown(self) -> None:
+        if self.backend is None or isinstance(self.backend, SimBackend):
+            return
+        for node in self.ids:
+            with contextlib.suppress(Exception):
+                self.backend.kill(node)
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    def _backend(self) -> Backend:
+        if self.backend is None:
+            raise DBError("the kraft cluster is not installed yet")
+        return self.backend
+
+    def _run_dir(self) -> Path:
+        if self.run_dir is None:
+            raise DBError("the kraft cluster is not installed yet")
+        return self.run_dir

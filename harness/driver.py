@@ -1,0 +1,185 @@
+"""Drives a generator against clients and a nemesis on a `Scheduler`: the heart of a run's run phase.
+
+One code path for both backends: the scheduler is the simulator's queue (virtual time) or an asyncio
+loop (real time); clients and the nemesis are `Handler`s that complete ops by callback. Semantics
+(Jepsen's, BRIEF §3.3):
+
+- `concurrency` client workers plus the nemesis worker. A worker busy with an op gets no other op.
+- An op due in the future keeps its worker reserved until then; `sleep` ops are not recorded.
+- Every invoke and completion is recorded (the `sink`, e.g. `HistoryWriter.write`, flushes each line)
+  and passed to the generator's `update`.
+- A client op that does not complete within `op_timeout_ns` is recorded `info` (a late completion is
+  ignored); after an `info` the worker continues under a fresh process id. A handler that raises is
+  an `info` too: the harness cannot know whether the op took effect.
+- The phase ends when the generator is exhausted and every worker is idle, or when it is stuck
+  (nothing in flight, nothing due, and the generator still pending).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.generators import EXHAUSTED, NEMESIS, PENDING, Op, WorkerPool, prepare
+from harness.generators.interpreter import event_of
+from harness.invocation import Completion, Handler, error_text
+from harness.schedulers import Scheduler
+
+Sink = Callable[[dict[str, Any]], Any]
+
+
+@dataclass
+class DriverStats:
+    invoked: int = 0
+    completed: dict[str, int] = field(default_factory=lambda: {"ok": 0, "fail": 0, "info": 0})
+    timed_out: int = 0
+    stuck: bool = False
+
+
+class Driver:
+    """One generator, run to its end (see the module docstring). Reusable across phases: `run` may be
+    called again with the next phase's generator; process ids carry on."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        client: Handler,
+        nemesis: Handler | None,
+        *,
+        concurrency: int,
+        sink: Sink,
+        op_timeout_s: float = 30.0,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.scheduler = scheduler
+        self.client = client
+        self.nemesis = nemesis
+        self.pool = WorkerPool(concurrency, with_nemesis=nemesis is not None)
+        self.sink = sink
+        self.op_timeout_ns = int(op_timeout_s * 1e9)
+        self.on_event = on_event
+        self.stats = DriverStats()
+        self.gen: Any = None
+        self._busy = 0  # reserved workers
+        self._pending: dict[int, Op] = {}  # token -> invoked op
+        self._next_token = 0
+        self._pumping = False
+        self._pump_again = False
+        self._exhausted = False
+        self._finished = True
+
+    # --- running ---------------------------------------------------------------------------------
+
+    def run(self, gen: Any, seed: int) -> DriverStats:
+        """Run `gen` (seeded with `seed`) until it ends; returns the cumulative stats."""
+        self.gen = prepare(gen, seed)
+        self._exhausted = False
+        self._finished = False
+        self.scheduler.call_at(self.scheduler.now(), self._pump)
+        self.scheduler.run()
+        self._finished = True
+        return self.stats
+
+    def _pump(self) -> None:
+        """Hand out every op the generator has for the free workers; end the phase when it is over."""
+        if self._finished:
+            return
+        if self._pumping:
+            self._pump_again = True
+            return
+        self._pumping = True
+        try:
+            while True:
+                self._pump_again = False
+                self._hand_out()
+                if not self._pump_again:
+                    break
+        finally:
+            self._pumping = False
+        if self._busy == 0:  # exhausted, or pending with nothing that could change its mind: stuck
+            self.stats.stuck = not self._exhausted
+            self._finished = True
+            self.scheduler.finish()
+
+    def _hand_out(self) -> None:
+        pool, scheduler = self.pool, self.scheduler
+        while True:
+            now = scheduler.now()
+            step = self.gen.op(pool.context(now))
+            if step is PENDING:
+                return
+            if step is EXHAUSTED:
+                self._exhausted = True
+                return
+            op, self.gen = step
+            worker = pool.worker_of(op.process)
+            pool.reserve(worker)
+            self._busy += 1
+            at = max(op.time if op.time is not None else now, now)
+            if op.type == "sleep":
+                scheduler.call_at(at + int(op.value), self._wake, worker)
+            else:
+                scheduler.call_at(at, self._invoke, op)
+
+    def _wake(self, worker: Any) -> None:
+        self._release(worker)
+        self._pump()
+
+    def _release(self, worker: Any) -> None:
+        self.pool.release(worker)
+        self._busy -= 1
+
+    # --- ops -------------------------------------------------------------------------------------
+
+    def _record(self, event: dict[str, Any]) -> None:
+        self.sink(event)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _invoke(self, op: Op) -> None:
+        now = self.scheduler.now()
+        op = op.at(now)
+        ctx = self.pool.context(now)
+        self._record(event_of(op, "invoke", now, op.value))
+        self.gen = self.gen.update(ctx, op)
+        self.stats.invoked += 1
+        token = self._next_token
+        self._next_token += 1
+        self._pending[token] = op
+        is_nemesis = op.process == NEMESIS
+        handler = self.nemesis if is_nemesis else self.client
+        if not is_nemesis:
+            self.scheduler.call_at(now + self.op_timeout_ns, self._timed_out, token)
+        try:
+            handler.invoke(op, lambda completion, token=token: self._complete(token, completion))  # type: ignore[union-attr]
+        except Exception as exc:  # an op whose fate we cannot know
+            self._complete(token, Completion("info", error=error_text(exc)))
+        self._pump()
+
+    def _timed_out(self, token: int) -> None:
+        if token in self._pending:
+            self.stats.timed_out += 1
+            self._complete(token, Completion("info", error="timeout: no completion from the client"))
+
+    def _complete(self, token: int, completion: Completion) -> None:
+        op = self._pending.pop(token, None)
+        if op is None:
+            return  # completed already (a late answer after the harness's own timeout)
+        now = self.scheduler.now()
+        ctx = self.pool.context(now)
+        kind = completion.type if completion.type in ("ok", "fail", "info") else "info"
+        value = completion.value if kind == "ok" or op.process == NEMESIS else _failed_value(op, completion)
+        self._record(event_of(op, kind, now, value, completion.node, completion.error))
+        self.gen = self.gen.update(ctx, Op(op.f, value, op.process, kind, now, op.key))
+        self.stats.completed[kind] += 1
+        worker = self.pool.worker_of(op.process)
+        if kind == "info":
+            self.pool.crash(worker)
+        self._release(worker)
+        self._pump()
+
+
+def _failed_value(op: Op, completion: Completion) -> Any:
+    """A fail/info completion carries the invoke's value unless the handler said otherwise."""
+    return op.value if completion.value is None else completion.value

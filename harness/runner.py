@@ -1,0 +1,291 @@
+"""One `kchaos run`: a test from nothing to a verdict, on the sim or netns backend, by one code path.
+
+Phases (issue 5): create the run directory and save test.json → provision hosts (backend.setup) →
+install and start the cluster (db.install) → wait until ready → workload setup (topics) → run: the
+client generator and the nemesis schedule side by side for the time limit → heal every fault →
+recover (let the cluster settle, restart what is down, wait until ready) → final reads → collect
+node logs and dumps → stop the cluster (unless `leave_db_running`) → `analyze_run` → exit code.
+
+The run phase is `harness.driver.Driver` on the backend's scheduler: the simulator's queue for sim
+(virtual time, deterministic: same seed, same history.jsonl byte for byte), an asyncio loop for
+netns. Every event goes to history.jsonl as it happens (one flushed line each). Host resources are
+undone on every exit path the process survives (normal end, error, Ctrl-C, SIGTERM); after a
+SIGKILL, `kchaos heal RUN_DIR` undoes them from the backend's ledger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import store
+from harness.backends import Backend
+from harness.db import DB, DBError, make_db
+from harness.driver import Driver, DriverStats
+from harness.errors import EXIT_ERROR, EXIT_INVALID, UserError
+from harness.generators import clients, heal_all, main_phase, nemesis, nemesis_schedule, phases, rate, sleep
+from harness.history_writer import HistoryWriter
+from harness.nemesis import MODES, Nemesis
+from harness.progress import Progress
+from harness.schedulers import RealtimeScheduler, Scheduler, VirtualScheduler
+from harness.workloads import WorkloadEnv, WorkloadRun, get_workload
+
+READY_TIMEOUT_S = 90.0
+RECOVER_TIMEOUT_S = 90.0
+OP_TIMEOUT_MARGIN_S = 5.0
+
+
+@dataclass
+class RunResult:
+    """What a run ended with. `exit_code`: 0 valid, 1 invalid, 2 unknown, 254 the run itself failed."""
+
+    run: store.RunDir
+    valid: Any  # True | False | "unknown" | None when it never got to the analysis
+    exit_code: int
+    stats: DriverStats | None = None
+    warnings: list[str] = field(default_factory=list)
+    error: str | None = None
+    checker_lines: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)  # phase -> wall seconds
+
+
+def make_backend(spec: Any, run_dir: Path) -> Backend:
+    if spec.backend == "sim":
+        from harness.backends.sim import SimBackend
+
+        c = spec.cluster
+        return SimBackend(controllers=c.controllers, brokers=c.brokers, combined=c.combined, seed=spec.seed)
+    if spec.backend == "netns":
+        from harness.backends.netns import NetnsBackend
+
+        if os.geteuid() != 0:
+            raise UserError("--backend netns needs root (network namespaces); use --backend sim")
+        return NetnsBackend(run_dir, spec.nodes)
+    raise UserError(f"backend {spec.backend!r} is not implemented (choose sim or netns)")
+
+
+def make_scheduler(backend: Backend) -> Scheduler:
+    from harness.backends.sim import SimBackend
+
+    return backend.scheduler() if isinstance(backend, SimBackend) else RealtimeScheduler()
+
+
+def build_main_generator(spec: Any, workload: WorkloadRun) -> Any:
+    """Clients at `rate` beside the nemesis schedule for the time limit, then heal every fault."""
+    client_gen = rate(spec.rate, workload.generator())
+    kinds = list(spec.nemesis)
+    if not kinds:
+        return main_phase(client_gen, [], spec.time_limit_s)
+    modes = {k: spec.nemesis_modes.get(k, MODES.get(k, ())) for k in kinds}
+    schedule = nemesis_schedule(kinds, spec.nemesis_interval_s, spec.nemesis_duration_s, modes)
+    return phases(main_phase(client_gen, schedule, spec.time_limit_s), nemesis(heal_all(kinds)))
+
+
+class Run:
+    """The state of one run while its phases go by (see the module docstring)."""
+
+    def __init__(self, spec: Any, run: store.RunDir, *, say: Callable[[str], None], progress: bool | None) -> None:
+        self.spec = spec
+        self.run = run
+        self.say = say
+        self.progress_live = progress
+        self.warnings: list[str] = []
+        self.backend: Backend | None = None
+        self.db: DB | None = None
+        self.scheduler: Scheduler | None = None
+        self.workload: WorkloadRun | None = None
+        self.writer: HistoryWriter | None = None
+        self.stats: DriverStats | None = None
+        self.sim_violation: str | None = None
+        self.timings: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def _phase(self, name: str) -> Any:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
+
+    def execute(self) -> None:
+        spec = self.spec
+        self.backend = make_backend(spec, self.run.path)
+        with self._host_guard():
+            self.say(f"provisioning {len(spec.nodes)} {spec.backend} hosts: {', '.join(spec.nodes)}")
+            with self._phase("provision"):
+                self.backend.setup()
+            self.db = make_db(spec.sut, spec)
+            self.say(f"starting the {spec.sut} cluster ({spec.cluster.describe()})")
+            with self._phase("start"):
+                self.db.install(self.backend, self.run.path)
+                self.db.wait_ready(READY_TIMEOUT_S)
+                self.scheduler = make_scheduler(self.backend)
+                env = WorkloadEnv(spec, self.db, self.backend, self.scheduler, spec.seed)
+                self.workload = get_workload(spec.workload).make(env)
+                self.workload.setup()
+            try:
+                with self._phase("run"):
+                    self._run_phases()
+            finally:
+                if self.writer is not None:
+                    self.writer.close()
+                self._close_workload()
+            with self._phase("collect"):
+                self._collect()
+
+    def _run_phases(self) -> None:
+        spec, scheduler, db, workload = self.spec, self.scheduler, self.db, self.workload
+        assert scheduler is not None and db is not None and workload is not None and self.backend is not None
+        self.writer = HistoryWriter(self.run.history_jsonl)
+        the_nemesis = Nemesis(self.backend, db, scheduler, spec.seed) if spec.nemesis else None
+        timeout = int(spec.workload_options.get("request_timeout_ms", 5_000)) / 1000 + OP_TIMEOUT_MARGIN_S
+        scheduler.reset()
+        progress = Progress(
+            spec.time_limit_s,
+            clock_ns=scheduler.now,
+            faults=(lambda: the_nemesis.active) if the_nemesis else list,
+            live=False if scheduler.virtual else self.progress_live,
+            every_s=float("inf") if scheduler.virtual else 10.0,
+        )
+        driver = Driver(
+            scheduler,
+            workload.client(),
+            the_nemesis,
+            concurrency=spec.concurrency,
+            sink=self.writer.write,
+            op_timeout_s=timeout,
+            on_event=progress.on_event,
+        )
+        self.say(f"running {spec.workload} for {spec.time_limit_s:g} s, nemesis {'+'.join(spec.nemesis) or 'none'}")
+        with progress if not scheduler.virtual else contextlib.nullcontext():
+            self.stats = driver.run(build_main_generator(spec, workload), spec.seed)
+            if self._simulation_stopped():
+                return
+            progress.phase = "recover"
+            if spec.recovery_s > 0:
+                driver.run(clients(sleep(spec.recovery_s)), spec.seed)
+            if not db.recover(RECOVER_TIMEOUT_S):
+                self.warnings.append(f"the cluster did not recover within {RECOVER_TIMEOUT_S:.0f} s of the heal")
+            final = workload.final_generator() if spec.final_reads else None
+            if final is not None:
+                progress.phase = "final reads"
+                self.stats = driver.run(clients(final), spec.seed + 1)
+            self._simulation_stopped()
+
+    def _simulation_stopped(self) -> bool:
+        """True when the simulation stopped on an invariant violation (the run is then invalid)."""
+        if isinstance(self.scheduler, VirtualScheduler) and self.scheduler.stopped_by_simulation:
+            violation = self.scheduler.sim.violation
+            if violation is not None:
+                self.sim_violation = str(violation)
+                return True
+        return False
+
+    def _close_workload(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.workload is not None:
+                self.workload.close()
+
+    def _collect(self) -> None:
+        assert self.db is not None
+        stop = not self.spec.leave_db_running
+        self.say("collecting node logs and dumps" + (", stopping the cluster" if stop else ""))
+        self.warnings += self.db.collect(self.run.path, stop=stop)
+        if self.sim_violation:
+            (self.run.node_dir("_sim") / "invariant-violation.txt").write_text(self.sim_violation + "\n")
+
+    @contextlib.contextmanager
+    def _host_guard(self) -> Any:
+        """Tear the hosts down however the block ends, unless the cluster is to be left running."""
+        from harness.backends.signals import exit_on_termination
+
+        with exit_on_termination():
+            try:
+                yield
+            except BaseException:
+                self._teardown(force=True)
+                raise
+            else:
+                self._teardown(force=False)
+
+    def _teardown(self, *, force: bool) -> None:
+        if self.spec.leave_db_running and not force:
+            if self.spec.backend != "sim":
+                self.say(f"cluster left running; `kchaos heal {self.run.path}` removes it")
+            return
+        with contextlib.suppress(Exception):
+            if self.db is not None:
+                self.db.teardown()
+        if self.scheduler is not None:
+            self.scheduler.close()
+        if self.backend is not None:
+            try:
+                self.backend.teardown()
+            except Exception as exc:  # a failed heal never blocks the analysis (BRIEF §3.5)
+                self.warnings.append(f"teardown: {exc}")
+
+
+def run_test(
+    spec: Any,
+    *,
+    root: str | os.PathLike[str] | None = None,
+    say: Callable[[str], None] | None = None,
+    progress: bool | None = None,
+    extra_test: Mapping[str, Any] | None = None,
+) -> RunResult:
+    """Run one test (a resolved `TestSpec`) and analyse it; see the module docstring."""
+    from harness.run_report import analyze_run
+
+    say = say or (lambda text: print(f"kchaos run: {text}", file=sys.stderr, flush=True))
+    workload = get_workload(spec.workload)
+    run = store.create_run(spec.name, root)
+    test = {**spec.to_dict(store.iso_utc(store.utc_now())), **(extra_test or {})}
+    store.write_json_atomic(run.test_json, test)
+    state = Run(spec, run, say=say, progress=progress)
+    error: str | None = None
+    try:
+        state.execute()
+    except (DBError, UserError) as exc:
+        error = str(exc)
+    except Exception as exc:  # the run failed; its history so far is still analysed
+        error = f"{type(exc).__name__}: {exc}"
+        traceback.print_exc(file=sys.stderr)
+    result = RunResult(run, None, EXIT_ERROR, state.stats, state.warnings, error, timings=state.timings)
+    if not run.history_jsonl.exists():
+        return result
+    with state._phase("analyze"):
+        analysis = analyze_run(run, checkers={spec.workload: workload.checkers})
+    result.valid = analysis.valid
+    result.exit_code = analysis.exit_code if error is None else EXIT_ERROR
+    result.warnings += analysis.warnings
+    from harness.run_report import checker_summary
+
+    result.checker_lines = [line for v in analysis.verdicts for line in checker_summary(v)]
+    if state.sim_violation:
+        _mark_invalid(run, state.sim_violation)
+        result.valid, result.exit_code = False, EXIT_INVALID
+        result.checker_lines.append(f"simulator invariants: False ({state.sim_violation})")
+    return result
+
+
+def _mark_invalid(run: store.RunDir, violation: str) -> None:
+    """A simulator invariant violation makes the run invalid whatever the history checkers said."""
+    results = store.read_results(run) or {"checkers": {}}
+    results["valid"] = False
+    results.setdefault("checkers", {})["sim-invariants"] = {"valid": False, "violation": violation}
+    store.write_json_atomic(run.results_json, results)
+
+
+def combined_exit(codes: Sequence[int]) -> int:
+    """The exit code of several runs: an error wins, then invalid, then unknown."""
+    for code in (EXIT_ERROR, EXIT_INVALID, 2):
+        if code in codes:
+            return code
+    return 0

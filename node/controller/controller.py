@@ -1,0 +1,403 @@
+"""The quorum controller: a sans-IO state machine on the active quorum leader (KIP-631).
+
+It answers the broker APIs (registration, heartbeats, AlterPartition), the admin writes (direct or
+inside a KIP-590 Envelope) and the reads, and acts only through a `ProcessPort`.
+
+Working state. The controller decides each request against a private `MetadataImage` that holds the
+committed image plus every record it has appended but not yet seen committed, replayed at the
+offsets they will get (`port.next_append_offset()`), so consecutive requests see the effect of
+earlier ones while those are still in flight. It is copied from `port.image` on activation and
+again whenever nothing is in flight and it has drifted (an append that failed, control records).
+
+Answers. A write is answered from its append's callback: committed -> success; not committed ->
+NOT_CONTROLLER (definite: the Raft core guarantees it never commits). A request that writes nothing
+(refused, no-op, validate-only) was still decided on the working state, so its answer waits until
+the image has committed everything that state held; if leadership is lost first, it gets
+NOT_CONTROLLER, which is true since it changed nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+from node.controller import acls, configs, partitions, registration, topics
+from node.controller.config import METADATA_VERSION, ControllerConfig
+from node.controller.config_catalog import DEFAULTS
+from node.controller.errors import whole_request_error
+from node.metadata import describe
+from node.metadata.image import MetadataDelta, MetadataImage, MetadataImageError
+from node.metadata.records import FeatureLevelRecord, MetadataRecord, encode_record
+from node.process.ports import AppendOutcome, BarrierOutcome, ProcessPort, RequestContext
+from node.protocol import forwarding
+from node.protocol.acls import (
+    CLUSTER_RESOURCE_NAME,
+    AclOperation,
+    CreateAclsRequest,
+    DeleteAclsRequest,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+    ResourceType,
+)
+from node.protocol.admin import (
+    AlterConfigsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+    MetadataRequest,
+)
+from node.protocol.broker_api import (
+    AlterPartitionRequest,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    EnvelopeRequest,
+    EnvelopeResponse,
+)
+from node.protocol.codec import BinaryCodec, Codec
+from node.protocol.errors import ErrorCode
+from node.security.authorizer import Authorizer
+
+Reply = Callable[[object], None]
+# A handler for one request type: (controller, now_ms, ctx, message, reply).
+Handler = Callable[["QuorumController", int, RequestContext, Any, Reply], None]
+
+_WRITES: dict[type, Handler] = {
+    BrokerRegistrationRequest: registration.handle_registration,
+    BrokerHeartbeatRequest: registration.handle_heartbeat,
+    AlterPartitionRequest: partitions.handle_alter_partition,
+    CreateTopicsRequest: topics.handle_create_topics,
+    DeleteTopicsRequest: topics.handle_delete_topics,
+    IncrementalAlterConfigsRequest: configs.handle_incremental_alter_configs,
+    AlterConfigsRequest: configs.handle_alter_configs,
+    CreateAclsRequest: acls.handle_create_acls,
+    DeleteAclsRequest: acls.handle_delete_acls,
+}
+# Inter-node APIs: the sender must have ClusterAction on the cluster.
+_CLUSTER_ACTION = frozenset({BrokerRegistrationRequest, BrokerHeartbeatRequest, AlterPartitionRequest})
+
+
+class QuorumController:
+    """See the module docstring; the process calls the methods below."""
+
+    def __init__(
+        self,
+        port: ProcessPort,
+        config: ControllerConfig | None = None,
+        authorizer: Authorizer | None = None,
+        codec: Codec | None = None,
+    ) -> None:
+        self.port = port
+        self.config = config or ControllerConfig()
+        self.authorizer = authorizer
+        self.codec: Codec = codec or BinaryCodec()
+        self.sessions = registration.Sessions(self.config.broker_session_timeout_ms)
+        self._active = False
+        self._generation = 0
+        self._working: MetadataImage | None = None
+        self._in_flight = 0
+        self._drifted = False
+        self._waiting_answers: deque[tuple[int, Reply, object, object]] = deque()  # (offset, reply, answer, request)
+        self._waiting_reads: list[tuple[int, Callable[[], None]]] = []  # (read_offset, answer)
+        self.stats: dict[str, int] = {"appends": 0, "records": 0, "refused_too_large": 0, "replay_refusals": 0}
+
+    # =============================================================================================
+    # the process's interface
+    # =============================================================================================
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def activate(self, now_ms: int) -> None:
+        self._active = True
+        self._generation += 1
+        self._working = self.port.image.copy()
+        self._in_flight = 0
+        self._drifted = False
+        # The session of every broker is measured from the last heartbeat THIS controller received.
+        self.sessions.reset(now_ms, self._working.brokers)
+        self._arm_session_timer()
+        self._bootstrap()
+
+    def deactivate(self, now_ms: int) -> None:
+        self._active = False
+        self._generation += 1
+        self._working = None
+        self._in_flight = 0
+        self.sessions.clear()
+        waiting, self._waiting_answers = self._waiting_answers, deque()
+        for _offset, reply, _answer, request in waiting:
+            reply(whole_request_error(request, ErrorCode.NOT_CONTROLLER))
+
+    def on_committed(self, now_ms: int) -> None:
+        image = self.port.image
+        while self._waiting_answers and self._waiting_answers[0][0] <= image.last_offset:
+            _offset, reply, answer, _request = self._waiting_answers.popleft()
+            reply(answer)
+        if self._waiting_reads:
+            ready = [w for w in self._waiting_reads if w[0] <= image.next_offset]
+            self._waiting_reads = [w for w in self._waiting_reads if w[0] > image.next_offset]
+            for _offset, answer_read in ready:
+                answer_read()
+
+    def on_leader_change(self, now_ms: int) -> None:
+        """Activation follows leadership through `activate`/`deactivate`; nothing else to do here."""
+
+    def on_tick(self, now_ms: int) -> None:
+        if self._active:
+            self._refresh_working()
+            self.sessions.timer_fired()
+            registration.fence_expired(self, now_ms)
+            self._arm_session_timer()
+
+    def handle_request(
+        self, now_ms: int, ctx: RequestContext, reply_to: Hashable, correlation_id: int, message: object
+    ) -> None:
+        def reply(response: object) -> None:
+            self.port.respond(reply_to, correlation_id, response)
+
+        if isinstance(message, EnvelopeRequest):
+            self._handle_envelope(now_ms, ctx, message, reply)
+        else:
+            self.dispatch(now_ms, ctx, message, reply)
+
+    # =============================================================================================
+    # dispatch
+    # =============================================================================================
+
+    def dispatch(self, now_ms: int, ctx: RequestContext, message: object, reply: Reply) -> None:
+        kind = type(message)
+        handler = _WRITES.get(kind)
+        if handler is not None:
+            if kind in _CLUSTER_ACTION and not self.may_cluster_action(ctx):
+                reply(whole_request_error(message, ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+                return
+            if not self._active:
+                reply(whole_request_error(message, ErrorCode.NOT_CONTROLLER))
+                return
+            self._refresh_working()
+            handler(self, now_ms, ctx, message, reply)
+        elif isinstance(message, DescribeConfigsRequest):
+            self._describe_configs(ctx, message, reply)
+        elif isinstance(message, DescribeAclsRequest):
+            if not self.allowed(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):
+                reply(
+                    DescribeAclsResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, (), self.port.image.last_offset)
+                )
+            else:
+                reply(describe.describe_acls(self.port.image, message))
+        elif isinstance(message, DescribeClusterRequest):
+            if not self.allowed(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):
+                reply(DescribeClusterResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+            else:
+                reply(describe.describe_cluster(self.port.image, message, self.port.leader_id))
+        elif isinstance(message, MetadataRequest):
+            reply(describe.metadata(self.port.image, message, self.port.leader_id, self._reader(ctx)))
+        else:
+            with contextlib.suppress(KeyError, TypeError):  # not a request at all: nothing to answer with
+                reply(whole_request_error(message, ErrorCode.INVALID_REQUEST))
+
+    def _handle_envelope(self, now_ms: int, ctx: RequestContext, envelope: EnvelopeRequest, reply: Reply) -> None:
+        """KIP-590: authorize the forwarding broker, then handle the client's request as the client."""
+        if not self.may_cluster_action(ctx):
+            reply(EnvelopeResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+            return
+        if not self._active:
+            reply(EnvelopeResponse(ErrorCode.NOT_CONTROLLER))
+            return
+        try:
+            frame = forwarding.unwrap(self.codec, envelope)
+        except forwarding.InvalidEnvelope as e:
+            reply(EnvelopeResponse(e.error_code))
+            return
+        principal = envelope.request_principal
+        kind, _, name = principal.partition(":")
+        if not kind or not name:
+            reply(EnvelopeResponse(ErrorCode.PRINCIPAL_DESERIALIZATION_FAILURE))
+            return
+        inner_ctx = RequestContext(
+            principal=principal,
+            client_host=envelope.client_host_address,
+            listener_name=envelope.listener_name,
+            security_protocol=envelope.security_protocol,
+            forwarded_by=ctx.principal,
+        )
+
+        not_applied = whole_request_error(frame.message, ErrorCode.NOT_CONTROLLER)
+
+        def reply_inner(response: object) -> None:
+            if response == not_applied:
+                # Certainly not applied (leadership lost first): say so on the Envelope, so the
+                # forwarding broker resends to the new controller (KIP-590).
+                reply(EnvelopeResponse(ErrorCode.NOT_CONTROLLER))
+                return
+            try:
+                reply(forwarding.answer(self.codec, frame, response))
+            except (TypeError, ValueError):
+                reply(EnvelopeResponse(ErrorCode.UNKNOWN_SERVER_ERROR))
+
+        self.dispatch(now_ms, inner_ctx, frame.message, reply_inner)
+
+    # =============================================================================================
+    # reads
+    # =============================================================================================
+
+    def _describe_configs(self, ctx: RequestContext, request: DescribeConfigsRequest, reply: Reply) -> None:
+        """Linearizable: a read barrier, then the committed image once it has applied the barrier's offset."""
+        if not self._active:
+            reply(whole_request_error(request, ErrorCode.NOT_CONTROLLER))
+            return
+        authorized = self._reader(ctx)
+
+        def answer() -> None:
+            reply(describe.describe_configs(self.port.image, request, DEFAULTS, authorized))
+
+        def on_barrier(outcome: BarrierOutcome) -> None:
+            if not outcome.ok:
+                reply(whole_request_error(request, ErrorCode.NOT_CONTROLLER))
+            elif self.port.image.next_offset >= outcome.read_offset:
+                answer()
+            else:
+                self._waiting_reads.append((outcome.read_offset, answer))
+
+        self.port.read_barrier(on_barrier)
+
+    def _reader(self, ctx: RequestContext) -> describe.Authorized | None:
+        if self.authorizer is None:
+            return None
+        authorizer, image = self.authorizer, self.port.image
+        return lambda op, rtype, name: authorizer.authorize_ctx(image, ctx, op, rtype, name)
+
+    # =============================================================================================
+    # what the request handlers use
+    # =============================================================================================
+
+    @property
+    def working(self) -> MetadataImage:
+        """The committed image plus this controller's in-flight records (active only)."""
+        assert self._working is not None, "the controller is not active"
+        return self._working
+
+    def allowed(self, ctx: RequestContext, operation: int, resource_type: int, resource_name: str) -> bool:
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize_ctx(self.port.image, ctx, operation, resource_type, resource_name)
+
+    def may_cluster_action(self, ctx: RequestContext) -> bool:
+        return self.allowed(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME)
+
+    def next_offset(self) -> int:
+        """The offset the next record written will get: broker epochs are built from it."""
+        return self.port.next_append_offset()
+
+    def new_uuid(self, *parts: object) -> str:
+        """A fresh id, derived from the log position so every run of the same history gets the same ids."""
+        seed = f"{self.working.cluster_id}/{self.port.leader_epoch}/{self.next_offset()}/" + "/".join(map(str, parts))
+        return str(uuid.uuid5(uuid.NAMESPACE_OID, seed))
+
+    def write(
+        self,
+        request: object,
+        records: Sequence[MetadataRecord],
+        reply: Reply | None,
+        on_success: Callable[[AppendOutcome], object],
+    ) -> bool:
+        """Append `records` as one batch and answer `reply` once it is decided; False if it was refused
+        (then `reply` already has its error and nothing changed). An empty list answers after the
+        working state is committed."""
+        if not records:
+            if reply is not None:
+                self.answer_when_settled(request, reply, on_success(AppendOutcome(True)))
+            return True
+        error = self._check_batch(records)
+        if error != ErrorCode.NONE:
+            if reply is not None:
+                reply(whole_request_error(request, error))
+            return False
+        working = self.working
+        base = self.next_offset()
+        epoch = self.port.leader_epoch
+        delta = MetadataDelta(working)
+        try:
+            for i, record in enumerate(records):
+                delta.replay(record, base + i, epoch)
+        except MetadataImageError:
+            self.stats["replay_refusals"] += 1
+            if reply is not None:
+                reply(whole_request_error(request, ErrorCode.INVALID_REQUEST))
+            return False
+        delta.commit()
+        generation = self._generation
+
+        def on_done(outcome: AppendOutcome) -> None:
+            if generation == self._generation:
+                self._in_flight -= 1
+                if not outcome.committed:
+                    self._drifted = True
+            if reply is None:
+                return
+            if outcome.committed:
+                reply(on_success(outcome))
+            else:
+                reply(whole_request_error(request, outcome.error or ErrorCode.NOT_CONTROLLER))
+
+        self._in_flight += 1
+        self.stats["appends"] += 1
+        self.stats["records"] += len(records)
+        if self.port.append(records, on_done) != base:
+            self._drifted = True  # predicted offsets were wrong: rebuild once nothing is in flight
+        return True
+
+    def answer_when_settled(self, request: object, reply: Reply, answer: object) -> None:
+        """Answer once the image holds everything the working state held when the answer was made."""
+        offset = self.working.last_offset
+        if offset <= self.port.image.last_offset:
+            reply(answer)
+        else:
+            self._waiting_answers.append((offset, reply, answer, request))
+
+    def _check_batch(self, records: Sequence[MetadataRecord]) -> ErrorCode:
+        """Refuse a batch the Raft core would refuse, before the working state takes it in."""
+        if len(records) > self.config.max_batch_records:
+            self.stats["refused_too_large"] += 1
+            return ErrorCode.MESSAGE_TOO_LARGE
+        try:
+            size = sum(4 + len(encode_record(r)) for r in records)
+        except ValueError:
+            return ErrorCode.INVALID_REQUEST
+        if size > self.config.max_batch_bytes:
+            self.stats["refused_too_large"] += 1
+            return ErrorCode.MESSAGE_TOO_LARGE
+        return ErrorCode.NONE
+
+    def _refresh_working(self) -> None:
+        """Nothing in flight: the working state must equal the committed image; re-copy it if it drifted."""
+        if self._in_flight or self._working is None:
+            return
+        if self._drifted or self._working.last_offset != self.port.image.last_offset:
+            self._working = self.port.image.copy()
+            self._drifted = False
+
+    def _bootstrap(self) -> None:
+        """A new cluster has no finalized metadata.version: the first active controller writes it."""
+        if self.working.feature_level(METADATA_VERSION) == 0 and self.config.metadata_version > 0:
+            self.write(None, [FeatureLevelRecord(METADATA_VERSION, self.config.metadata_version)], None, lambda o: None)
+
+    def arm_session_timer(self, deadline_ms: int) -> None:
+        """Make sure `on_tick` runs by `deadline_ms` (a session may lapse then)."""
+        if self.sessions.arm(deadline_ms):
+            self.port.wake_at(deadline_ms)
+
+    def _arm_session_timer(self) -> None:
+        deadline = self.sessions.next_deadline(self.working)
+        if deadline is not None:
+            self.arm_session_timer(deadline)
+
+
+__all__ = ["QuorumController", "Reply"]

@@ -1,0 +1,1 @@
+"""Authentication and authorization: SASL/PLAIN sessions and the ACL authorizer."""

@@ -1,0 +1,89 @@
+"""The controller inside a real `NodeProcess` over a real single-voter Raft core (no fake port)."""
+
+from __future__ import annotations
+
+import uuid
+
+from node.controller import ControllerConfig, QuorumController
+from node.process.events import InboundRequest
+from node.process.ports import RequestContext
+from node.process.process import NodeProcess
+from node.protocol.admin import (
+    AlterableConfig,
+    ConfigOperation,
+    ConfigResourceType,
+    CreatableTopic,
+    CreateTopicsRequest,
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResource,
+)
+from node.protocol.broker_api import (
+    BrokerHeartbeatRequest,
+    BrokerRegistrationFeature,
+    BrokerRegistrationRequest,
+    Listener,
+)
+from node.protocol.errors import ErrorCode
+from node.raft.actions import Flush, Respond
+from node.raft.events import FlushCompleted, Start, Tick
+from tests.raft.helpers import LATE, make_node
+
+
+class Node:
+    def __init__(self) -> None:
+        raft = make_node(1, (1,), start=False)
+        self.proc = NodeProcess(raft, controller=lambda port: QuorumController(port, ControllerConfig()))
+        self.now = 0
+        self.answers: dict[int, object] = {}
+        self._cid = 0
+        self._pump(self.proc.handle(0, Start()))
+        self.now = LATE
+        self._pump(self.proc.handle(self.now, Tick()))
+        assert self.proc.controller is not None and self.proc.controller.active
+
+    def _pump(self, actions: list[object]) -> None:
+        queue = list(actions)
+        while queue:
+            action = queue.pop(0)
+            if isinstance(action, Flush):
+                queue += self.proc.handle(self.now, FlushCompleted(action.end_offset))
+            elif isinstance(action, Respond):
+                self.answers[action.correlation_id] = action.message
+
+    def call(self, message: object) -> object:
+        self._cid += 1
+        ctx = RequestContext(principal="User:broker")
+        self._pump(self.proc.handle(self.now, InboundRequest("conn", self._cid, message, ctx)))
+        return self.answers.get(self._cid)
+
+
+def test_register_unfence_create_alter_and_describe_through_the_process() -> None:
+    node = Node()
+    image = node.proc.image
+    assert image.feature_level("metadata.version") == 1 and image.cluster_id
+    registration = BrokerRegistrationRequest(
+        1,
+        image.cluster_id,
+        uuid.uuid4(),
+        (Listener("PLAINTEXT", "127.0.0.1", 9092, 0),),
+        (BrokerRegistrationFeature("metadata.version", 1, 1),),
+    )
+    response = node.call(registration)
+    assert response.error_code == ErrorCode.NONE
+    epoch = response.broker_epoch
+    assert image.broker(1).broker_epoch == epoch  # the epoch is the registration record's offset
+    heartbeat = node.call(BrokerHeartbeatRequest(1, epoch, image.last_offset))
+    assert heartbeat.error_code == ErrorCode.NONE and not heartbeat.is_fenced
+    created = node.call(CreateTopicsRequest((CreatableTopic("t", 2, 1),)))
+    assert created.topics[0].error_code == ErrorCode.NONE
+    change = AlterableConfig("cleanup.policy", ConfigOperation.APPEND, "compact")
+    altered = node.call(
+        IncrementalAlterConfigsRequest((IncrementalAlterConfigsResource(ConfigResourceType.TOPIC, "t", (change,)),))
+    )
+    assert altered.responses[0].error_code == ErrorCode.NONE
+    described = node.call(DescribeConfigsRequest((DescribeConfigsResource(ConfigResourceType.TOPIC, "t"),)))
+    configs = {c.name: c.value for c in described.results[0].configs}
+    assert configs["cleanup.policy"] == "delete,compact"
+    assert described.metadata_offset == image.last_offset

@@ -1,0 +1,31 @@
+"""Shared pieces of the runner tests: small resolved tests and a results root per test."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from harness.test_spec import Cluster, TestSpec
+
+
+def sim_spec(seed: int = 7, **changes: Any) -> TestSpec:
+    """A short simulated test: 3 controllers + 2 brokers, partitions and kills every 2 s."""
+    base = TestSpec(
+        name="harness-run-test",
+        seed=seed,
+        backend="sim",
+        cluster=Cluster(controllers=3, brokers=2),
+        nemesis=("partition", "kill"),
+        nemesis_interval_s=2.0,
+        nemesis_duration_s=2.0,
+        time_limit_s=8.0,
+        concurrency=4,
+        rate=40.0,
+        recovery_s=2.0,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def history_lines(run_dir: Path) -> list[str]:
+    return (run_dir / "history.jsonl").read_text().splitlines()

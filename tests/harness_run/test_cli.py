@@ -1,0 +1,77 @@
+"""`kchaos run` on the command line: verdict and run directory printed, flags over the file, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.errors import EXIT_ERROR
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    code = main(["run", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_sim_run_prints_verdict_and_run_dir_and_saves_the_resolved_test(tmp_path, capsys):
+    test_file = tmp_path / "t.toml"
+    test_file.write_text('name = "from-file"\ntime_limit_s = 30\nconcurrency = 3\nnemesis = ["kill"]\n')
+    code, out, _ = run_cli(
+        [
+            "--test",
+            str(test_file),
+            "--backend",
+            "sim",
+            "--seed",
+            "4",
+            "--time-limit",
+            "4s",
+            "--nodes",
+            "3",
+            "--recovery",
+            "1s",
+            "--results",
+            str(tmp_path / "results"),
+            "--no-progress",
+        ],
+        capsys,
+    )
+    assert code == 0
+    assert "verdict: valid (exit 0)" in out
+    run_dir = Path(out.split("run directory: ")[1].split()[0])
+    test = json.loads((run_dir / "test.json").read_text())
+    assert (test["name"], test["time_limit_s"], test["concurrency"]) == ("from-file", 4.0, 3)
+    assert (test["nemesis"], test["seed"], test["nodes"]) == (["kill"], 4, ["n1", "n2", "n3"])
+    assert run_dir.parent.name == "from-file"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("time_limit_s = \n", "invalid TOML"),
+        ("bogus = 1\n", "bogus: unknown key"),
+        ('nemesis = ["pause"]\n', "unknown fault kind 'pause'"),
+        ('workload = "nope"\n', "unknown workload 'nope'"),
+        ("concurrency = 0\n", "concurrency: must be >= 1"),
+    ],
+)
+def test_bad_test_file_is_a_one_line_error(tmp_path, capsys, text, expected):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    code, _out, err = run_cli(["--test", str(bad), "--results", str(tmp_path / "r")], capsys)
+    assert code == EXIT_ERROR
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kchaos: error: ") and str(bad) in lines[0]
+    assert expected in lines[0] and "Traceback" not in err
+    assert not (tmp_path / "r").exists()  # nothing ran
+
+
+def test_missing_test_file_and_bad_flag_are_one_line_errors(tmp_path, capsys):
+    code, _, err = run_cli(["--test", str(tmp_path / "none.toml")], capsys)
+    assert code == EXIT_ERROR and "cannot read test file" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli(["--backend", "sim", "--nodes", "three"], capsys)
+    assert code == EXIT_ERROR and "--nodes" in err and len(err.strip().splitlines()) == 1

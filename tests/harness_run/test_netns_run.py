@@ -1,0 +1,91 @@
+"""Whole runs on the netns backend (root): a valid run that leaves nothing behind, and a harness killed
+with SIGKILL mid-run whose history still parses and whose leftovers `kchaos heal` removes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.runner import run_test
+from harness.test_spec import Cluster
+from tests.harness_netns.conftest import heal_if_left, marked_pids, needs_root, snapshot
+from tests.harness_run.helpers import sim_spec
+
+pytestmark = [pytest.mark.root, needs_root]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run_dirs(root: Path) -> list[Path]:
+    return [p for p in root.glob("*/*") if p.is_dir() and not p.is_symlink()]
+
+
+def test_reference_cluster_under_partition_and_kill_is_valid_and_leaves_nothing(tmp_path):
+    before = snapshot(str(tmp_path))
+    spec = sim_spec(
+        seed=12,
+        backend="netns",
+        cluster=Cluster(controllers=3, brokers=2),
+        time_limit_s=20.0,
+        nemesis_interval_s=2.0,
+        nemesis_duration_s=3.0,
+        concurrency=5,
+        rate=30.0,
+    )
+    try:
+        result = run_test(spec, root=tmp_path, say=lambda _: None, progress=False)
+    finally:
+        for run_dir in _run_dirs(tmp_path):
+            heal_if_left(run_dir)
+    assert result.error is None, result.error
+    events = [json.loads(line) for line in (result.run.path / "history.jsonl").read_text().splitlines()]
+    kinds = {e["f"] for e in events if e["process"] == "nemesis" and e["type"] == "info"}
+    assert {"start-partition", "start-kill"} <= kinds
+    assert sum(1 for e in events if e["process"] != "nemesis" and e["type"] == "ok") > 50
+    assert result.valid is True and result.exit_code == 0, result.checker_lines
+    for node in ("c1", "c2", "c3", "b1", "b2"):
+        assert (result.run.path / "nodes" / node / "committed-log.jsonl").is_file()
+    assert snapshot(str(tmp_path)) == before
+
+
+def test_sigkilled_harness_leaves_a_parsable_history_and_heal_restores_the_machine(tmp_path, capsys):
+    before = snapshot(str(tmp_path))
+    argv = [sys.executable, "-m", "harness", "run", "--backend", "netns", "--nodes", "3+2", "--seed", "3",
+            "--time-limit", "60s", "--nemesis-interval", "2s", "--nemesis-duration", "3s",
+            "--results", str(tmp_path), "--no-progress"]  # fmt: skip
+    harness = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        history: Path | None = None
+        while time.monotonic() < deadline and harness.poll() is None:
+            found = list(tmp_path.glob("*/*/history.jsonl"))
+            if found and found[0].read_text().count("\n") >= 100:
+                history = found[0]
+                break
+            time.sleep(0.2)
+        assert history is not None, "the run never got going"
+        os.kill(harness.pid, signal.SIGKILL)
+        harness.wait(timeout=10)
+        run_dir = history.parent
+        assert marked_pids(str(tmp_path)), "the killed harness's nodes should still run until healed"
+        for number, line in enumerate(history.read_text().splitlines(), start=1):
+            event = json.loads(line)
+            assert event["index"] == number - 1
+        assert main(["heal", str(run_dir)]) == 0
+        capsys.readouterr()
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+            harness.wait()
+        for run_dir in _run_dirs(tmp_path):
+            heal_if_left(run_dir)
+    assert not marked_pids(str(tmp_path))
+    assert snapshot(str(tmp_path)) == before

@@ -1,0 +1,98 @@
+"""Whole runs on the sim backend: determinism, verdicts, exit codes, and the run directory's contents."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+
+from harness.errors import EXIT_INVALID, EXIT_VALID
+from harness.generators import Op
+from harness.invocation import Completion, DoneFn
+from harness.runner import run_test
+from harness.workloads import WORKLOADS, Workload, register_workload
+from harness.workloads.config_register import ConfigRegister
+from tests.harness_run.helpers import history_lines, sim_spec
+
+
+def test_same_seed_gives_byte_identical_history(tmp_path):
+    first = run_test(sim_spec(seed=7), root=tmp_path / "a", say=lambda _: None)
+    second = run_test(sim_spec(seed=7), root=tmp_path / "b", say=lambda _: None)
+    other = run_test(sim_spec(seed=8), root=tmp_path / "c", say=lambda _: None)
+    a = (first.run.path / "history.jsonl").read_bytes()
+    assert a == (second.run.path / "history.jsonl").read_bytes()
+    assert a != (other.run.path / "history.jsonl").read_bytes()
+    assert first.exit_code == EXIT_VALID and first.valid is True
+
+
+def test_run_dir_holds_history_faults_dumps_and_verdict(tmp_path):
+    result = run_test(sim_spec(seed=3), root=tmp_path, say=lambda _: None)
+    run = result.run.path
+    events = [json.loads(line) for line in history_lines(run)]
+    assert [e["index"] for e in events] == list(range(len(events)))
+    assert all(a["time"] <= b["time"] for a, b in itertools.pairwise(events))
+    fs = {e["f"] for e in events if e["process"] == "nemesis"}
+    assert {"start-partition", "stop-partition", "start-kill", "stop-kill"} <= fs
+    client = [e for e in events if e["process"] != "nemesis"]
+    assert {e["f"] for e in client} == {"read", "write"} and all("key" in e for e in client)
+    assert any(e["type"] == "ok" and e["f"] == "read" and e["value"] is not None for e in client)
+    # every node's dumps are there, and the log-agreement checker ran on them
+    for node in ("c1", "c2", "c3", "b1", "b2"):
+        assert (run / "nodes" / node / "committed-log.jsonl").is_file()
+    results = json.loads((run / "results.json").read_text())
+    assert results["valid"] is True
+    assert set(results["checkers"]) == {"linearizable", "log-agreement"}
+    test = json.loads((run / "test.json").read_text())
+    assert test["seed"] == 3 and test["backend"] == "sim" and test["nodes"] == ["c1", "c2", "c3", "b1", "b2"]
+    assert (run / "report.html").is_file() and (run.parent.parent / "latest").resolve() == run.resolve()
+
+
+class StaleReads:
+    """A deliberately wrong client: each key's reads answer the first value ever read for it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.first: dict[str, Any] = {}
+
+    def invoke(self, op: Op, done: DoneFn) -> None:
+        if op.f != "read":
+            self.inner.invoke(op, done)
+            return
+
+        def stale(c: Completion) -> None:
+            if c.type == "ok":
+                c = Completion("ok", self.first.setdefault(op.key, c.value), c.node, c.error)
+            done(c)
+
+        self.inner.invoke(op, stale)
+
+
+class StaleRegister(ConfigRegister):
+    def client(self) -> Any:
+        return StaleReads(super().client())
+
+
+@pytest.fixture
+def stale_workload():
+    name = "config-register-stale-reads"
+    register_workload(Workload(name, ("linearizable",), lambda env: StaleRegister(env)))
+    yield name
+    WORKLOADS.pop(name, None)
+
+
+def test_stale_reads_make_the_run_invalid(tmp_path, stale_workload):
+    result = run_test(sim_spec(seed=5, workload=stale_workload), root=tmp_path, say=lambda _: None)
+    assert result.valid is False
+    assert result.exit_code == EXIT_INVALID
+    results = json.loads((result.run.path / "results.json").read_text())
+    assert results["checkers"]["linearizable"]["valid"] is False
+    assert (result.run.path / "counterexample-linearizable.html").is_file()
+
+
+def test_without_nemesis_history_has_no_fault_events(tmp_path):
+    result = run_test(sim_spec(seed=2, nemesis=(), time_limit_s=3.0), root=tmp_path, say=lambda _: None)
+    events = [json.loads(line) for line in history_lines(result.run.path)]
+    assert events and not [e for e in events if e["process"] == "nemesis"]
+    assert result.exit_code == EXIT_VALID

@@ -1,0 +1,143 @@
+"""The cluster mode of the simulator itself: processes, contexts, exits, image agreement, the client."""
+
+from __future__ import annotations
+
+import pytest
+
+from node.client.admin import Target
+from node.client.errors import ClientTimeoutError, ConnectError, ConnectionLostError, NotControllerError
+from node.metadata.image import MetadataImage
+from node.metadata.records import ConfigRecord, encode_record
+from node.process.events import InboundRequest
+from node.protocol.admin import DescribeClusterRequest
+from node.raft.records import RecordBatch
+from node.sim.admin_client import Endpoint, SimAdminClient, broker_endpoints, controller_endpoints
+from node.sim.cluster import ClusterConfig
+from node.sim.cluster_run import active_controller, settled, supervised
+from node.sim.invariants import ImageAgreement, InvariantViolation
+from node.sim.runner import converged
+from node.sim.world import SimConfig, Simulation
+
+from .helpers import call, call_to, cluster, set_config, wait
+
+
+def test_bare_processes_replicate_and_every_image_agrees():
+    sim = Simulation(SimConfig(seed=3, cluster=ClusterConfig(controllers=3, brokers=2, components=False)))
+    sim.start()
+    wait(sim, lambda: converged(sim), 20_000, "a leader")
+    leader = sim.leader()
+    for i in range(10):
+        sim.submit_append(leader, (encode_record(ConfigRecord(4, "", "log.retention.ms", str(i))),))
+    wait(sim, lambda: all(h.process.image.config(4, "", "log.retention.ms") == "9" for h in sim.nodes.values()),
+         10_000, "every image applying the writes")  # fmt: skip
+    assert sim.images.checks >= 5 and len(sim.images.digests) >= 2
+    assert {h.process.image.digest() for h in sim.nodes.values()} == {sim.process(1).image.digest()}
+    assert not sim.raft(4).config.is_voter and sim.nodes[4].roles.label == "broker"
+
+
+def test_image_agreement_catches_two_images_at_one_offset_that_differ():
+    def image(value: str) -> MetadataImage:
+        img = MetadataImage()
+        img.apply_batch(RecordBatch(0, 1, (encode_record(ConfigRecord(4, "", "log.retention.ms", value)),)))
+        return img
+
+    check = ImageAgreement()
+    check.on_applied(1, 1)
+    check.after_event(1, image("1"), committed_end=1)
+    check.on_applied(2, 1)
+    check.after_event(2, image("1"), committed_end=1)  # equal: fine
+    check.on_applied(3, 1)
+    with pytest.raises(InvariantViolation, match="image agreement"):
+        check.after_event(3, image("2"), committed_end=1)
+    check.on_applied(4, 1)
+    with pytest.raises(InvariantViolation, match="past the committed log"):
+        check.after_event(4, image("1"), committed_end=0)
+
+
+def test_node_requests_carry_the_inter_node_principal_and_the_right_listener():
+    sim = cluster(seed=11)
+    seen: dict[tuple[int, str], set[str]] = {}
+
+    def hook(node_id, event):
+        if isinstance(event, InboundRequest):
+            seen.setdefault((node_id, type(event.message).__name__), set()).add(
+                f"{event.context.principal}@{event.context.listener_name}"
+            )
+
+    sim.event_hooks.append(hook)
+    sim.run_for(3_000)
+    controller = active_controller(sim)
+    assert seen[(controller, "BrokerHeartbeatRequest")] == {f"User:node-{b}@CONTROLLER" for b in (4, 5, 6)}
+    fetches = seen[(controller, "FetchRequest")]
+    assert {f"User:node-{n}@CONTROLLER" for n in (4, 5, 6)} <= fetches
+
+
+def test_client_failures_say_whether_the_request_may_have_happened():
+    sim = cluster(seed=12)
+    client = SimAdminClient(sim, broker_endpoints((4,)), request_timeout_ms=2_000)
+    # Down before sending: refused, definite.
+    sim.kill(4)
+    refused = call(sim, client, set_config("t", "retention.ms", "1"))
+    assert isinstance(refused.error, ConnectError) and refused.error.definite and refused.status == "fail"
+    sim.restart(4)
+    wait(sim, lambda: supervised(sim) and settled(sim), 20_000, "broker 4 back")
+    # Killed after the request went out: connection lost, indefinite (and a write is not retried).
+    killer = lambda node_id, event: node_id == 4 and isinstance(event, InboundRequest) and sim.kill(4)  # noqa: E731
+    sim.event_hooks.append(killer)
+    lost = call(sim, client, set_config("t", "retention.ms", "2"))
+    sim.event_hooks.remove(killer)
+    assert isinstance(lost.error, ConnectionLostError) and not lost.error.definite and lost.status == "info"
+    assert lost.attempts == 1
+    sim.restart(4)
+    wait(sim, lambda: supervised(sim) and settled(sim), 20_000, "broker 4 back")
+    # Cut off from the client: no answer before the deadline, indefinite.
+    sim.network.add_grudge({4: [client.address]})
+    timed_out = call(sim, client, DescribeClusterRequest())
+    assert isinstance(timed_out.error, ClientTimeoutError) and not timed_out.error.definite
+    sim.heal()
+    ok = call(sim, client, DescribeClusterRequest())
+    assert ok.ok and ok.response.error_code == 0 and ok.server == Endpoint(4)
+    assert sim.violation is None
+
+
+def test_the_client_finds_the_active_controller_among_the_controller_endpoints():
+    sim = cluster(seed=13)
+    active = active_controller(sim)
+    others = [n for n in (1, 2, 3) if n != active]
+    client = SimAdminClient(sim, controller_endpoints([*others, active]))
+    result = call(sim, client, set_config("nope", "retention.ms", "1"), target=Target.CONTROLLER)
+    assert result.ok and result.server == Endpoint(active, "CONTROLLER") and result.attempts == 3
+    # Only non-active controllers: every one says NOT_CONTROLLER until the deadline, definitely.
+    stuck = SimAdminClient(sim, controller_endpoints(others), request_timeout_ms=1_500)
+    refused = call(sim, stuck, set_config("nope", "retention.ms", "1"), target=Target.CONTROLLER)
+    assert isinstance(refused.error, NotControllerError) and refused.error.definite
+
+
+def test_a_graceful_stop_of_a_controller_resigns_and_exits_and_it_can_start_again():
+    sim = cluster(seed=14)
+    leader = sim.leader()
+    incarnation = sim.nodes[leader].incarnation_id
+    sim.shutdown(leader)
+    wait(sim, lambda: not sim.nodes[leader].up, 5_000, "the controller exiting")
+    assert sim.nodes[leader].exit_reason == "resigned" and sim.stats.shutdowns == 1
+    wait(sim, lambda: active_controller(sim) not in (None, leader), 10_000, "a new active controller")
+    sim.restart(leader)
+    wait(sim, lambda: settled(sim), 20_000, "the cluster settled again")
+    assert sim.nodes[leader].incarnation_id != incarnation
+
+
+def test_combined_nodes_serve_brokers_and_controllers_in_one_process():
+    sim = cluster(seed=15, controllers=0, combined=3, brokers=1)
+    assert [sim.nodes[n].roles.label for n in (1, 2, 3, 4)] == ["combined"] * 3 + ["broker"]
+    client = SimAdminClient(sim, broker_endpoints((1, 2, 3, 4)))
+    result = call_to(sim, client, 2, set_config("nope", "retention.ms", "1"))
+    assert result.ok and result.response.responses[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION, forwarded
+    assert sim.violation is None
+
+
+def test_raft_only_mode_has_no_processes():
+    sim = Simulation(SimConfig(seed=1, voters=3))
+    sim.start()
+    wait(sim, lambda: converged(sim), 20_000, "a leader")
+    assert all(h.process is None and h.roles is None for h in sim.nodes.values())
+    assert sim.images.checks == 0
