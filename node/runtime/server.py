@@ -383,6 +383,9 @@ class NodeServer:
         }
         with contextlib.suppress(NotImplementedError):
             values.update(node.metrics(now))
+        process = self.process
+        if process is not None and process.broker is not None:
+            values.update(process.broker.metrics())  # type: ignore[attr-defined]
         if not self.config.is_voter:
             values["current-state"] = "observer"
         return values

@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from node.broker.config import BrokerConfig
+from node.controller.config import PROPERTY_NAMES as CONTROLLER_PROPERTY_NAMES
 from node.raft.config import ConfigError, RaftConfig, VoterAddress, parse_voters
 from node.runtime.properties import Property, read_properties
 from node.security.sasl import parse_users
@@ -70,6 +72,9 @@ KNOWN_KEYS = frozenset(
         "authorizer.class.name",
         "super.users",
         "allow.everyone.if.no.acl.found",
+        "metadata.log.max.snapshot.interval.records",
+        *CONTROLLER_PROPERTY_NAMES.values(),
+        *BrokerConfig.PROPERTY_NAMES,
         *TIMEOUT_KEYS,
         *LATER_INT_KEYS,
     }
@@ -115,10 +120,7 @@ class ServerConfig:
     def voter_address(self, node_id: int) -> VoterAddress | None:
         return next((v for v in self.voters if v.node_id == node_id), None)
 
-    @property
-    def controller_security_protocol(self) -> str:
-        """How this node (and so every controller: one file layout for all) speaks on the controller listener."""
-        return self.listener.security_protocol if self.listener is not None and self.is_voter else "PLAINTEXT"
+    controller_security_protocol: str = "PLAINTEXT"  # the controllers' listener, as this node reaches it
 
 
 class _Props:
@@ -227,6 +229,15 @@ def _listeners(props: _Props) -> dict[str, Listener]:
         protocol = protocols.get(name, name if name in SECURITY_PROTOCOLS else "PLAINTEXT")
         out[name] = Listener(name, host or "0.0.0.0", port, protocol)
     return out
+
+
+def _controller_protocol(props: _Props) -> str:
+    """Every controller uses the listener named first in controller.listener.names; its protocol
+    comes from the map, so a broker knows how to log in to the controllers without listening there."""
+    names = [n.strip() for n in (props.get("controller.listener.names") or "").split(",") if n.strip()]
+    if not names:
+        return "PLAINTEXT"
+    return _protocol_map(props).get(names[0], names[0] if names[0] in SECURITY_PROTOCOLS else "PLAINTEXT")
 
 
 def _broker_listeners(props: _Props, roles: frozenset[str]) -> tuple[Listener, ...]:
@@ -404,6 +415,7 @@ def build_server_config(entries: list[Property], source: str) -> ServerConfig:
         later={k: v for k, v in later.items() if v is not None},
         warnings=tuple(warnings),
         broker_listeners=_broker_listeners(props, roles),
+        controller_security_protocol=_controller_protocol(props),
         sasl_users=_sasl_users(props),
         sasl_login=_sasl_login(props),
         authorizer=bool(props.get("authorizer.class.name")),
