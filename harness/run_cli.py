@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.errors import UserError
 
-# The reference cluster: 3 controllers + 2 brokers (combined nodes do not run on the real runtime yet).
+# The reference cluster: 3 controllers + 2 brokers, so client writes go through forwarding brokers.
 DEFAULT_NODES = "3+2"
 
 

@@ -1,7 +1,11 @@
 """The node's HTTP endpoint: Prometheus metrics, a status document, and a test-only append.
 
 - `GET /metrics`: KIP-595's raft-manager metrics in Prometheus text format (see `metrics`).
-- `GET /v1/status`: the node's quorum view as JSON (role, epoch, leader, high watermark, ...).
+- `GET /v1/status`: the node's quorum view as JSON (role, epoch, leader, high watermark, ...) and
+  `metadata_offset`, the offset its metadata image has replayed up to.
+- `GET /v1/image`, `GET /v1/committed-log`: the node's metadata image and committed log as
+  `node.metadata.dump` renders them (the same documents a clean stop writes beside the data), so a
+  harness can compare nodes while they run.
 - `POST /v1/append` (only with `kchaos.test.append.enable=true`): append the body's lines as
   records, answer once they are committed. The metadata quorum has no client API of its own (the
   controller of KIP-631 will be the writer); tests and benchmarks of the bare quorum need one, so it
@@ -13,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from node.metadata.dump import committed_log_jsonl, image_dump_json
 from node.protocol.errors import ErrorCode
 from node.runtime.http_endpoint import HttpEndpoint, HttpResponse
 from node.runtime.metrics import render_prometheus
@@ -22,6 +27,7 @@ if TYPE_CHECKING:
 
 PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 JSON_TYPE = "application/json"
+JSON_LINES_TYPE = "application/jsonl"
 
 
 def _json(status: int, doc: object) -> HttpResponse:
@@ -50,8 +56,22 @@ async def start_admin_endpoint(server: NodeServer, host: str, port: int) -> Http
                 "log_end_offset": node.log_end_offset,
                 "last_epoch": node.last_epoch,
                 "cluster_id": node.cluster_id,
+                # how far the metadata image has replayed the committed log (its next offset)
+                "metadata_offset": server.process.image.last_offset + 1 if server.process is not None else 0,
             },
         )
+
+    async def image(_body: bytes) -> HttpResponse:
+        process = server.process
+        if process is None:
+            return _json(503, {"error": "BROKER_NOT_AVAILABLE", "message": "the node has not started"})
+        return HttpResponse(200, image_dump_json(process.image).encode(), JSON_TYPE)
+
+    async def committed_log(_body: bytes) -> HttpResponse:
+        process = server.process
+        if process is None:
+            return _json(503, {"error": "BROKER_NOT_AVAILABLE", "message": "the node has not started"})
+        return HttpResponse(200, committed_log_jsonl(process.committed_batches()).encode(), JSON_LINES_TYPE)
 
     async def append(body: bytes) -> HttpResponse:
         records = body.split(b"\n")
@@ -73,7 +93,12 @@ async def start_admin_endpoint(server: NodeServer, host: str, port: int) -> Http
             )
         return _json(200, {"base_offset": base, "last_offset": last})
 
-    routes = {("GET", "/metrics"): metrics, ("GET", "/v1/status"): status}
+    routes = {
+        ("GET", "/metrics"): metrics,
+        ("GET", "/v1/status"): status,
+        ("GET", "/v1/image"): image,
+        ("GET", "/v1/committed-log"): committed_log,
+    }
     if server.config.test_append:
         routes[("POST", "/v1/append")] = append
     endpoint = HttpEndpoint(host, port, routes)

@@ -3,6 +3,12 @@
 Node N listens on 127.0.0.(N+1) (Linux routes all of 127.0.0.0/8 to lo), each on a free port, with its
 own data dir and log file under one base directory. Processes are started with `python -m node.runtime`
 and are only ever signalled by their own PID.
+
+The first `voters` nodes are controllers (listener CONTROLLER); the rest are brokers (observers of the
+metadata quorum) whose BROKER listener serves clients and the other brokers. `sasl_settings` turns
+SASL/PLAIN and the authorizer on for both listeners. A node's metadata image and committed log can
+be read while it runs (`fetch_image`, `fetch_committed_log`: its HTTP endpoint) or from the files a
+clean stop leaves in its data dir (`read_dumps`).
 """
 
 from __future__ import annotations
@@ -17,8 +23,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from node.metadata.dump import COMMITTED_LOG_DUMP, IMAGE_DUMP
 
 
 def free_port(host: str) -> int:
@@ -71,6 +81,20 @@ class LocalCluster:
     def voters_value(self) -> str:
         return ",".join(f"{n.node_id}@{n.host}:{n.port}" for n in self.voters)
 
+    @property
+    def brokers(self) -> list[NodeSpec]:
+        return [n for n in self.nodes if not n.voter]
+
+    @property
+    def controllers_bootstrap(self) -> str:
+        """Every controller's address, for a client's --bootstrap-server."""
+        return ",".join(n.address for n in self.voters)
+
+    @property
+    def brokers_bootstrap(self) -> str:
+        """Every broker's address, for a client's --bootstrap-server."""
+        return ",".join(n.address for n in self.brokers)
+
     def node(self, node_id: int) -> NodeSpec:
         return next(n for n in self.nodes if n.node_id == node_id)
 
@@ -95,6 +119,20 @@ class LocalCluster:
         for spec in self.nodes:
             spec.config_path.parent.mkdir(parents=True, exist_ok=True)
             spec.config_path.write_text(self.properties(spec))
+
+
+def sasl_settings(users: dict[str, str], login: str, super_users: tuple[str, ...] = ()) -> dict[str, str]:
+    """Settings for SASL/PLAIN on both listeners, the authorizer on, and every node logging in to the
+    others as `login` (one of `users`, made a super user so it holds ClusterAction)."""
+    supers = dict.fromkeys([f"User:{login}", *super_users])
+    return {
+        "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT,BROKER:SASL_PLAINTEXT",
+        "kchaos.sasl.users": ",".join(f"{name}:{password}" for name, password in users.items()),
+        "kchaos.sasl.username": login,
+        "kchaos.sasl.password": users[login],
+        "authorizer.class.name": "kchaos.Authorizer",
+        "super.users": ";".join(supers),
+    }
 
 
 def plan_cluster(
@@ -165,6 +203,14 @@ class NodeProcess:
             return ""
 
 
+def kill_all(procs: Iterable[NodeProcess], timeout: float = 10.0) -> None:
+    """SIGKILL each process still running (by its own PID) and reap it: cleanup for tests and benchmarks."""
+    for proc in procs:
+        if proc.alive():
+            proc.signal(signal.SIGKILL)
+            proc.wait(timeout)
+
+
 # --- talking to a node's HTTP endpoint -------------------------------------------------------------
 
 
@@ -175,6 +221,28 @@ def http_json(url: str, body: bytes | None = None, timeout: float = 5.0) -> tupl
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"{}")
+
+
+def http_text(url: str, timeout: float = 10.0) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return resp.read().decode()
+
+
+def fetch_image(spec: NodeSpec, timeout: float = 10.0) -> dict[str, Any]:
+    """The running node's metadata image dump (`GET /v1/image`)."""
+    return json.loads(http_text(spec.metrics_url + "/v1/image", timeout))
+
+
+def fetch_committed_log(spec: NodeSpec, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """The running node's committed-log dump (`GET /v1/committed-log`), one entry per record."""
+    return [json.loads(line) for line in http_text(spec.metrics_url + "/v1/committed-log", timeout).splitlines()]
+
+
+def read_dumps(spec: NodeSpec) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The image and committed-log dumps a clean stop wrote into the node's data dir."""
+    image = json.loads((spec.data_dir / IMAGE_DUMP).read_text())
+    lines = (spec.data_dir / COMMITTED_LOG_DUMP).read_text().splitlines()
+    return image, [json.loads(line) for line in lines]
 
 
 def status(spec: NodeSpec, timeout: float = 2.0) -> dict | None:
