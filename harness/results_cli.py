@@ -43,12 +43,13 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _shown_path(path: Path) -> str:
-    """Relative to the working directory when that is shorter (what a user pastes into `analyze`)."""
+    """Relative to the working directory when the run is under it (what a user pastes into `analyze`),
+    else absolute: a path climbing out with `..` is harder to read than the absolute one."""
     try:
         rel = os.path.relpath(path)
     except ValueError:
         return str(path)
-    return rel if len(rel) < len(str(path)) else str(path)
+    return str(path) if rel.startswith("..") else rel
 
 
 def list_command(args: argparse.Namespace) -> int:

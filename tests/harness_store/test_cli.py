@@ -60,6 +60,9 @@ def test_results_list(root: Path, capsys: pytest.CaptureFixture[str], monkeypatc
     kill = write_run(root, [], name="kill", started_at="2026-11-21T09:30:00Z")
     assert kchaos("analyze", str(valid.path), "--jobs", "1") == 0
     capsys.readouterr()
+    elsewhere = root.parent / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # runs outside the working directory are shown by their absolute path
     assert kchaos("results", "list", "--root", str(root)) == 0
     lines = capsys.readouterr().out.splitlines()
     rows = [line for line in lines if "│" in line]
@@ -67,6 +70,9 @@ def test_results_list(root: Path, capsys: pytest.CaptureFixture[str], monkeypatc
     assert "reg" in rows[1] and "2026-11-20 08:00:00" in rows[1] and "valid" in rows[1]
     assert " 9 " in rows[1]  # 3 processes x 3 ops
     assert str(valid.path) in rows[1] and str(kill.path) in rows[0]
+    monkeypatch.chdir(root.parent)  # and runs under it by their relative path
+    assert kchaos("results", "list", "--root", str(root)) == 0
+    assert f"results/reg/{valid.path.name}" in capsys.readouterr().out
     monkeypatch.setenv(store.ENV_ROOT, str(root))  # the root from the environment
     assert kchaos("results", "list", "--test", "reg") == 0
     out = capsys.readouterr().out
