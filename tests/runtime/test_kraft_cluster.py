@@ -44,6 +44,7 @@ from node.runtime.local_cluster import (
     LocalCluster,
     NodeProcess,
     NodeSpec,
+    fetch_committed_log,
     fetch_image,
     find_leader,
     kill_all,
@@ -262,6 +263,9 @@ def test_forwarded_writes_survive_a_sigkilled_controller(tmp_path):
               f"({applied} of them applied); {seen}; errors {ledger.errors}")  # fmt: skip
         killed_spec = plan.node(seen["killed"])
         assert fetch_image(killed_spec)["last_offset"] == images[0]["last_offset"]  # the restarted one caught up
+
+        running_logs = {str(spec.node_id): fetch_committed_log(spec) for spec in plan.nodes}
+        assert check_log_agreement(running_logs).valid is True
 
         stop_cleanly(plan, procs)
         dumps = {spec.node_id: read_dumps(spec) for spec in plan.nodes}
