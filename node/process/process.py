@@ -19,7 +19,7 @@ import heapq
 import random
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import node.raft.actions as A
@@ -144,7 +144,6 @@ class ProcessStats:
     last_replay_error: str = ""
     activations: int = 0
     snapshots_requested: int = 0
-    extra: dict[str, int] = field(default_factory=dict)
 
 
 class NodeProcess:

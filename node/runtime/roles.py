@@ -16,9 +16,8 @@ from node.broker.config import BrokerConfig
 from node.controller.config import ControllerConfig
 from node.controller.controller import QuorumController
 from node.metadata.snapshot import snapshot_bytes
-from node.process.ports import ANONYMOUS, RequestContext
+from node.process.ports import ANONYMOUS
 from node.process.process import NodeProcess
-from node.protocol.acls import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
 from node.protocol.broker_api import Listener as WireListener
 from node.raft.config import ConfigError
 from node.raft.node import RaftNode
@@ -75,19 +74,13 @@ def build_process(config: ServerConfig, raft: RaftNode, rng: random.Random) -> N
     )
     incarnation = uuid.UUID(int=rng.getrandbits(128), version=4)
 
-    def cluster_action(image, ctx: RequestContext) -> bool:  # type: ignore[no-untyped-def]
-        assert authorizer is not None
-        return authorizer.authorize_ctx(
-            image, ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME
-        )
-
     return NodeProcess(
         raft,
         controller=(lambda port: QuorumController(port, controller_config, authorizer)) if controller_config else None,
         broker=(lambda port: Broker(port, broker_config, incarnation, listeners, authorizer=authorizer))
         if broker_config
         else None,
-        cluster_action=cluster_action if authorizer is not None else None,
+        cluster_action=authorizer.cluster_action if authorizer is not None else None,
         own_principal=own_principal(config),
         snapshot_every_records=_snapshot_every(config) if controller_config else 0,
         snapshot_maker=snapshot_bytes,

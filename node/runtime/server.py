@@ -187,10 +187,9 @@ class NodeServer:
         for voter in self.config.voters:
             if voter.node_id != self.node_id:
                 self._add_peer(voter.node_id, voter.host, voter.port, self.config.controller_security_protocol)
-        for listener in self._served_listeners():
-            codec = self.controller_codec if listener is self.config.listener and self.config.is_voter else None
+        for listener, controller_side in self._served_listeners():
             server = await asyncio.start_server(
-                lambda r, w, lsn=listener, c=codec: self._serve_inbound(r, w, lsn, c or self.broker_codec),
+                lambda r, w, lsn=listener, c=controller_side: self._serve_inbound(r, w, lsn, c),
                 listener.host,
                 listener.port,
             )
@@ -211,14 +210,11 @@ class NodeServer:
         self._started = True
         self._enqueue(Start())
 
-    def _served_listeners(self) -> list[Listener]:
-        out: list[Listener] = []
-        if self.config.listener is not None and self.config.is_voter:
-            out.append(self.config.listener)
-        out.extend(lsn for lsn in self.config.broker_listeners if lsn not in out)
-        if not out and self.config.listener is not None:
-            out.append(self.config.listener)
-        return out
+    def _served_listeners(self) -> list[tuple[Listener, bool]]:
+        """(listener, is it the controller listener): a voter's controller listener, then the broker's
+        (the config keeps the two sets apart, and a node that is not a controller is a broker)."""
+        out = [(self.config.listener, True)] if self.config.is_voter and self.config.listener is not None else []
+        return out + [(lsn, False) for lsn in self.config.broker_listeners]
 
     def _add_peer(self, node_id: int, host: str, port: int, security_protocol: str) -> PeerLink:
         login = self.config.sasl_login if security_protocol == "SASL_PLAINTEXT" else None
@@ -645,8 +641,9 @@ class NodeServer:
         conn.writer.close()
 
     async def _serve_inbound(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: Listener, codec: BinaryCodec
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: Listener, controller_side: bool
     ) -> None:
+        codec = self.controller_codec if controller_side else self.broker_codec
         peername = writer.get_extra_info("peername")
         host = peername[0] if peername else "?"
         users = self.config.sasl_users if listener.security_protocol == "SASL_PLAINTEXT" else None
@@ -654,9 +651,7 @@ class NodeServer:
         conn = _Inbound(writer, f"{host}:{peername[1]}" if peername else "?", codec, session)
         self._inbound.add(conn)
         frames = FrameReader(codec.max_frame_bytes)
-        listener_name = (
-            CONTROLLER_LISTENER if listener is self.config.listener and self.config.is_voter else listener.name
-        )
+        listener_name = CONTROLLER_LISTENER if controller_side else listener.name
         try:
             while not conn.closed and (data := await reader.read(1 << 16)):
                 for raw in frames.feed(data):

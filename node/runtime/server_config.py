@@ -196,6 +196,11 @@ def _host_port(props: _Props, key: str, text: str) -> tuple[str, int]:
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
 
 
+def _protocol_of(name: str, protocols: dict[str, str]) -> str:
+    """A listener's protocol: the map's entry, else the name itself when it is a protocol's name."""
+    return protocols.get(name, name if name in SECURITY_PROTOCOLS else "PLAINTEXT")
+
+
 def _protocol_map(props: _Props) -> dict[str, str]:
     value = props.get("listener.security.protocol.map") or ""
     out: dict[str, str] = {}
@@ -226,8 +231,7 @@ def _listeners(props: _Props) -> dict[str, Listener]:
         host, port = _host_port(props, "listeners", address)
         if name in out:
             raise props.error("listeners", f"listener name {name} appears twice")
-        protocol = protocols.get(name, name if name in SECURITY_PROTOCOLS else "PLAINTEXT")
-        out[name] = Listener(name, host or "0.0.0.0", port, protocol)
+        out[name] = Listener(name, host or "0.0.0.0", port, _protocol_of(name, protocols))
     return out
 
 
@@ -237,7 +241,7 @@ def _controller_protocol(props: _Props) -> str:
     names = [n.strip() for n in (props.get("controller.listener.names") or "").split(",") if n.strip()]
     if not names:
         return "PLAINTEXT"
-    return _protocol_map(props).get(names[0], names[0] if names[0] in SECURITY_PROTOCOLS else "PLAINTEXT")
+    return _protocol_of(names[0], _protocol_map(props))
 
 
 def _broker_listeners(props: _Props, roles: frozenset[str]) -> tuple[Listener, ...]:
