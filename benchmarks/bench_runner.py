@@ -24,7 +24,7 @@ from harness.invocation import Completion, DoneFn
 from harness.runner import run_test
 from harness.schedulers import RealtimeScheduler
 from harness.test_spec import Cluster, TestSpec
-from harness.workloads.config_register import op_maker
+from workloads.config_register import op_maker
 
 
 class NoOpClient:

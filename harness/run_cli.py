@@ -55,7 +55,7 @@ def resolve(args: argparse.Namespace) -> Any:
     from harness.db import SUTS
     from harness.nemesis import IMPLEMENTED
     from harness.test_spec import Registries, load_test
-    from harness.workloads import workload_names
+    from workloads import workload_names
 
     backend = args.backend
     if backend is None and not _file_sets(args.test, "backend"):

@@ -35,7 +35,7 @@ from harness.history_writer import HistoryWriter
 from harness.nemesis import MODES, Nemesis
 from harness.progress import Progress
 from harness.schedulers import RealtimeScheduler, Scheduler, VirtualScheduler
-from harness.workloads import WorkloadEnv, WorkloadRun, get_workload
+from workloads import WorkloadEnv, WorkloadRun, get_workload
 
 READY_TIMEOUT_S = 90.0
 RECOVER_TIMEOUT_S = 90.0

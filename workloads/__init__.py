@@ -1,0 +1,88 @@
+"""Workloads: what the clients do in a run, and which checkers judge the history.
+
+A `Workload` is registered by name in `WORKLOADS`; for one run it makes a `WorkloadRun` that sets the
+cluster up for it (topics...), gives the client generator of the main phase and the final reads, and
+the client (a `harness.invocation.Handler`) that carries ops out on the run's backend.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.backends import Backend
+from harness.db import DB
+from harness.invocation import Handler
+from harness.schedulers import Scheduler
+
+
+@dataclass
+class WorkloadEnv:
+    """What a workload may use: the test, the cluster adapter, the backend and the run's scheduler."""
+
+    spec: Any  # harness.test_spec.TestSpec
+    db: DB
+    backend: Backend
+    scheduler: Scheduler
+    seed: int
+
+    def option(self, name: str, default: Any) -> Any:
+        return self.spec.workload_options.get(name, default)
+
+
+class WorkloadRun(ABC):
+    """One run of a workload (see the module docstring)."""
+
+    @abstractmethod
+    def setup(self) -> None:
+        """Prepare the cluster (blocking; runs once the cluster is ready, before the run phase)."""
+
+    @abstractmethod
+    def generator(self) -> Any:
+        """The client generator of the main phase (the runner adds the rate and the time limit)."""
+
+    def final_generator(self) -> Any | None:
+        """Client ops after the faults are healed and the cluster recovered (None: none)."""
+        return None
+
+    @abstractmethod
+    def client(self) -> Handler:
+        """The handler that carries out client ops."""
+
+    def close(self) -> None:  # noqa: B027 - optional
+        """Release clients and connections."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    checkers: tuple[str, ...]  # checker names (checkers.registry) run on its history
+    make: Callable[[WorkloadEnv], WorkloadRun]
+    description: str = ""
+
+
+WORKLOADS: dict[str, Workload] = {}
+
+
+def register_workload(workload: Workload) -> Workload:
+    WORKLOADS[workload.name] = workload
+    return workload
+
+
+def get_workload(name: str) -> Workload:
+    _load_builtin()
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        raise KeyError(f"unknown workload {name!r} (known: {', '.join(sorted(WORKLOADS))})") from None
+
+
+def workload_names() -> tuple[str, ...]:
+    _load_builtin()
+    return tuple(sorted(WORKLOADS))
+
+
+def _load_builtin() -> None:
+    from workloads import config_register  # noqa: F401 - registers itself

@@ -2,21 +2,34 @@
 
 `Backend` is what the runner and the nemesis talk to; `sim` implements it in the simulator, `netns`
 with one network namespace per node (harness.backends.netns). Faults are named by node id only, so a
-nemesis never needs to know where a node runs.
+nemesis never needs to know where a node runs. The vocabulary and its parameter types are in
+`harness.backends.faults`; a backend lists the kinds it carries out in `faults` and raises
+`FaultNotSupported` for the rest.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Sequence
 from types import TracebackType
 
-# node -> the nodes it must not hear from (Jepsen's "grudge")
-Grudge = Mapping[str, frozenset[str]]
+from harness.backends.faults import (
+    ClockFault,
+    DiskFault,
+    FaultNotSupported,
+    Grudge,
+    Links,
+    PacketFault,
+)
+
+__all__ = ["Backend", "ClockFault", "DiskFault", "FaultNotSupported", "Grudge", "Links", "PacketFault", "check_grudge"]
 
 
 class Backend(ABC):
     """Hosts for a cluster's nodes plus the faults that can be done to them."""
+
+    # The fault kinds (harness.backends.faults.FAULT_KINDS) this backend carries out.
+    faults: frozenset[str] = frozenset({"partition", "kill"})
 
     @property
     @abstractmethod
@@ -54,6 +67,59 @@ class Backend(ABC):
     @abstractmethod
     def is_alive(self, node: str) -> bool:
         """Whether the node's process is running."""
+
+    # -- the rest of the fault vocabulary: optional, each backend lists what it does in `faults` --------
+
+    def enable_faults(self, kinds: Collection[str]) -> None:  # noqa: B027 - optional
+        """Called after setup() and before any node starts, with the kinds the run's nemesis may use,
+        so the backend can prepare what must be in place from a process's start (preloaded shims,
+        data dirs on a filesystem that can forget un-fsynced writes)."""
+
+    def data_dir(self, node: str) -> str | None:
+        """Where the node keeps its data on its host, when the backend decides it (e.g. a mount that
+        models power loss); None lets the DB adapter choose."""
+        return None
+
+    def packet(self, links: Links, fault: PacketFault) -> None:
+        """Replace the current packet fault: drop/delay packets on `links` (None: every link)."""
+        raise self._unsupported("packet")
+
+    def heal_packet(self) -> None:
+        """Remove every packet fault (a no-op when there is none)."""
+        if "packet" in self.faults:
+            raise NotImplementedError
+
+    def clock(self, node: str, fault: ClockFault) -> None:
+        """Change the node's wall clock (see ClockFault)."""
+        raise self._unsupported("clock")
+
+    def clock_reset(self, node: str) -> None:
+        """The node's wall clock back to the true time at normal speed."""
+        self.clock(node, ClockFault("reset"))
+
+    def pause(self, node: str) -> None:
+        """Stop the node's process from running (SIGSTOP or the like); it keeps its sockets and memory."""
+        raise self._unsupported("pause")
+
+    def resume(self, node: str) -> None:
+        """Let a paused node run again (a no-op when it is not paused)."""
+        raise self._unsupported("pause")
+
+    def disk(self, node: str, fault: DiskFault) -> None:
+        """Replace the node's disk fault (a stall or a failure of its data-dir I/O)."""
+        raise self._unsupported(f"disk_{fault.kind}")
+
+    def disk_heal(self, node: str) -> None:
+        """The node's disk healthy again (a no-op when it has no fault)."""
+        raise self._unsupported("disk_stall")
+
+    def lose_unsynced(self, node: str) -> None:
+        """Power loss: kill -9 the node and forget every write it had not fsynced (file data, and the
+        directory entries of directories not fsynced since). `restart(node)` brings it back."""
+        raise self._unsupported("lose_unsynced")
+
+    def _unsupported(self, kind: str) -> FaultNotSupported:
+        return FaultNotSupported(f"the {type(self).__name__} backend cannot do {kind!r} faults")
 
     def __enter__(self) -> Backend:
         self.setup()

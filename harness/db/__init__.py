@@ -7,12 +7,13 @@ while ops are in flight (a nemesis that restarts a node calls `restart_node` fro
 
 from __future__ import annotations
 
+import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.backends import Backend
+from harness.backends import Backend, FaultNotSupported
 
 
 class DBError(Exception):
@@ -57,6 +58,22 @@ class DB(ABC):
     @abstractmethod
     def nodes(self) -> Sequence[str]:
         """Every node of the cluster."""
+
+    # -- what nemeses need to know or do beyond the backend's fault vocabulary ------------------------
+
+    def roles(self, node: str) -> frozenset[str]:
+        """The node's roles: "controller" (a voter of the metadata quorum) and/or "broker". A system
+        without that split calls every node a controller (every node votes)."""
+        return frozenset({"controller"})
+
+    def corrupt(self, node: str, mode: str, rng: random.Random) -> dict[str, Any]:
+        """Corrupt the data files of a *stopped* node (only the adapter knows their format): modes
+        `bitflip` / `truncate` of a log segment or snapshot, placed where the node must detect it.
+        Saves what it changed (for `uncorrupt`) and returns a description for the history."""
+        raise FaultNotSupported(f"the {self.name} adapter cannot corrupt files")
+
+    def uncorrupt(self, node: str) -> None:  # noqa: B027 - optional
+        """Put back every byte `corrupt` changed on `node` (a no-op when nothing is corrupted)."""
 
 
 # name -> factory(test spec) -> DB

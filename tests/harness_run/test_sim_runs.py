@@ -12,9 +12,9 @@ from harness.errors import EXIT_INVALID, EXIT_VALID
 from harness.generators import Op
 from harness.invocation import Completion, DoneFn
 from harness.runner import run_test
-from harness.workloads import WORKLOADS, Workload, register_workload
-from harness.workloads.config_register import ConfigRegister
 from tests.harness_run.helpers import history_lines, sim_spec
+from workloads import WORKLOADS, Workload, register_workload
+from workloads.config_register import ConfigRegister
 
 
 def test_same_seed_gives_byte_identical_history(tmp_path):

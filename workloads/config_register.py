@@ -23,7 +23,6 @@ from typing import Any
 
 from harness.generators import Op, Rng, as_gen, seq
 from harness.invocation import Completion, DoneFn, Handler, error_text
-from harness.workloads import Workload, WorkloadEnv, WorkloadRun, register_workload
 from node.client.errors import KafkaError, server_error
 from node.protocol.admin import (
     AlterableConfig,
@@ -36,6 +35,7 @@ from node.protocol.admin import (
     IncrementalAlterConfigsResource,
 )
 from node.protocol.errors import ErrorCode
+from workloads import Workload, WorkloadEnv, WorkloadRun, register_workload
 
 NAME = "config-register"
 TOPIC_PREFIX = "register-"
