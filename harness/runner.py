@@ -121,6 +121,7 @@ class Run:
             self.say(f"provisioning {len(spec.nodes)} {spec.backend} hosts: {', '.join(spec.nodes)}")
             with self._phase("provision"):
                 self.backend.setup()
+                self.backend.enable_faults(spec.nemesis)
             self.db = make_db(spec.sut, spec)
             self.say(f"starting the {spec.sut} cluster ({spec.cluster.describe()})")
             with self._phase("start"):

@@ -76,6 +76,11 @@ class KraftDB(DB):
     def node_id(self, node: str) -> int:
         return self.ids[node]
 
+    def roles(self, node: str) -> frozenset[str]:
+        return {"c": frozenset({"controller"}), "b": frozenset({"broker"}), "n": frozenset({"controller", "broker"})}[
+            node[0]
+        ]
+
     def node_of(self, node_id: int) -> str | None:
         return next((n for n, i in self.ids.items() if i == node_id), None)
 
@@ -143,7 +148,10 @@ class KraftDB(DB):
         return path
 
     def data_dir(self, node: str) -> Path:
-        return self._run_dir() / "nodes" / node / "data"
+        """Where the backend keeps the node's data (e.g. on a filesystem that models power loss), else
+        run_dir/nodes/<node>/data."""
+        chosen = self._backend().data_dir(node)
+        return Path(chosen) if chosen else self._run_dir() / "nodes" / node / "data"
 
     # -- readiness -------------------------------------------------------------------------------------
 
