@@ -71,6 +71,12 @@ CONTROLLED_SHUTDOWN_S = 5.0  # how long a stopping broker waits for the controll
 TIMER_RECHECK_MS = 50
 
 
+def monotonic_ms() -> int:
+    """The runtime's own measurements (event-loop busy time, fsync latency) are windowed on the real
+    monotonic clock: a skewed or frozen node clock must not distort what they measure."""
+    return time.monotonic_ns() // 1_000_000
+
+
 class AppendError(Exception):
     """An append that did not commit. `definite`: it certainly never will (else its fate is unknown)."""
 
@@ -132,7 +138,7 @@ class NodeServer:
         self.process: NodeProcess | None = None
         self.shutdown_reason: str | None = None
         self.clock = WallClock()
-        self.metrics = RuntimeMetrics(config.metrics_window_ms, self.clock.now_ms())
+        self.metrics = RuntimeMetrics(config.metrics_window_ms, monotonic_ms())
         self.fatal: str | None = None
         self.listen_port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -378,7 +384,7 @@ class NodeServer:
             "number-unknown-voter-connections": 0,  # voters are static: every address is known
             "wall-clock-ms": self.clock.wall_ms(),
             "node-clock-ms": now,
-            **self.metrics.snapshot(now),
+            **self.metrics.snapshot(monotonic_ms()),
         }
         with contextlib.suppress(NotImplementedError):
             values.update(node.metrics(now))
@@ -426,7 +432,7 @@ class NodeServer:
             return
         if self._waiters.high_watermark:
             self._wake_high_watermark(self.node.high_watermark)
-        self.metrics.busy.record(now, (time.perf_counter() - started) * 1000)
+        self.metrics.busy.record(monotonic_ms(), (time.perf_counter() - started) * 1000)
 
     def _carry_out(self, now: int, action: object) -> None:
         storage = self.storage
@@ -573,7 +579,7 @@ class NodeServer:
         if exc is not None:
             self._die(f"fsync failed: {exc}")
             return
-        self.metrics.record_fsync(self.clock.now_ms(), fut.result())
+        self.metrics.record_fsync(monotonic_ms(), fut.result())
         end = state.started_end if state.cap is None else min(state.started_end, state.cap)
         if state.wanted or state.pending:
             try:
