@@ -9,8 +9,9 @@ dropped, never delayed):
   nft has no queue statement on this kernel (CONFIG_NFT_QUEUE), so iptables' NFQUEUE target (nft_compat
   under iptables-nft) does it, whichever filter the partitions use.
 Loss applies first; the packets that survive are delayed. A node's rules change in one
-iptables-restore transaction. Ledgered: the chain (undo removes it), each daemon (by PID and start
-time; undo lets its held packets go and stops it).
+iptables-restore transaction; healing empties the chains (they stay, empty, until teardown). Ledgered:
+the chain (undo removes it), each daemon (by PID and start time; undo lets its held packets go and
+stops it).
 """
 
 from __future__ import annotations
@@ -62,11 +63,13 @@ class Daemon:
 
 
 class PacketFaults:
-    """The run's packet faults: which namespaces have the chain, which run a delay daemon."""
+    """The run's packet faults: which namespaces have the chain (kept, empty, once made: teardown
+    removes it with the namespace), which have rules in it, which run a delay daemon."""
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
         self._chains: dict[str, int] = {}  # netns -> ledger id of its chain
+        self._ruled: set[str] = set()  # namespaces whose chain holds rules
         self._daemons: dict[str, Daemon] = {}
         self._lock = threading.RLock()
 
@@ -75,27 +78,24 @@ class PacketFaults:
         `fault`; every other namespace is healthy."""
         with self._lock:
             self.heal()
-            for i, (netns, sources) in enumerate(sorted(targets.items())):
-                lines = rules(sources, fault)
-                if not lines:
-                    continue
-                if fault.delay_ms > 0:
-                    self._start_daemon(netns, fault, seed + i)
+            scripts = {netns: rules(sources, fault) for netns, sources in sorted(targets.items())}
+            scripts = {netns: lines for netns, lines in scripts.items() if lines}
+            if fault.delay_ms > 0:
+                self._start_daemons(sorted(scripts), fault, seed)
+            for netns, lines in scripts.items():
                 self._install_chain(netns)
                 script = "*filter\n" + f"-F {CHAIN}\n" + "".join(f"{ln}\n" for ln in lines) + "COMMIT\n"
+                self._ruled.add(netns)
                 run(["ip", "netns", "exec", netns, "iptables-restore", "-w", "--noflush"], input_text=script)
 
     def heal(self) -> None:
         """No packet fault anywhere: rules off first (nothing new is queued), then the daemons let
-        what they hold go, then the chains go."""
+        what they hold go."""
         with self._lock:
-            for netns in self._chains:
+            for netns in sorted(self._ruled):
                 _ipt(netns, "-F", CHAIN, check=False)
-            for netns in list(self._daemons):
-                self._stop_daemon(netns)
-            for netns, rid in list(self._chains.items()):
-                self.ledger.undo(rid)
-                del self._chains[netns]
+            self._ruled.clear()
+            self._stop_daemons(list(self._daemons))
 
     def active(self, netns: str) -> list[str]:
         """The chain's rules in `netns` as iptables prints them (empty when healthy)."""
@@ -111,7 +111,19 @@ class PacketFaults:
         _ipt(netns, "-N", CHAIN)
         _ipt(netns, "-A", "INPUT", "-j", CHAIN)
 
-    def _start_daemon(self, netns: str, fault: PacketFault, seed: int) -> None:
+    def _start_daemons(self, namespaces: list[str], fault: PacketFault, seed: int) -> None:
+        """One delay daemon per namespace, started side by side; returns once each is bound."""
+        for i, netns in enumerate(namespaces):
+            self._spawn_daemon(netns, fault, seed + i)
+        for netns in namespaces:
+            popen = self._daemons[netns].popen
+            line = _read_line(popen, READY_TIMEOUT_S)
+            if line != "ready":
+                self._stop_daemons(list(self._daemons))
+                err = popen.stderr.read().strip() if popen.stderr else ""
+                raise BackendError(f"delay daemon in {netns} did not start: {err or line or 'no output'}")
+
+    def _spawn_daemon(self, netns: str, fault: PacketFault, seed: int) -> None:
         argv = [
             sys.executable,
             "-m",
@@ -137,27 +149,24 @@ class PacketFaults:
             raise BackendError(f"cannot start the delay daemon in {netns}: {exc.strerror}") from exc
         started = start_time(popen.pid)
         self.ledger.update(rid, pid=popen.pid, starttime=started)
-        daemon = Daemon(netns, popen, started, rid)
-        self._daemons[netns] = daemon
-        line = _read_line(popen, READY_TIMEOUT_S)
-        if line != "ready":
-            self._stop_daemon(netns)
-            err = popen.stderr.read().strip() if popen.stderr else ""
-            raise BackendError(f"delay daemon in {netns} did not start: {err or line or 'no output'}")
+        self._daemons[netns] = Daemon(netns, popen, started, rid)
 
-    def _stop_daemon(self, netns: str) -> None:
-        daemon = self._daemons.pop(netns)
-        if daemon.starttime is not None and daemon.popen.poll() is None:
-            kill_verified(daemon.popen.pid, daemon.starttime, signal.SIGTERM)
-        try:
-            daemon.popen.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            daemon.popen.kill()
-            daemon.popen.wait()
-        for stream in (daemon.popen.stdout, daemon.popen.stderr):
-            if stream is not None:
-                stream.close()
-        self.ledger.mark_done(daemon.ledger_id)
+    def _stop_daemons(self, namespaces: list[str]) -> None:
+        """SIGTERM them all (each lets its held packets go), then wait for each."""
+        daemons = [self._daemons.pop(netns) for netns in namespaces]
+        for daemon in daemons:
+            if daemon.starttime is not None and daemon.popen.poll() is None:
+                kill_verified(daemon.popen.pid, daemon.starttime, signal.SIGTERM)
+        for daemon in daemons:
+            try:
+                daemon.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                daemon.popen.kill()
+                daemon.popen.wait()
+            for stream in (daemon.popen.stdout, daemon.popen.stderr):
+                if stream is not None:
+                    stream.close()
+            self.ledger.mark_done(daemon.ledger_id)
 
 
 def _read_line(popen: subprocess.Popen[str], timeout: float) -> str:
