@@ -9,6 +9,7 @@ and pauses need nothing in advance.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
@@ -34,6 +35,7 @@ class HostFaults:
         self.pauses = Pauses(ledger)
         self.clocks: dict[str, ClockControl] = {}
         self.disks: dict[str, DiskControl] = {}
+        self.enabled: set[str] = set()  # the clock and disk kinds prepared by enable()
         self._preloaded: dict[str, frozenset[str]] = {}  # node -> what its current process was started with
 
     def enable(self, kinds: Collection[str], nodes: Collection[str]) -> None:
@@ -48,22 +50,27 @@ class HostFaults:
                     self.disks.setdefault(node, self._control(DiskControl, node, DISK_CONTROL_FILE))
         except native.NativeBuildError as exc:
             raise BackendError(str(exc)) from None
+        self.enabled |= set(kinds) & (DISK_KINDS | {"clock"})
 
     def _control(self, cls: type, node: str, name: str) -> ClockControl | DiskControl:
         control = cls(self.ledger, node, self.run_dir / "nodes" / node / name)
         control.create()
         return control
 
-    def spawn_env(self, node: str, env: Mapping[str, str], data_dir: Path) -> dict[str, str]:
-        """`env` plus what puts the node's clock and disk under our control (called just before spawning)."""
-        out = dict(env)
+    def spawn_env(self, node: str, env: Mapping[str, str] | None, data_dir: Path) -> Mapping[str, str] | None:
+        """`env` (None: ours) plus what puts the node's clock and disk under our control; called just
+        before every spawn, so it also knows which processes started without them."""
+        if node not in self.disks and node not in self.clocks:
+            self._preloaded[node] = frozenset()
+            return env
+        out = dict(env if env is not None else os.environ)
         preloads: list[str] = []
         kinds = set()
         if node in self.disks:
             extra = disks.preload_env(self.disks[node].path, data_dir)
             preloads.append(extra.pop("LD_PRELOAD"))
             out.update(extra)
-            kinds |= DISK_KINDS
+            kinds |= DISK_KINDS & self.enabled
         if node in self.clocks:
             control = self.clocks[node]
             control.process_starting()
@@ -72,7 +79,7 @@ class HostFaults:
             out.update(extra)
             kinds.add("clock")
         if preloads:
-            out["LD_PRELOAD"] = ":".join([*preloads, *filter(None, [env.get("LD_PRELOAD")])])
+            out["LD_PRELOAD"] = ":".join([*preloads, *filter(None, [out.get("LD_PRELOAD")])])
         self._preloaded[node] = frozenset(kinds)
         return out
 
@@ -85,8 +92,7 @@ class HostFaults:
         return self.disks[node]
 
     def _require(self, node: str, kind: str) -> None:
-        controls = self.clocks if kind == "clock" else self.disks
-        if node not in controls:
+        if kind not in self.enabled:
             raise FaultNotSupported(f"{kind} faults were not enabled for this run (enable_faults before nodes start)")
         if node in self._preloaded and kind not in self._preloaded[node]:
             raise FaultNotSupported(f"node {node} was started before {kind} faults were enabled; restart it first")

@@ -374,13 +374,10 @@ class NetnsBackend(Backend):
             self._host_faults = HostFaults(self.run_dir, ledger)
         return self._host_faults
 
-    def _spawn_env(self, node: str, spec: ProcessSpec) -> dict[str, str] | None:
+    def _spawn_env(self, node: str, spec: ProcessSpec) -> Mapping[str, str] | None:
         """The process's environment: its spec's, plus the clock/disk preloads when those are enabled."""
-        if self._host_faults is None:
-            return spec.env
-        base = spec.env if spec.env is not None else dict(os.environ)
         data_dir = self.data_dir(node) or self.run_dir / "nodes" / node / "data"
-        return self._host_faults.spawn_env(node, base, Path(data_dir))
+        return self._faults_ready().spawn_env(node, spec.env, Path(data_dir))
 
     # -- context manager: teardown on exit, Ctrl-C and SIGTERM ---------------------------------------
 

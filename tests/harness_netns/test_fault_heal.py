@@ -83,13 +83,14 @@ def test_a_sigkilled_harness_with_every_fault_on_is_healed_from_its_ledger(tmp_p
         heal_if_left(run_dir)
 
 
-def test_a_sigtermed_harness_with_every_fault_on_cleans_up_itself(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signalled_harness_with_every_fault_on_cleans_up_itself(tmp_path, sig):
     run_dir, tmpdir, marker = tmp_path / "run", tmp_path / "tmp", new_marker()
     tmpdir.mkdir()
     try:
         driver, info = start(run_dir, marker, tmpdir)
         try:
-            driver.send_signal(signal.SIGTERM)
+            driver.send_signal(sig)
             assert driver.wait(timeout=60) != 0
         finally:
             driver.kill()

@@ -7,11 +7,12 @@ import json
 import statistics
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from harness.backends import grudges
-from harness.backends.faults import PacketFault
+from harness.backends.faults import ClockFault, DiskFault, FaultNotSupported, PacketFault
 from harness.backends.netns import NetnsBackend
 from harness.backends.procs import read_stat
 from tests.harness_netns.conftest import (
@@ -157,3 +158,24 @@ def test_pause_stops_a_node_answering_until_resume(backend):
     backend.kill("n3")
     backend.pause("n3")  # not running: nothing to pause
     assert not backend.is_paused("n3")
+
+
+def test_clock_and_disk_faults_need_enable_faults_before_the_node_starts(backend):
+    with pytest.raises(FaultNotSupported, match="not enabled"):
+        backend.clock("n1", ClockFault("bump", delta_ms=1_000))
+    with pytest.raises(FaultNotSupported, match="not enabled"):
+        backend.disk("n1", DiskFault("stall", delay_ms=10))
+    backend.enable_faults(["clock", "disk_fail"])
+    with pytest.raises(FaultNotSupported, match="started before"):
+        backend.clock("n1", ClockFault("bump", delta_ms=1_000))
+    backend.kill("n1")
+    backend.restart("n1")  # started again: now under the preloads
+    proc = backend.process("n1")
+    assert proc is not None
+    environ = Path(f"/proc/{proc.pid}/environ").read_bytes().split(b"\0")
+    preload = next(e for e in environ if e.startswith(b"LD_PRELOAD="))
+    assert b"kchaos_disk" in preload and b"kchaos_clock" in preload and b"libfaketime" in preload
+    backend.clock("n1", ClockFault("bump", delta_ms=1_000))
+    backend.disk("n1", DiskFault("fail"))
+    with pytest.raises(FaultNotSupported, match="not enabled"):
+        backend.disk("n1", DiskFault("stall", delay_ms=10))  # only disk_fail was enabled
