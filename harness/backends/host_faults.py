@@ -9,6 +9,7 @@ and pauses need nothing in advance.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -22,6 +23,7 @@ from harness.backends.packets import PacketFaults
 from harness.backends.pauses import Pauses
 from harness.backends.shell import BackendError
 
+log = logging.getLogger("kchaos.backends")
 DISK_KINDS = frozenset({"disk_stall", "disk_fail"})
 CLOCK_FILE = "faketime"
 DISK_CONTROL_FILE = "disk-fault"
@@ -98,6 +100,12 @@ class HostFaults:
             raise FaultNotSupported(f"node {node} was started before {kind} faults were enabled; restart it first")
 
     def stop(self) -> None:
-        """Stop the background workers (clock strobes); the ledger undoes the rest."""
+        """Before teardown: stop the clock strobes, and the delay daemons while we still hold their
+        process handles (so they are reaped, not left as zombies). The ledger undoes everything else,
+        and whatever this could not do; so nothing here may stop the teardown."""
         for control in self.clocks.values():
             control.stop_strobe()
+        try:
+            self.packets.heal()
+        except Exception as exc:  # the ledger's undo of each chain and daemon still runs
+            log.warning("could not heal packet faults before teardown: %s", exc)

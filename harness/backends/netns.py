@@ -343,6 +343,13 @@ class NetnsBackend(Backend):
         self._host(node)
         self._faults_ready().clock(node).apply(fault)
 
+    def clock_reset(self, node: str) -> None:
+        """The true time again (a no-op where clock faults were never enabled: nothing to reset)."""
+        self._host(node)
+        control = self._faults_ready().clocks.get(node)
+        if control is not None:
+            control.apply(ClockFault("reset"))
+
     def pause(self, node: str) -> None:
         self._host(node)
         with self._lock:
@@ -356,7 +363,8 @@ class NetnsBackend(Backend):
             self._faults_ready().pauses.resume(node)
 
     def is_paused(self, node: str) -> bool:
-        return self._host_faults is not None and self._host_faults.pauses.is_paused(self._host(node).node)
+        self._host(node)
+        return self._host_faults is not None and self._host_faults.pauses.is_paused(node)
 
     def disk(self, node: str, fault: DiskFault) -> None:
         self._host(node)

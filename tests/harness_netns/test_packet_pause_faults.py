@@ -161,6 +161,8 @@ def test_pause_stops_a_node_answering_until_resume(backend):
 
 
 def test_clock_and_disk_faults_need_enable_faults_before_the_node_starts(backend):
+    backend.clock_reset("n1")  # the heals are no-ops when nothing was enabled
+    backend.disk_heal("n1")
     with pytest.raises(FaultNotSupported, match="not enabled"):
         backend.clock("n1", ClockFault("bump", delta_ms=1_000))
     with pytest.raises(FaultNotSupported, match="not enabled"):
