@@ -109,3 +109,12 @@ def reach_matrix(backend, pairs: list[tuple[str, str]]) -> dict[tuple[str, str],
         for src, dst in pairs
     }
     return {pair: p.wait(timeout=PROBE_TIMEOUT + 30) == 0 for pair, p in procs.items()}
+
+
+def leftovers(bridge: str) -> set[str]:
+    """What is left on the host of the run whose bridge is `bridge`: its namespaces and links, and any
+    root rule naming it. Unlike `snapshot`, blind to other runs on this machine at the same time."""
+    netns = {line.split()[0] for line in _out(["ip", "netns", "list"]).splitlines() if line.strip()}
+    links = {line.split(":")[1].strip().split("@")[0] for line in _out(["ip", "-o", "link"]).splitlines()}
+    rules = {line.strip() for line in _out(["nft", "list", "ruleset"]).splitlines() if bridge in line}
+    return {n for n in netns | links if n.startswith(bridge)} | rules
