@@ -104,6 +104,8 @@ def free_subnet(seed: str, tries: int = 256) -> ipaddress.IPv4Network:
 class NetnsBackend(Backend):
     """One network namespace per node on a bridge; see the module docstring."""
 
+    faults = Backend.faults | {"corrupt"}  # corrupt: the DB adapter edits a stopped node's files
+
     def __init__(
         self,
         run_dir: Path | str,
