@@ -100,9 +100,11 @@ def write_atomically(path: Path, data: bytes, fs: FileSystem = OS_FS) -> None:
 
 
 def _write_all(fs: FileSystem, fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[fs.write(fd, view) :]
+    written = fs.write(fd, data)
+    if written < len(data):  # a short write: rare, so the common case makes no memoryview
+        view = memoryview(data)[written:]
+        while view:
+            view = view[fs.write(fd, view) :]
 
 
 # --- quorum-state ----------------------------------------------------------------------------------
@@ -704,22 +706,6 @@ class FileStorage(RaftStorage):
         """The current segment files, oldest first (for data-dir listings and tests)."""
         return [s.path for s in self._segments]
 
-    def locate(self, offset: int) -> tuple[Path, int, int] | None:
-        """The segment file and byte range [start, end) of the batch that starts at `offset`, or None
-        (the simulator labels what each write put where; the newest segment is looked at first)."""
-        segments = self._segments
-        i = len(segments) - 1
-        if i >= 0 and segments[i].base_offset > offset:
-            i = bisect_right(segments, offset, key=_segment_base) - 1
-        if i < 0:
-            return None
-        seg = segments[i]
-        j = bisect_right(seg.offsets, offset) - 1
-        if j < 0 or seg.offsets[j] != offset:
-            return None
-        end = seg.positions[j + 1] if j + 1 < len(seg.positions) else seg.size
-        return seg.path, seg.positions[j], end
-
     def close(self) -> None:
         """Release the files and the lock; un-flushed appends are not made durable."""
         self._close_active()
@@ -741,10 +727,6 @@ def scan_segment(
     byte that does not continue them (None: the whole file is valid), by the rules of start-up."""
     result = _scan(data, base_offset, last_epoch)
     return result.batches, result.bad_pos
-
-
-def _segment_base(seg: _Segment) -> int:
-    return seg.base_offset
 
 
 def _scan(data: bytes, base_offset: int, last_epoch: int) -> _ScanResult:

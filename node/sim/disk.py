@@ -160,7 +160,6 @@ class SimDisk(RaftStorage):
         self._view = _Image([])  # what reads see (page cache)
         self._pending: dict[int, list[Any]] = {}  # flush token -> its recorded fsyncs
         self._tokens = 0
-        self._active: tuple[Path, SimFile] | None = None  # the segment file appends go to
         self._listed_at = -1  # SimFS.dir_version the durable listing below was taken at
         self._durable_bases: list[int] = []
         self._durable_segments: list[SimFile] = []
@@ -183,7 +182,6 @@ class SimDisk(RaftStorage):
             storage.close()
             raise
         self.storage = storage
-        self._active = None
         self._view = _image(list(loaded.batches), loaded.snapshot)
         return loaded
 
@@ -214,21 +212,16 @@ class SimDisk(RaftStorage):
             raise RuntimeError("the disk is not open: load() first")
         return self.storage
 
-    def _file(self, path: Path) -> SimFile:
-        active = self._active
-        if active is not None and active[0] is path:
-            return active[1]
-        f = self.fs.file_at(path)
-        self._active = (path, f)
-        return f
-
     def append(self, batches: tuple[RecordBatch, ...]) -> None:
+        """One batch at a time, so that each one is labelled with where the write that ended it stopped."""
         storage = self._storage()
-        storage.append(batches)
+        fs = self.fs
         for batch in batches:
-            where = storage.locate(batch.base_offset)
-            assert where is not None, f"FileStorage does not know the batch it just appended at {batch.base_offset}"
-            self._file(where[0]).add_mark(where[2], batch)
+            fs.last_write = None
+            storage.append((batch,))
+            written = fs.last_write
+            assert written is not None, f"FileStorage wrote nothing for the batch at offset {batch.base_offset}"
+            written[0].add_mark(written[1], batch)
         self._view.log.extend(batches)
 
     def truncate(self, offset: int) -> None:
@@ -237,7 +230,6 @@ class SimDisk(RaftStorage):
         if offset < self._view.start:
             raise ValueError(f"truncate to {offset} below the log start {self._view.start}")
         self._storage().truncate(offset)
-        self._active = None
         _apply(self._view, [_Truncate(offset)])
 
     def write_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
@@ -256,7 +248,6 @@ class SimDisk(RaftStorage):
 
     def reset(self, offset: int) -> None:
         self._storage().reset(offset)
-        self._active = None
         _apply(self._view, [_Reset(offset)])
 
     def flush(self) -> None:
@@ -316,7 +307,6 @@ class SimDisk(RaftStorage):
     def _gone(self) -> None:
         self.storage = None
         self._pending.clear()
-        self._active = None
 
     def take_durable_truncation(self) -> int | None:
         """The lowest offset the durable log lost since the last call (None: nothing lost). Batches a

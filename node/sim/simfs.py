@@ -159,6 +159,7 @@ class SimFS:
         self.fault_rng = random.Random(0)
         self.injected = 0  # OSErrors raised by `fault`
         self.pending_error: OSError | None = None  # the last one raised, until take_injected()
+        self.last_write: tuple[SimFile, int] | None = None  # the file `write` last wrote and where it stopped
         self.lost_marks: list[Any] = []  # durable marks taken away by syncs since the caller last looked
         self.dir_version = 0  # bumped whenever some directory's durable entries change
         self._fds: dict[int, _Open] = {}
@@ -287,15 +288,18 @@ class SimFS:
 
     def write(self, fd: int, data: bytes | memoryview) -> int:
         o, f = self._writable_file(fd)
-        self._maybe_fail("write", o.path)
+        if self.fault is not None:
+            self._maybe_fail("write", o.path)
         pos = len(f.data) if o.flags & os.O_APPEND else o.pos
         n = _write_at(f, pos, data)
         o.pos = pos + n
+        self.last_write = (f, o.pos)
         return n
 
     def pwrite(self, fd: int, data: bytes, offset: int) -> int:
         o, f = self._writable_file(fd)
-        self._maybe_fail("write", o.path)
+        if self.fault is not None:
+            self._maybe_fail("write", o.path)
         return _write_at(f, offset, data)
 
     def pread(self, fd: int, n: int, offset: int) -> bytes:
@@ -333,7 +337,8 @@ class SimFS:
 
     def fsync(self, fd: int) -> None:
         o = self._open_of(fd)
-        self._maybe_fail("fsync", o.path)
+        if self.fault is not None:
+            self._maybe_fail("fsync", o.path)
         node = o.node
         if isinstance(node, SimDir):
             self._sync(_DirSync(node, node.seq, dict(node.entries) if self._deferred is not None else node.entries))
@@ -343,7 +348,8 @@ class SimFS:
     fdatasync = fsync
 
     def fsync_dir(self, path: PathLike) -> None:
-        self._maybe_fail("fsync", path)
+        if self.fault is not None:
+            self._maybe_fail("fsync", path)
         d = self._dir(path)
         self._sync(_DirSync(d, d.seq, dict(d.entries) if self._deferred is not None else d.entries))
 

@@ -601,11 +601,10 @@ class Simulation:
                 self._exit(host, host.exiting)
         except InvariantViolation as exc:
             self._violated(index, node_id, f"{kind} {desc}", str(exc))
-        except OSError as exc:
-            if not self._injected_disk_error(host):
-                raise
-            self._fail_stop(host, f"storage failure while handling {kind}: {exc}")
         except Exception as exc:
+            if isinstance(exc, OSError) and self._injected_disk_error(host):
+                self._fail_stop(host, f"storage failure while handling {kind}: {exc}")
+                return
             detail = "".join(traceback.format_exception_only(exc)).strip()
             self._violated(index, node_id, f"{kind} {desc}", f"node {node_id} raised {detail}")
             self.crash_traceback = traceback.format_exc()

@@ -6,6 +6,7 @@ the same seed gives the same trace with all of them on."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import random
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -20,10 +21,11 @@ from node.raft import records
 from node.raft.records import CorruptBatchError
 from node.runtime import file_storage
 from node.runtime.corruption import CORRUPT_MODES, NothingToCorrupt
-from node.runtime.file_storage import snapshot_name
+from node.runtime.file_storage import FileStorage, snapshot_name
 from node.sim.admin_client import SimAdminClient, broker_endpoints
 from node.sim.cluster import ClusterConfig
 from node.sim.cluster_run import settled
+from node.sim.disk import SimDisk
 from node.sim.runner import converged
 from node.sim.world import SimConfig, Simulation
 from tests.sim.scenarios import settle, wait
@@ -83,6 +85,18 @@ def test_a_failed_fsync_fail_stops_the_node_which_forgets_what_it_had_not_synced
     assert sim.violation is None
     settle(sim)
     assert b"never-acknowledged" not in [r for b in sim.committed_log() for r in b.records]
+
+
+def test_an_os_error_nobody_injected_is_a_bug_not_a_fail_stop():
+    class BrokenFlush(FileStorage):
+        def flush(self) -> None:
+            raise OSError(errno.EIO, "not injected")
+
+    sim = Simulation(SimConfig(seed=1, voters=3, disk_factory=lambda n: SimDisk(n, storage_factory=BrokenFlush)))
+    sim.start()
+    sim.run_for(5_000)
+    assert sim.violation is not None and "raised OSError" in sim.violation.message
+    assert sim.stats.fail_stops == 0
 
 
 def test_enospc_on_writes_fail_stops_a_follower_on_its_next_append():
