@@ -108,7 +108,8 @@ def free_subnet(seed: str, tries: int = 256) -> ipaddress.IPv4Network:
 class NetnsBackend(Backend):
     """One network namespace per node on a bridge; see the module docstring."""
 
-    faults = frozenset({"partition", "packet", "clock", "kill", "pause", "disk_stall", "disk_fail"})
+    # corrupt: the DB adapter edits a stopped node's files
+    faults = frozenset({"partition", "packet", "clock", "kill", "pause", "disk_stall", "disk_fail", "corrupt"})
 
     def __init__(
         self,

@@ -166,7 +166,9 @@ class NodeServer:
     async def start(self) -> None:
         """Load the data dir (StorageError if it cannot be trusted), listen, and start the core."""
         self._loop = asyncio.get_running_loop()
-        self.storage = FileStorage(self.config.data_dir, self.node_id, self.config.cluster_id)
+        self.storage = FileStorage(
+            self.config.data_dir, self.node_id, self.config.cluster_id, segment_bytes=self.config.segment_bytes
+        )
         try:
             loaded = self.storage.load()
         except BaseException:
