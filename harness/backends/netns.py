@@ -4,6 +4,7 @@ Layout for a run with tag T (random hex, unique per run):
   bridge  kcT        with the first address of a free private /24 (how the harness reaches nodes)
   netns   kcT-NODE   loopback up, `eth0` (peer of veth kcTvI on the bridge) with the node's address
   filter  nft table `inet kchaos` (or iptables chain KCHAOS) inside each namespace for partitions
+  data    with lose_unsynced enabled, RUN/nodes/NODE/data is a lazyfs mount (harness.backends.lazyfs)
 Everything is ledgered (harness.backends.ledger) before it is created; teardown(), Ctrl-C and SIGTERM
 (while used as a context manager) and `kchaos heal` after a crash undo it.
 """
@@ -19,14 +20,16 @@ import secrets
 import signal
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import IO
 
 from harness.backends import Backend, Grudge, check_grudge
+from harness.backends.faults import FaultNotSupported
 from harness.backends.firewall import Firewall, allow_bridge_forwarding, firewall_named, record_block
+from harness.backends.lazyfs.nodes import NodeDisks
 from harness.backends.ledger import LEDGER_NAME, HealReport, Ledger
 from harness.backends.procs import kill_verified, start_time
 from harness.backends.resources import create_bridge, create_netns, create_veth, link_names, netns_names
@@ -104,6 +107,8 @@ def free_subnet(seed: str, tries: int = 256) -> ipaddress.IPv4Network:
 class NetnsBackend(Backend):
     """One network namespace per node on a bridge; see the module docstring."""
 
+    faults = Backend.faults | {"lose_unsynced"}
+
     def __init__(
         self,
         run_dir: Path | str,
@@ -131,6 +136,7 @@ class NetnsBackend(Backend):
         self._blocks: list[int] = []
         self._lock = threading.RLock()
         self._signals: contextlib.ExitStack | None = None
+        self.disks = NodeDisks(self.run_dir)  # lazyfs data dirs, once enable_faults asks for lose_unsynced
 
     # -- Backend -------------------------------------------------------------------------------------
 
@@ -185,6 +191,7 @@ class NetnsBackend(Backend):
             for proc in self._procs.values():
                 _reap(proc)
             self._procs.clear()
+            self.disks.reap()
             self._blocks.clear()
             if report.failed:
                 raise BackendError(
@@ -219,6 +226,24 @@ class NetnsBackend(Backend):
         """Addresses the node currently drops (read back from its packet filter)."""
         _, firewall = self._ready()
         return firewall.blocked(self._host(node).netns)
+
+    # -- power loss (harness.backends.lazyfs) ----------------------------------------------------------
+
+    def enable_faults(self, kinds: Collection[str]) -> None:
+        if "lose_unsynced" in kinds:
+            ledger, _ = self._ready()
+            self.disks.start(ledger, self._nodes)
+
+    def data_dir(self, node: str) -> str | None:
+        self._host(node)
+        return self.disks.data_dir(node)
+
+    def lose_unsynced(self, node: str) -> None:
+        self._host(node)
+        if self.disks.data_dir(node) is None:
+            raise FaultNotSupported("lose_unsynced needs enable_faults(['lose_unsynced']) before the nodes start")
+        self.kill(node)
+        self.disks.power_loss(node)
 
     # -- processes -----------------------------------------------------------------------------------
 
