@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from node.runtime import file_storage  # noqa: E402
+from node.runtime import file_storage
 
 
 def flush_without_fsync(self: file_storage.FileStorage) -> None:
