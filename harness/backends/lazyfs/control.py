@@ -17,11 +17,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.backends.shell import BackendError
+
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 _SUN_PATH_MAX = 100  # sockaddr_un holds 108 bytes; keep a margin
 
 
-class LazyfsError(Exception):
+class LazyfsError(BackendError):
     """The lazyfs daemon could not be reached or refused a command; the message says which and why."""
 
 

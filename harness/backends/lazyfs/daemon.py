@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.lazyfs.layout import StateDir
+from harness.errors import EXIT_ERROR
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,18 +29,25 @@ def main(argv: list[str] | None = None) -> int:
         help="do not pass fsyncs on to the backing files (the model stays exact; the host's disk is not synced)",
     )
     args = parser.parse_args(argv)
+    if not args.mountpoint.is_dir():
+        print(f"lazyfs: mount point {args.mountpoint}: not an existing directory", file=sys.stderr)
+        return EXIT_ERROR
     level = logging.DEBUG if os.environ.get("LAZYFS_DEBUG") else logging.INFO
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s lazyfs %(levelname)s %(message)s")
     try:
         from harness.backends.lazyfs.fs import LazyOperations, mount
     except (ImportError, OSError) as exc:  # fusepy missing, or libfuse2 missing (fusepy raises EnvironmentError)
         print(f"lazyfs: cannot load FUSE: {exc} (apt-get install libfuse2; pip install fusepy)", file=sys.stderr)
-        return 254
+        return EXIT_ERROR
     from harness.backends.lazyfs.control import ControlServer
     from harness.backends.lazyfs.store import LazyStore
 
     state = StateDir(args.state_dir)
-    state.make()
+    try:
+        state.make()
+    except OSError as exc:
+        print(f"lazyfs: state dir {args.state_dir}: {exc.strerror}", file=sys.stderr)
+        return EXIT_ERROR
     os.umask(0)  # the kernel already applied the caller's umask to every mode it sends
     store = LazyStore(state.disk, state.limbo, sync_backing=not args.no_backing_sync)
     ops: LazyOperations | None = None
@@ -68,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.info("serving %s on %s (backing sync %s)", state.disk, args.mountpoint, not args.no_backing_sync)
     try:
         mount(ops, str(args.mountpoint))
+    except RuntimeError as exc:  # fusepy: fuse_main failed (libfuse printed why on stderr)
+        print(f"lazyfs: cannot mount {args.mountpoint} (fuse_main returned {exc})", file=sys.stderr)
+        return EXIT_ERROR
     finally:
         server.close()
         store.close_all()
