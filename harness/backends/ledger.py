@@ -32,7 +32,7 @@ Undo = Callable[[dict[str, Any]], str | None]
 _UNDO: dict[str, Undo] = {}
 
 # Modules that register undo functions; heal imports them so a fresh process knows every kind.
-UNDO_MODULES: list[str] = ["harness.backends.resources", "harness.backends.firewall"]
+UNDO_MODULES: list[str] = ["harness.backends.resources", "harness.backends.firewall", "harness.backends.lazyfs.mount"]
 
 
 def register_undo(kind: str) -> Callable[[Undo], Undo]:

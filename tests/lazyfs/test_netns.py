@@ -229,3 +229,39 @@ def test_a_signalled_harness_unmounts_and_stops_its_daemons(tmp_path, sig):
     assert not marked_pids(marker)
     for pid in info["daemons"].values():
         assert not os.path.exists(f"/proc/{pid}")
+
+
+def test_a_whole_run_with_lazyfs_data_dirs_under_partitions_and_kills_is_valid_and_leaves_nothing(
+    tmp_path, monkeypatch
+):
+    """The runner's path (enable_faults before the cluster starts, data dirs from the backend, collect,
+    teardown) with lazyfs under every node; kill -9 without a power loss loses nothing, so the run is valid."""
+    from harness.runner import run_test
+    from tests.harness_run.helpers import sim_spec
+
+    enable = NetnsBackend.enable_faults
+    monkeypatch.setattr(NetnsBackend, "enable_faults", lambda self, kinds: enable(self, [*kinds, "lose_unsynced"]))
+    spec = sim_spec(
+        seed=5,
+        backend="netns",
+        cluster=Cluster(controllers=3, brokers=1),
+        time_limit_s=15.0,
+        nemesis_interval_s=2.0,
+        nemesis_duration_s=3.0,
+        concurrency=4,
+        rate=20.0,
+    )
+    try:
+        result = run_test(spec, root=tmp_path, say=lambda _: None, progress=False)
+    finally:
+        for run_dir in (p for p in tmp_path.glob("*/*") if p.is_dir() and not p.is_symlink()):
+            heal_if_left(run_dir)
+    assert result.error is None, result.error
+    assert result.valid is True, result.checker_lines
+    run_dir = result.run.path
+    for node in ("c1", "c2", "c3", "b1"):
+        state = run_dir / "nodes" / node / "lazyfs"
+        assert list((state / "disk" / "__cluster_metadata-0").glob("*.log")), node  # the data went through lazyfs
+        assert "unmounted" in (state / "daemon.log").read_text()
+        assert (run_dir / "nodes" / node / "committed-log.jsonl").is_file()
+    assert fuse_mounts(tmp_path) == []

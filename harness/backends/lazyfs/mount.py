@@ -1,14 +1,16 @@
 """Host side of lazyfs: start a daemon and its mount, ledgered first, and take them down again.
 
-Ledger entries, in the order written: `process` (the daemon; pid and start time added once known) and
-`mount` (the mount point). Undo runs newest first, so heal unmounts (`umount -l`) before it kills the
-daemon, and a daemon whose pid never reached the ledger exits by itself once unmounted.
+Ledger entries, in the order written: `lazyfs_daemon` (pid and start time added once known) and `mount`
+(the mount point). Undo runs newest first, so heal unmounts (`umount -l`) first; the daemon then exits
+by itself (its undo waits for that, then sends SIGTERM, then SIGKILL), and a daemon whose pid never
+reached the ledger exits by itself once unmounted.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,14 +20,15 @@ from typing import Any
 
 from harness.backends.lazyfs.control import LazyfsClient, LazyfsError
 from harness.backends.lazyfs.layout import StateDir
-from harness.backends.ledger import Ledger
-from harness.backends.procs import start_time
+from harness.backends.ledger import Ledger, register_undo
+from harness.backends.procs import is_same_process, kill_verified, start_time, wait_gone
 from harness.backends.resources import is_mounted, record_mount
 from harness.backends.shell import BackendError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
+EXIT_WAIT_S = 5.0  # per step of a daemon's stop: exit by itself, after SIGTERM, after SIGKILL
 
 
 @dataclass
@@ -66,7 +69,7 @@ def start_lazyfs(
     if not backing_sync:
         argv.append("--no-backing-sync")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    process_id = ledger.record("process", node=label, role="lazyfs", argv=argv)
+    process_id = ledger.record("lazyfs_daemon", node=label, argv=argv)
     mount_id = record_mount(ledger, str(mountpoint))
     log = open(state.log, "ab")  # noqa: SIM115 - the child holds its own copy
     try:
@@ -87,6 +90,21 @@ def start_lazyfs(
         stop_lazyfs(ledger, lazy)
         raise
     return lazy
+
+
+@register_undo("lazyfs_daemon")
+def undo_daemon(fields: dict[str, Any]) -> str | None:
+    """Stop a lazyfs daemon: after the unmount it exits by itself; else SIGTERM (libfuse unmounts and
+    exits), else SIGKILL."""
+    pid, start = fields.get("pid"), fields.get("starttime")
+    if pid is None or start is None or not is_same_process(pid, start):
+        return None  # gone, or never started far enough to be ledgered (it exits once unmounted)
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        if sig is not None:
+            kill_verified(pid, start, sig)
+        if wait_gone(pid, start, timeout=EXIT_WAIT_S):
+            break
+    return f"lazyfs daemon {pid} ({fields.get('node', '?')})"
 
 
 def _wait_ready(lazy: LazyMount, label: str) -> None:
@@ -114,8 +132,6 @@ def _log_tail(lazy: LazyMount, lines: int = 5) -> str:
 def stop_lazyfs(ledger: Ledger, lazy: LazyMount) -> None:
     """Unmount (lazily: a process still holding a file must not keep the mount alive) and stop the daemon."""
     report = ledger.undo(lazy.mount_id)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        lazy.popen.wait(timeout=STOP_TIMEOUT_S)
     ledger.undo(lazy.process_id, report)
     with contextlib.suppress(subprocess.TimeoutExpired):
         lazy.popen.wait(timeout=STOP_TIMEOUT_S)
