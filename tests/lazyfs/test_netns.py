@@ -84,13 +84,25 @@ def test_lose_unsynced_kills_the_node_and_forgets_its_unsynced_writes(tmp_path):
         assert (data / "synced").read_bytes() == b"kept"
         assert not (data / "unsynced").exists()
         assert backend.disks.last_loss["n1"]["vanished"] == ["/unsynced"]
+
+        # torn writes: the same loss keeps a seeded prefix of the un-synced tail
+        backend.disks.tear_writes(seed=1)
+        tail = b"t" * 4000
+        backend.start("n1", [sys.executable, "-c", script.replace("b'+lost'", repr(tail)), str(data)])
+        while not (data / "unsynced").exists() and time.monotonic() < deadline + 60:
+            time.sleep(0.05)
+        backend.lose_unsynced("n1")
+        torn = (data / "synced").read_bytes()
+        assert torn.startswith(b"kept") and tail.startswith(torn[4:])
+        assert 0 < len(torn) - 4 < len(tail)  # seed 1 keeps part of the tail (the same part every time)
+        assert not (data / "unsynced").exists()  # its name was never durable, whatever its data
         daemons = daemons_alive(backend)
         assert len(daemons) == 2
     finally:
         backend.teardown()
         heal_if_left(tmp_path)
     assert leftovers(backend) == NOTHING
-    assert (tmp_path / "nodes" / "n1" / "lazyfs" / "disk" / "synced").read_bytes() == b"kept"  # the files stay
+    assert (tmp_path / "nodes" / "n1" / "lazyfs" / "disk" / "synced").read_bytes() == torn  # the files stay
 
 
 def _write_configs(admin: SyncAdminClient) -> dict[str, str]:

@@ -7,6 +7,7 @@ Layout per node, inside the run dir: `nodes/<node>/data` (the mount point, what 
 from __future__ import annotations
 
 import contextlib
+import random
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,6 +24,12 @@ class NodeDisks:
         self.run_dir = Path(run_dir)
         self.mounts: dict[str, LazyMount] = {}
         self.last_loss: dict[str, dict[str, Any]] = {}  # node -> what its last power loss forgot
+        self.torn: random.Random | None = None  # set by tear_writes(): power losses keep torn tails
+
+    def tear_writes(self, seed: int | None) -> None:
+        """From now on each power loss keeps a random prefix of each file's un-synced tail (seeded, so a
+        run's power losses repeat with its seed); None: keep nothing un-synced (the default)."""
+        self.torn = None if seed is None else random.Random(seed)
 
     def paths(self, node: str) -> tuple[Path, Path]:
         """(state dir, mount point) of the node's lazyfs."""
@@ -41,6 +48,8 @@ class NodeDisks:
 
     def power_loss(self, node: str, torn_seed: int | None = None) -> dict[str, Any]:
         """Forget what the node's filesystem had not made durable (the node must be stopped first)."""
+        if torn_seed is None and self.torn is not None:
+            torn_seed = self.torn.randrange(2**32)
         result = self.mounts[node].power_loss(torn_seed)
         self.last_loss[node] = result
         return result
