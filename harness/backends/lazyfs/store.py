@@ -353,7 +353,8 @@ class LazyStore:
                     os.close(fd)
 
     def _entries(self, real: str) -> dict[str, int]:
-        return {e.name: e.inode() for e in os.scandir(real)}
+        # lstat's inode, not readdir's d_ino: on some filesystems (overlayfs) the two differ.
+        return {e.name: e.stat(follow_symlinks=False).st_ino for e in os.scandir(real)}
 
     def _set_durable(self, ino: int, entries: dict[str, int]) -> None:
         old = self._durable.get(ino, {})
