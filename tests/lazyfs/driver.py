@@ -26,7 +26,7 @@ def main() -> None:
         info = {
             "pids": pids,
             "mounts": {n: backend.data_dir(n) for n in nodes},
-            "daemons": {n: m.popen.pid for n, m in backend.disks.mounts.items()},
+            "daemons": {n: m.popen.pid for n, m in backend.lazyfs.mounts.items()},
             "bridge": backend.bridge,
         }
         print(json.dumps(info), flush=True)

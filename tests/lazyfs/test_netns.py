@@ -4,6 +4,7 @@ storage acknowledges before fsyncing does not), and nothing is left behind, even
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.faults import FaultNotSupported
+from harness.backends.faults import DiskFault, FaultNotSupported
 from harness.backends.ledger import heal
 from harness.backends.netns import NetnsBackend
 from harness.backends.resources import link_names, netns_names
@@ -50,7 +51,7 @@ NOTHING = {"netns": [], "links": [], "mounts": [], "daemons": []}
 
 
 def daemons_alive(backend: NetnsBackend) -> list[int]:
-    return [m.popen.pid for m in backend.disks.mounts.values() if m.popen.poll() is None]
+    return [m.popen.pid for m in backend.lazyfs.mounts.values() if m.popen.poll() is None]
 
 
 def test_lose_unsynced_kills_the_node_and_forgets_its_unsynced_writes(tmp_path):
@@ -83,10 +84,10 @@ def test_lose_unsynced_kills_the_node_and_forgets_its_unsynced_writes(tmp_path):
         assert not backend.is_alive("n1")
         assert (data / "synced").read_bytes() == b"kept"
         assert not (data / "unsynced").exists()
-        assert backend.disks.last_loss["n1"]["vanished"] == ["/unsynced"]
+        assert backend.lazyfs.last_loss["n1"]["vanished"] == ["/unsynced"]
 
         # torn writes: the same loss keeps a seeded prefix of the un-synced tail
-        backend.disks.tear_writes(seed=1)
+        backend.lazyfs.tear_writes(seed=1)
         tail = b"t" * 4000
         backend.start("n1", [sys.executable, "-c", script.replace("b'+lost'", repr(tail)), str(data)])
         while not (data / "unsynced").exists() and time.monotonic() < deadline + 60:
@@ -161,7 +162,7 @@ def _power_loss_cluster(tmp_path: Path, argv_prefix: list[str] | None) -> tuple[
             assert _read_configs(admin) == acked
         with ThreadPoolExecutor(len(db.controllers)) as pool:  # all voters at once
             list(pool.map(backend.lose_unsynced, db.controllers))
-        losses = dict(backend.disks.last_loss)
+        losses = dict(backend.lazyfs.last_loss)
         for node in db.controllers:
             backend.restart(node)
         if argv_prefix is None:
@@ -277,3 +278,35 @@ def test_a_whole_run_with_lazyfs_data_dirs_under_partitions_and_kills_is_valid_a
         assert "unmounted" in (state / "daemon.log").read_text()
         assert (run_dir / "nodes" / node / "committed-log.jsonl").is_file()
     assert fuse_mounts(tmp_path) == []
+
+
+def test_lose_unsynced_composes_with_disk_faults_a_failed_fsync_made_nothing_durable(tmp_path):
+    backend = NetnsBackend(tmp_path, ["n1"])
+    try:
+        backend.setup()
+        backend.enable_faults(["lose_unsynced", "disk_fail"])
+        backend.disk("n1", DiskFault("fail", ops=("fsync",), errno="EIO"))
+        data = Path(backend.data_dir("n1"))
+        script = (
+            "import os, sys, time\n"
+            "def sync(fd):\n"
+            "    try:\n        os.fsync(fd); return 'ok'\n"
+            "    except OSError as e:\n        return str(e.errno)\n"
+            "fd = os.open(sys.argv[1] + '/f', os.O_WRONLY | os.O_CREAT, 0o644); os.write(fd, b'data')\n"
+            "print('dir', sync(os.open(sys.argv[1], os.O_RDONLY)), 'file', sync(fd), flush=True)\n"
+            "time.sleep(600)\n"
+        )
+        backend.start("n1", [sys.executable, "-c", script, str(data)])
+        out = tmp_path / "nodes" / "n1" / "stdout.log"
+        deadline = time.monotonic() + 60
+        while "file" not in (out.read_text() if out.exists() else "") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _, dir_sync, _, file_sync = out.read_text().split()
+        assert file_sync == str(errno.EIO) and (data / "f").read_bytes() == b"data"
+        backend.lose_unsynced("n1")
+        # the failed fsync made nothing durable: the name only if the directory's own fsync went through
+        assert (data / "f").read_bytes() == b"" if dir_sync == "ok" else not (data / "f").exists()
+    finally:
+        backend.teardown()
+        heal_if_left(tmp_path)
+    assert leftovers(backend) == NOTHING
