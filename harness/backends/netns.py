@@ -6,6 +6,7 @@ Layout for a run with tag T (random hex, unique per run):
   filter  nft table `inet kchaos` (or iptables chain KCHAOS) inside each namespace for partitions
   faults  packet, clock, pause and disk faults: harness.backends.host_faults (enable_faults first for
           clock and disk faults, which preload shims into the node's process)
+  data    with lose_unsynced enabled, RUN/nodes/NODE/data is a lazyfs mount (harness.backends.lazyfs)
 Everything is ledgered (harness.backends.ledger) before it is created; teardown(), Ctrl-C and SIGTERM
 (while used as a context manager) and `kchaos heal` after a crash undo it.
 """
@@ -28,9 +29,10 @@ from types import TracebackType
 from typing import IO
 
 from harness.backends import Backend, Grudge, check_grudge
-from harness.backends.faults import ClockFault, DiskFault, Links, PacketFault
+from harness.backends.faults import ClockFault, DiskFault, FaultNotSupported, Links, PacketFault
 from harness.backends.firewall import Firewall, allow_bridge_forwarding, firewall_named, record_block
 from harness.backends.host_faults import HostFaults
+from harness.backends.lazyfs.nodes import NodeDisks
 from harness.backends.ledger import LEDGER_NAME, HealReport, Ledger
 from harness.backends.procs import kill_verified, start_time
 from harness.backends.resources import create_bridge, create_netns, create_veth, link_names, netns_names
@@ -109,7 +111,9 @@ class NetnsBackend(Backend):
     """One network namespace per node on a bridge; see the module docstring."""
 
     # corrupt: the DB adapter edits a stopped node's files
-    faults = frozenset({"partition", "packet", "clock", "kill", "pause", "disk_stall", "disk_fail", "corrupt"})
+    faults = frozenset(
+        {"partition", "packet", "clock", "kill", "pause", "disk_stall", "disk_fail", "lose_unsynced", "corrupt"}
+    )
 
     def __init__(
         self,
@@ -139,6 +143,7 @@ class NetnsBackend(Backend):
         self._lock = threading.RLock()
         self._signals: contextlib.ExitStack | None = None
         self._host_faults: HostFaults | None = None
+        self.lazyfs = NodeDisks(self.run_dir)  # data dirs on lazyfs, once enable_faults asks for lose_unsynced
 
     # -- Backend -------------------------------------------------------------------------------------
 
@@ -195,6 +200,7 @@ class NetnsBackend(Backend):
             for proc in self._procs.values():
                 _reap(proc)
             self._procs.clear()
+            self.lazyfs.reap()
             self._blocks.clear()
             if report.failed:
                 raise BackendError(
@@ -229,6 +235,19 @@ class NetnsBackend(Backend):
         """Addresses the node currently drops (read back from its packet filter)."""
         _, firewall = self._ready()
         return firewall.blocked(self._host(node).netns)
+
+    # -- power loss (harness.backends.lazyfs) ----------------------------------------------------------
+
+    def data_dir(self, node: str) -> str | None:
+        self._host(node)
+        return self.lazyfs.data_dir(node)
+
+    def lose_unsynced(self, node: str) -> None:
+        self._host(node)
+        if self.lazyfs.data_dir(node) is None:
+            raise FaultNotSupported("lose_unsynced needs enable_faults(['lose_unsynced']) before the nodes start")
+        self.kill(node)
+        self.lazyfs.power_loss(node)
 
     # -- processes -----------------------------------------------------------------------------------
 
@@ -323,7 +342,10 @@ class NetnsBackend(Backend):
     # -- packet, clock, pause and disk faults (harness.backends.host_faults) ---------------------------
 
     def enable_faults(self, kinds: Collection[str]) -> None:
-        """Prepare clock and disk faults (shims, control files) before the nodes start."""
+        """Prepare what must be in place before the nodes start: lazyfs data dirs (lose_unsynced), clock
+        and disk faults (shims, control files)."""
+        if "lose_unsynced" in kinds:
+            self.lazyfs.start(self._ready()[0], self._nodes)
         self._faults_ready().enable(kinds, self._nodes)
 
     def packet(self, links: Links, fault: PacketFault) -> None:
