@@ -22,7 +22,17 @@ from typing import Any
 
 from harness.backends.faults import CLOCK_MODES, DISK_ERRORS, FAULT_KINDS
 
-__all__ = ["CATALOGUE", "FAULT_KINDS", "HEAL_ORDER", "TARGETED_KIND", "TARGET_MODES", "KindSpec", "Param", "spec"]
+__all__ = [
+    "CATALOGUE",
+    "FAULT_KINDS",
+    "HEAL_ORDER",
+    "KIND_COLORS",
+    "TARGETED_KIND",
+    "TARGET_MODES",
+    "KindSpec",
+    "Param",
+    "spec",
+]
 
 # Which nodes a fault hits (nemesis.targets). Minority/majority count the controllers (the voters):
 # a minority down leaves the quorum available, a majority does not.
@@ -63,7 +73,7 @@ PARTITION_MODES: tuple[str, ...] = (
     "isolate-each-controller",
 )
 PARTITION_DOC: dict[str, str] = {
-    "random-halves": "all nodes shuffled and cut into a smaller and a larger half",
+    "random-halves": "all nodes shuffled and cut in two halves (the odd one out on the second)",
     "isolate-one": "a random node cut off from every other",
     "isolate-leader": "the active controller cut off from every other node",
     "majorities-ring": "controllers on a ring: each hears a majority, no two the same one (brokers hear all)",
@@ -296,6 +306,22 @@ HEAL_ORDER: tuple[str, ...] = (
 # Faults the simulator triggers by what a node just did (node.sim.buggify), recorded as the kind
 # "buggify" in histories; each needs one of the run's kinds (the fault it does).
 TARGETED_KIND = "buggify"
+
+# One colour per kind wherever fault windows are drawn (run plots, report.html, the history viewer's
+# `FAULT_COLORS`, which must stay equal: tests/nemesis/test_catalogue.py compares them).
+KIND_COLORS: dict[str, str] = {
+    "partition": "#7b61c9",
+    "packet": "#17becf",
+    "clock": "#b8862d",
+    "kill": "#c0392b",
+    "pause": "#2d7fb8",
+    "disk_stall": "#5d8c3a",
+    "disk_fail": "#8c3a5d",
+    "lose_unsynced": "#3a8c85",
+    "corrupt": "#4d4d4d",
+    "buggify": "#e67e22",
+}
+OTHER_COLOR = "#777777"
 
 # Options of `[nemesis_options.<kind>]` besides the parameters.
 SCHEDULE_OPTIONS: tuple[str, ...] = ("weight", "modes", "targets")

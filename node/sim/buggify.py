@@ -29,7 +29,7 @@ from typing import Any
 
 from node.protocol.messages import VoteResponse
 from node.raft import actions as act
-from node.raft.quorum_state import NO_ID, Role
+from node.raft.quorum_state import Role
 
 TRIGGERS: dict[str, str] = {
     "vote-granted": "crash a voter right after it grants a vote",
@@ -142,8 +142,10 @@ class Buggify:
 
     @staticmethod
     def _trigger(host: Any, actions: list[Any]) -> str | None:
-        """The trigger these actions match, the most specific first."""
-        persisted = granted = appended = elected = False
+        """The trigger these actions match, the most specific first. Role changes are read from the
+        `LeaderChanged` the core announces them with, not from a persisted quorum-state, so a core
+        that (wrongly) does not persist is struck at the same moment as one that does."""
+        persisted = granted = appended = announced = elected = False
         me = host.config.node_id
         for action in actions:
             kind = type(action)
@@ -154,14 +156,15 @@ class Buggify:
                 granted = granted or (type(message) is VoteResponse and message.vote_granted)
             elif kind is act.AppendBatches:
                 appended = True
-            elif kind is act.LeaderChanged and action.leader_id == me:
-                elected = True
-        if not (persisted or granted or appended):
+            elif kind is act.LeaderChanged:
+                announced = True
+                elected = elected or action.leader_id == me
+        if not (persisted or granted or appended or announced):
             return None
         role = host.raft.role
         if elected and role is Role.LEADER:
             return "elected"
-        if persisted and role is Role.CANDIDATE and host.raft.quorum_state.leader_id == NO_ID:
+        if announced and role is Role.CANDIDATE:
             return "candidate"
         if granted:
             return "vote-granted"

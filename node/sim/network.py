@@ -69,7 +69,8 @@ class Network:
         self.packet_fault: DegradedLinks | None = None
         self.sent = 0
         self.dropped = 0
-        self.fault_dropped = 0  # lost to the packet fault (also counted in `dropped`)
+        self.fault_affected = 0  # messages sent on links the packet fault affects
+        self.fault_dropped = 0  # of those, lost to the packet fault (also counted in `dropped`)
 
     # --- configuration ---
     def set_link(self, src: int, dst: int, model: LinkModel) -> None:
@@ -159,6 +160,7 @@ class Network:
         if degraded is not None and degraded.affects(src, dst):
             # Drawn only on affected links, whatever the outcome (as above).
             fault = degraded.fault
+            self.fault_affected += 1
             fault_lost = self._rng.random() < fault.loss
             jitter = round(fault.jitter_ms)
             delay += round(fault.delay_ms) + (self._rng.randint(-jitter, jitter) if jitter else 0)

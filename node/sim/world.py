@@ -218,6 +218,8 @@ class Simulation:
         # The same moment with what the node did: (host, event, its actions), e.g. for faults
         # triggered by a vote just granted (node.sim.buggify). A hook may kill or partition the node.
         self.action_hooks: list[Callable[[SimNode, Event, list[Any]], None]] = []
+        # Called for every message the network delivers: (src, dst, message); to watch faults from outside.
+        self.on_delivery: Callable[[int, int, Any], None] | None = None
         self._strobes: dict[int, int] = {}  # node -> serial of its running clock strobe
         self._strobe_serial = 0
 
@@ -839,6 +841,8 @@ class Simulation:
         if not self.network.can_hear(req.dst, req.src):  # partitioned while in flight
             del self._requests[rid]
             return
+        if self.on_delivery is not None:
+            self.on_delivery(req.src, req.dst, msg)
         if ctx is None:
             self._deliver(req.dst, req.dst_inc, RequestReceived(rid, req.correlation_id, msg))
         else:
@@ -855,6 +859,8 @@ class Simulation:
     def _arrive_response(self, req: _Request, msg: Any) -> None:
         if not self.network.can_hear(req.src, req.dst):
             return
+        if self.on_delivery is not None:
+            self.on_delivery(req.dst, req.src, msg)
         if req.src < 0:
             self.clients[req.src].on_response(req.dst, req.correlation_id, msg)
             return
