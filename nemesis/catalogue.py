@@ -138,7 +138,7 @@ class KindSpec:
     default_targets: tuple[str, ...] = ()
     params: tuple[Param, ...] = ()
     sim: str = ""  # how the sim backend does it
-    netns: str = "see the netns backend"
+    netns: str = ""
     mode_doc: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -175,6 +175,7 @@ CATALOGUE: dict[str, KindSpec] = {
                 Param("jitter_ms", int, 20, "the delay varies uniformly by ± this (at most the delay)", _MS, 0),
             ),
             sim="per-message loss and extra delay on the affected links (messages reorder)",
+            netns="iptables statistic loss and an NFQUEUE delay daemon on the receiving node",
         ),
         KindSpec(
             "clock",
@@ -209,6 +210,7 @@ CATALOGUE: dict[str, KindSpec] = {
                 ),
             ),
             sim="each node's clock is offset/rate over virtual time; its timers run on it (never backwards)",
+            netns="libfaketime + the kchaos_clock shim, a timestamp file per node",
             mode_doc={
                 "bump": "jump by delta_ms and stay there",
                 "strobe": "flip between +delta_ms and the true time every period_ms for duration_ms",
@@ -232,7 +234,7 @@ CATALOGUE: dict[str, KindSpec] = {
             KILL_TARGETS,
             "resume them",
             sim="events to the node queue up until it resumes",
-            netns="SIGSTOP / SIGCONT",
+            netns="SIGSTOP / SIGCONT of the node's process group",
         ),
         KindSpec(
             "disk_stall",
@@ -245,6 +247,7 @@ CATALOGUE: dict[str, KindSpec] = {
                 Param("delay_ms", int, (50, 500, 2_000), "added to each call", _MS, 0),
             ),
             sim="simulated fsync/write completions delayed",
+            netns="the kchaos_disk preload shim delays fsync/write on the data dir",
         ),
         KindSpec(
             "disk_fail",
@@ -258,6 +261,7 @@ CATALOGUE: dict[str, KindSpec] = {
                 Param("probability", float, 1.0, "each call fails with this probability", "", 0.000001, 1.0),
             ),
             sim="the simulated fsync/write raises the error",
+            netns="the kchaos_disk preload shim fails fsync/write on the data dir; the node fail-stops",
         ),
         KindSpec(
             "lose_unsynced",
@@ -266,6 +270,7 @@ CATALOGUE: dict[str, KindSpec] = {
             ("one", "leader", "minority"),
             "start the nodes again",
             sim="the simulated disk keeps a random prefix of the un-fsynced writes",
+            netns="a LazyFS-like FUSE filesystem under the data dir",
         ),
         KindSpec(
             "corrupt",
