@@ -13,6 +13,9 @@ loop (real time); clients and the nemesis are `Handler`s that complete ops by ca
   an `info` too: the harness cannot know whether the op took effect.
 - The phase ends when the generator is exhausted and every worker is idle, or when it is stuck
   (nothing in flight, nothing due, and the generator still pending).
+- Faults that no op asked for (the simulator's targeted faults) enter the history through
+  `record_external` as nemesis invoke + completion pairs; while a nemesis op is in flight they wait
+  for its completion, so a nemesis invoke is always followed by its own completion.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ class Driver:
         self._pump_again = False
         self._exhausted = False
         self._finished = True
+        self._nemesis_busy = False
+        self._external: list[tuple[str, Any]] = []  # (f, value) waiting for the nemesis op to complete
 
     # --- running ---------------------------------------------------------------------------------
 
@@ -148,6 +153,8 @@ class Driver:
         self._next_token += 1
         self._pending[token] = op
         is_nemesis = op.process == NEMESIS
+        if is_nemesis:
+            self._nemesis_busy = True
         handler = self.nemesis if is_nemesis else self.client
         if not is_nemesis:
             self.scheduler.call_at(now + self.op_timeout_ns, self._timed_out, token)
@@ -176,8 +183,29 @@ class Driver:
         worker = self.pool.worker_of(op.process)
         if kind == "info":
             self.pool.crash(worker)
+        if op.process == NEMESIS:
+            self._nemesis_busy = False
+            self._flush_external()
         self._release(worker)
         self._pump()
+
+    # --- faults nobody asked for -------------------------------------------------------------------
+
+    def record_external(self, f: str, value: Any) -> None:
+        """Record a fault that happened by itself (e.g. `start-buggify`) as a nemesis invoke and its
+        `info` completion, now or right after the nemesis op in flight completes. The generator is
+        not told: these are not its ops."""
+        self._external.append((f, value))
+        if not self._nemesis_busy:
+            self._flush_external()
+
+    def _flush_external(self) -> None:
+        while self._external:
+            f, value = self._external.pop(0)
+            now = self.scheduler.now()
+            op = Op(f, None, NEMESIS, "invoke", now)
+            self._record(event_of(op, "invoke", now, None))
+            self._record(event_of(op, "info", now, value))
 
 
 def _failed_value(op: Op, completion: Completion) -> Any:

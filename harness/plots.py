@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import LogFormatter
 
+from nemesis.catalogue import KIND_COLORS, OTHER_COLOR
 from reports.metrics import NS_PER_S
 
 LATENCY_RAW = "latency-raw.png"
@@ -35,7 +36,6 @@ RATE = "rate.png"
 OUTCOME_COLORS = {"ok": "#1b9e4b", "fail": "#d62728", "info": "#ff9f1c"}
 MARKERS = ("o", "^", "s", "D", "v", "P", "X", "*")  # one per f
 LINE_STYLES = ("-", "--", ":", "-.")  # one per f
-FAULT_COLORS = ("#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf", "#bcbd22", "#1f77b4")
 PLOT_QUANTILES = ((0.5, "p50"), (0.95, "p95"), (0.99, "p99"), (1.0, "max"))
 TARGET_WINDOWS = 40  # about this many time windows across a run
 DPI = 90
@@ -73,13 +73,18 @@ def window_seconds(end_s: float, target: int = TARGET_WINDOWS) -> float:
     return 10.0 ** (exp + 1)  # pragma: no cover - the loop always returns
 
 
+def fault_color(kind: str) -> str:
+    """Each kind's own colour (the same in every plot, report.html and the history viewer)."""
+    return KIND_COLORS.get(kind, OTHER_COLOR)
+
+
 def _shade(ax: Axes, spans: list[FaultSpan]) -> list[Patch]:
-    """Shade each fault window; one legend handle per kind."""
-    colors: dict[str, str] = {}
+    """Shade each fault window in its kind's colour (overlapping kinds mix); one legend handle per kind."""
+    kinds: dict[str, None] = {}
     for span in spans:
-        color = colors.setdefault(span.kind, FAULT_COLORS[len(colors) % len(FAULT_COLORS)])
-        ax.axvspan(span.start_s, span.end_s, color=color, alpha=0.15, linewidth=0, zorder=0)
-    return [Patch(color=c, alpha=0.3, label=f"{kind} (fault)") for kind, c in colors.items()]
+        kinds.setdefault(span.kind)
+        ax.axvspan(span.start_s, span.end_s, color=fault_color(span.kind), alpha=0.15, linewidth=0, zorder=0)
+    return [Patch(color=fault_color(kind), alpha=0.3, label=f"{kind} (fault)") for kind in sorted(kinds)]
 
 
 def _log_scale(ax: Axes, smallest: float) -> None:

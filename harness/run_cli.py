@@ -50,11 +50,30 @@ def _options(pairs: list[str] | None) -> dict[str, Any] | None:
     return out
 
 
+def _nemesis_options(pairs: list[str] | None) -> dict[str, dict[str, Any]] | None:
+    """`KIND.KEY=VALUE` pairs (VALUE a TOML value such as -90000, [1, 2] or "EIO"; a bare word is a
+    string) grouped by kind."""
+    if not pairs:
+        return None
+    out: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        kind, dot, key = name.strip().partition(".")
+        if not sep or not dot or not kind or not key:
+            raise UserError(f"--nemesis-option {pair!r}: expected KIND.KEY=VALUE, e.g. clock.delta_ms=-90000")
+        try:
+            value = tomllib.loads(f"v = {text.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text.strip()
+        out.setdefault(kind, {})[key.strip()] = value
+    return out
+
+
 def resolve(args: argparse.Namespace) -> Any:
     """The TestSpec from --test and the flags (flags win); the backend defaults to netns as root."""
     from harness.db import SUTS
-    from harness.nemesis import IMPLEMENTED
     from harness.test_spec import Registries, load_test
+    from nemesis.catalogue import FAULT_KINDS
     from workloads import workload_names
 
     backend = args.backend
@@ -79,15 +98,23 @@ def resolve(args: argparse.Namespace) -> Any:
         "leave_db_running": True if args.leave_db_running else None,
         "recovery_s": args.recovery,
         "workload_options": _options(args.workload_option),
+        "nemesis_options": _nemesis_options(args.nemesis_option),
+        "nemesis_max_active": args.nemesis_max_active,
+        "nemesis_buggify": False if args.no_buggify else None,
     }
     registries = Registries(
-        backends=("sim", "netns"), suts=tuple(SUTS), workloads=workload_names(), nemeses=IMPLEMENTED
+        backends=("sim", "netns"), suts=tuple(SUTS), workloads=workload_names(), nemeses=FAULT_KINDS
     )
     return load_test(args.test, overrides, registries)
 
 
 def run_command(args: argparse.Namespace) -> int:
     import dataclasses
+
+    if args.list_nemeses:
+        from nemesis.cli import print_catalogue
+
+        return print_catalogue(as_json=False)
 
     from harness.run_report import verdict_word
     from harness.runner import combined_exit, run_test
@@ -128,9 +155,18 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--nodes", help="cluster shape: N combined nodes, or C+B controllers+brokers (default 3+2)")
     p.add_argument("--workload", help="workload name (default config-register)")
-    p.add_argument("--nemesis", help="comma-separated fault kinds: partition,kill; 'none' for none")
-    p.add_argument("--nemesis-interval", help="time between faults (e.g. 10s)")
+    p.add_argument("--nemesis", help="comma-separated fault kinds, e.g. clock,kill,disk_stall; 'none' for none")
+    p.add_argument("--nemesis-interval", help="time between two fault starts (e.g. 10s)")
     p.add_argument("--nemesis-duration", help="how long each fault lasts (e.g. 10s)")
+    p.add_argument("--nemesis-max-active", help="faults active at once (default 0: every kind may be)")
+    p.add_argument(
+        "--nemesis-option",
+        action="append",
+        metavar="KIND.KEY=VALUE",
+        help="per-kind weight, modes, targets or parameter, e.g. clock.delta_ms=-90000 or kill.weight=3 (repeatable)",
+    )
+    p.add_argument("--no-buggify", action="store_true", help="sim: no targeted faults (see `kchaos nemeses`)")
+    p.add_argument("--list-nemeses", action="store_true", help="print the fault catalogue and exit")
     p.add_argument("--time-limit", help="length of the run phase (e.g. 60s, 2m)")
     p.add_argument("--concurrency", help="client workers")
     p.add_argument("--rate", help="client ops per second in total (0: as fast as they go)")

@@ -250,6 +250,40 @@ def _frame_html(frame: pd.DataFrame) -> str:
     return frame.to_html(index=False, float_format=lambda v: f"{v:.3f}", na_rep="", border=0)
 
 
+TIMELINE_STYLE = (
+    ".timeline { margin: 6px 0 12px; } .tl-row { display: flex; align-items: center; margin: 2px 0; }"
+    " .tl-label { width: 130px; font-size: 12px; } .tl-label i { display: inline-block; width: 10px;"
+    " height: 10px; margin-right: 6px; border-radius: 2px; } .tl-track { position: relative; flex: 1;"
+    " height: 14px; background: #f3f5f7; border-radius: 2px; } .tl-track span { position: absolute; top: 0;"
+    " bottom: 0; opacity: .75; border-radius: 2px; }"
+)
+
+
+def fault_timeline(faults: pd.DataFrame, end_s: float) -> str:
+    """One row per fault kind, its windows as bars in the kind's colour (the same as in the plots),
+    the row label with a swatch as the legend."""
+    if faults.empty:
+        return ""
+    span = max(end_s, 1e-9)
+    rows = []
+    for kind in sorted(faults["kind"].unique()):
+        color = plots.fault_color(str(kind))
+        bars = []
+        for w in faults[faults["kind"] == kind].itertuples(index=False):
+            left = 100 * max(0.0, w.start_s) / span
+            width = max(0.3, 100 * (min(w.end_s, span) - max(0.0, w.start_s)) / span)
+            tip = f"{kind} {w.start_s:.2f} to {w.end_s:.2f} s {w.targets}"
+            bars.append(
+                f'<span style="left:{left:.3f}%;width:{width:.3f}%;background:{color}" '
+                f'title="{html.escape(tip, quote=True)}"></span>'
+            )
+        rows.append(
+            f'<div class="tl-row"><span class="tl-label"><i style="background:{color}"></i>{html.escape(str(kind))}'
+            f'</span><div class="tl-track">{"".join(bars)}</div></div>'
+        )
+    return '<div class="timeline">' + "".join(rows) + f'<p class="muted">0 to {end_s:.1f} s</p></div>'
+
+
 def _test_rows(test: Mapping[str, Any]) -> str:
     rows = []
     for key, value in test.items():
@@ -300,7 +334,8 @@ def render_report(analysis: Analysis, test: Mapping[str, Any], figures: Figures)
     parts = [
         "<!DOCTYPE html>",
         f'<html lang="en"><head><meta charset="utf-8"><title>{html.escape(run.run_id)}: {word}</title>',
-        f"<style>{STYLE}\npre {{ margin: 0; font-size: 12px; }} .warn {{ color: #8a5a00; }}</style></head><body>",
+        f"<style>{STYLE}\npre {{ margin: 0; font-size: 12px; }} .warn {{ color: #8a5a00; }}\n{TIMELINE_STYLE}"
+        "</style></head><body>",
         f"<h1>{html.escape(run.run_id)}: <span class='{css}'>{word}</span></h1>",
         f'<p class="muted">{html.escape(str(run.path))} · analysed {html.escape(store.iso_utc(store.utc_now()))}</p>',
         '<div class="cards">',
@@ -330,6 +365,7 @@ def render_report(analysis: Analysis, test: Mapping[str, Any], figures: Figures)
         "<h2>Latency (ms) by f</h2>",
         _frame_html(figures.latency),
         "<h2>Fault windows</h2>",
+        fault_timeline(faults, figures.frames.end_ns / metrics.NS_PER_S),
         _frame_html(faults[["kind", "targets", "start_s", "end_s", "duration_ms", "healed"]]),
         "<h2>Plots</h2>",
         *(_png(run, path, titles.get(name, name)) for name, path in analysis.plots.items()),

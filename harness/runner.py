@@ -32,9 +32,11 @@ from harness.driver import Driver, DriverStats
 from harness.errors import EXIT_ERROR, EXIT_INVALID, UserError
 from harness.generators import clients, heal_all, main_phase, nemesis, nemesis_schedule, phases, rate, sleep
 from harness.history_writer import HistoryWriter
-from harness.nemesis import MODES, Nemesis
 from harness.progress import Progress
 from harness.schedulers import RealtimeScheduler, Scheduler, VirtualScheduler
+from nemesis.catalogue import HEAL_ORDER, TARGETED_KIND
+from nemesis.nemesis import Nemesis
+from nemesis.options import all_options
 from workloads import WorkloadEnv, WorkloadRun, get_workload
 
 READY_TIMEOUT_S = 90.0
@@ -61,7 +63,13 @@ def make_backend(spec: Any, run_dir: Path) -> Backend:
         from harness.backends.sim import SimBackend
 
         c = spec.cluster
-        return SimBackend(controllers=c.controllers, brokers=c.brokers, combined=c.combined, seed=spec.seed)
+        return SimBackend(
+            controllers=c.controllers,
+            brokers=c.brokers,
+            combined=c.combined,
+            seed=spec.seed,
+            targeted=spec.nemesis_buggify and bool(spec.nemesis),
+        )
     if spec.backend == "netns":
         from harness.backends.netns import NetnsBackend
 
@@ -77,15 +85,24 @@ def make_scheduler(backend: Backend) -> Scheduler:
     return backend.scheduler() if isinstance(backend, SimBackend) else RealtimeScheduler()
 
 
-def build_main_generator(spec: Any, workload: WorkloadRun) -> Any:
-    """Clients at `rate` beside the nemesis schedule for the time limit, then heal every fault."""
+def build_main_generator(spec: Any, workload: WorkloadRun, targeted: bool = False) -> Any:
+    """Clients at `rate` beside the nemesis schedule for the time limit, then heal every fault
+    (with `targeted`, the simulator's targeted faults too)."""
     client_gen = rate(spec.rate, workload.generator())
     kinds = list(spec.nemesis)
     if not kinds:
         return main_phase(client_gen, [], spec.time_limit_s)
-    modes = {k: spec.nemesis_modes.get(k, MODES.get(k, ())) for k in kinds}
-    schedule = nemesis_schedule(kinds, spec.nemesis_interval_s, spec.nemesis_duration_s, modes)
-    return phases(main_phase(client_gen, schedule, spec.time_limit_s), nemesis(heal_all(kinds)))
+    options = all_options(kinds, spec.nemesis_modes, spec.nemesis_options)
+    schedule = nemesis_schedule(
+        kinds,
+        spec.nemesis_interval_s,
+        spec.nemesis_duration_s,
+        modes={k: o.modes for k, o in options.items()},
+        weights={k: o.weight for k, o in options.items()},
+        max_active=spec.nemesis_max_active or len(kinds),
+    )
+    healed = [*kinds, TARGETED_KIND] if targeted else kinds
+    return phases(main_phase(client_gen, schedule, spec.time_limit_s), nemesis(heal_all(healed, HEAL_ORDER)))
 
 
 class Run:
@@ -145,7 +162,8 @@ class Run:
         spec, scheduler, db, workload = self.spec, self.scheduler, self.db, self.workload
         assert scheduler is not None and db is not None and workload is not None and self.backend is not None
         self.writer = HistoryWriter(self.run.history_jsonl)
-        the_nemesis = Nemesis(self.backend, db, scheduler, spec.seed) if spec.nemesis else None
+        options = all_options(spec.nemesis, spec.nemesis_modes, spec.nemesis_options)
+        the_nemesis = Nemesis(self.backend, db, scheduler, spec.seed, options) if spec.nemesis else None
         timeout = int(spec.workload_options.get("request_timeout_ms", 5_000)) / 1000 + OP_TIMEOUT_MARGIN_S
         scheduler.reset()
         progress = Progress(
@@ -165,8 +183,9 @@ class Run:
             on_event=progress.on_event,
         )
         self.say(f"running {spec.workload} for {spec.time_limit_s:g} s, nemesis {'+'.join(spec.nemesis) or 'none'}")
+        targeted = self._start_targeted(driver)
         with progress if not scheduler.virtual else contextlib.nullcontext():
-            self.stats = driver.run(build_main_generator(spec, workload), spec.seed)
+            self.stats = driver.run(build_main_generator(spec, workload, targeted), spec.seed)
             if self._simulation_stopped():
                 return
             progress.phase = "recover"
@@ -179,6 +198,14 @@ class Run:
                 progress.phase = "final reads"
                 self.stats = driver.run(clients(final), spec.seed + 1)
             self._simulation_stopped()
+
+    def _start_targeted(self, driver: Driver) -> bool:
+        """The backend's targeted faults (sim: node.sim.buggify) for the main phase, each firing in
+        the history as a nemesis `start-buggify`/`stop-buggify` pair; the final heal ends them."""
+        start = getattr(self.backend, "start_targeted", None)
+        if start is None or not self.spec.nemesis:
+            return False
+        return bool(start(lambda action, value: driver.record_external(f"{action}-{TARGETED_KIND}", value)))
 
     def _simulation_stopped(self) -> bool:
         """True when the simulation stopped on an invariant violation (the run is then invalid)."""

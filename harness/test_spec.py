@@ -7,9 +7,11 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     backend = "sim"                  # sim | netns  (BACKENDS)
     sut = "kraft"                    # system under test adapter (SUTS)
     workload = "config-register"     # WORKLOADS
-    nemesis = ["partition", "kill"]  # fault kinds (generators.FAULT_KINDS); [] = no faults
-    nemesis_interval_s = 10          # a fault starts this long after the previous one stopped
+    nemesis = ["partition", "kill"]  # fault kinds (nemesis.catalogue); [] = no faults
+    nemesis_interval_s = 10          # a fault starts this long after the previous start (or stop, when full)
     nemesis_duration_s = 10          # and lasts this long
+    nemesis_max_active = 0           # faults active at once; 0 = every kind may be
+    nemesis_buggify = true           # sim only: the simulator's targeted faults too
     time_limit_s = 60                # the main phase
     concurrency = 5                  # client workers
     rate = 50.0                      # client ops per second in total; 0 = as fast as they go
@@ -29,6 +31,11 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     [nemesis_modes]                  # optional: kind -> target modes the nemesis picks from
     partition = ["random-halves", "isolate-leader"]
 
+    [nemesis_options.clock]          # optional, per kind: weight, modes, targets, parameters
+    weight = 2                       # drawn this much more often than a kind of weight 1
+    targets = ["leader"]
+    delta_ms = [-90000, 90000]       # a list: one value drawn at each start
+
 `TestSpec.to_dict()` is the run's test.json (results/SCHEMA.md); `from_dict` reads one back.
 Allowed names come from the registries passed to `load_test`, else from the module constants below.
 """
@@ -45,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
-from harness.generators.schedule import FAULT_KINDS
+from nemesis.catalogue import FAULT_KINDS, check_option, mode_choices
 
 # test.json's schema version (results/SCHEMA.md); equal to reports.schema.SCHEMA_VERSION, not imported
 # from there because that module loads pyarrow, which every CLI start would then pay for.
@@ -76,6 +83,9 @@ FLAGS: dict[str, str] = {
     "recovery_s": "--recovery",
     "final_reads": "--final-reads",
     "workload_options": "--workload-option",
+    "nemesis_options": "--nemesis-option",
+    "nemesis_max_active": "--nemesis-max-active",
+    "nemesis_buggify": "--no-buggify",
 }
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._-]{0,99}$")
@@ -137,6 +147,9 @@ class TestSpec:
     nemesis_interval_s: float = 10.0
     nemesis_duration_s: float = 10.0
     nemesis_modes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    nemesis_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nemesis_max_active: int = 0
+    nemesis_buggify: bool = True
     time_limit_s: float = 60.0
     concurrency: int = 5
     rate: float = 50.0
@@ -175,6 +188,9 @@ class TestSpec:
             nemesis_interval_s=self.nemesis_interval_s,
             nemesis_duration_s=self.nemesis_duration_s,
             nemesis_modes={k: list(v) for k, v in self.nemesis_modes.items()},
+            nemesis_options={k: dict(v) for k, v in self.nemesis_options.items()},
+            nemesis_max_active=self.nemesis_max_active,
+            nemesis_buggify=self.nemesis_buggify,
             test_count=self.test_count,
             leave_db_running=self.leave_db_running,
             recovery_s=self.recovery_s,
@@ -241,6 +257,15 @@ class _Where:
                 continue
             if current == table and pattern.match(line):
                 return number
+        if table is None:
+            return None
+        for number, line in enumerate(self.lines, start=1):  # a table of its own: `[table.key]`
+            header = re.match(r"^\s*\[\s*([^\]]+?)\s*\]", line)
+            if header and header.group(1) == f"{table}.{key}":
+                return number
+        if "." in table:  # an inline table: the line that assigns it
+            parent, _, name = table.rpartition(".")
+            return self._line_of(name, parent)
         return None
 
 
@@ -360,7 +385,35 @@ def _modes(value: Any, where: _Where, flag: bool) -> dict[str, tuple[str, ...]]:
         loc = where.of("nemesis_modes", flag=True) if flag else where.of(kind, "nemesis_modes")
         if not isinstance(modes, list | tuple) or not modes or not all(isinstance(m, str) for m in modes):
             raise _fail(loc, f"expected a non-empty list of mode names, got {modes!r}")
+        if kind in FAULT_KINDS:
+            unknown = [m for m in modes if m not in mode_choices(kind)]
+            if unknown:
+                raise _fail(
+                    loc, f"unknown mode {unknown[0]!r} for {kind} (choose from {', '.join(mode_choices(kind))})"
+                )
         out[kind] = tuple(modes)
+    return out
+
+
+def _nemesis_options(value: Any, where: _Where, flag: bool) -> dict[str, dict[str, Any]]:
+    """`[nemesis_options.<kind>]` tables (or `--nemesis-option KIND.KEY=VALUE` pairs, already grouped
+    by kind), each key checked against the catalogue."""
+    if not isinstance(value, Mapping):
+        raise _fail(where.of("nemesis_options", flag=flag), f"expected a table, got {_type_name(value)}")
+    out: dict[str, dict[str, Any]] = {}
+    for kind, options in value.items():
+        table = f"nemesis_options.{kind}"
+        if kind not in FAULT_KINDS:
+            loc = where.of("nemesis_options", flag=True) if flag else where.of(kind, "nemesis_options")
+            raise _fail(loc, f"unknown fault kind {kind!r} (choose from {', '.join(FAULT_KINDS)})")
+        if not isinstance(options, Mapping):
+            raise _fail(where.of(kind, "nemesis_options"), f"expected a table, got {_type_name(options)}")
+        for key, option in options.items():
+            problem = check_option(kind, key, option)
+            if problem:
+                loc = f"{FLAGS['nemesis_options']} {kind}.{key}" if flag else where.of(key, table)
+                raise _fail(loc, problem)
+        out[kind] = {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()}
     return out
 
 
@@ -388,8 +441,10 @@ _SCALARS: dict[str, _Parser] = {
     "leave_db_running": lambda v, w, r: _boolean(v, w),
     "recovery_s": lambda v, w, r: _duration(v, w, positive=False),
     "final_reads": lambda v, w, r: _boolean(v, w),
+    "nemesis_max_active": lambda v, w, r: _integer(v, w, minimum=0),
+    "nemesis_buggify": lambda v, w, r: _boolean(v, w),
 }
-_TABLES = ("cluster", "workload_options", "nemesis_modes")
+_TABLES = ("cluster", "workload_options", "nemesis_modes", "nemesis_options")
 # test.json keys that are derived or added by the runner: accepted and ignored by from_dict
 _DERIVED = ("schema_version", "nodes", "started_at")
 
@@ -407,6 +462,8 @@ def _resolve(raw: Mapping[str, Any], where: _Where, flags: Mapping[str, Any], re
             values[key] = dict(value)
         elif key == "nemesis_modes":
             values[key] = _modes(value, where, flag=False)
+        elif key == "nemesis_options":
+            values[key] = _nemesis_options(value, where, flag=False)
         else:
             known = ", ".join([*_SCALARS, *_TABLES])
             raise _fail(where.of(key), f"unknown key (known keys: {known})")
@@ -424,13 +481,20 @@ def _resolve(raw: Mapping[str, Any], where: _Where, flags: Mapping[str, Any], re
             values[key] = {**values.get(key, {}), **value}
         elif key == "nemesis_modes":
             values[key] = _modes(value, where, flag=True)
+        elif key == "nemesis_options":
+            merged = {k: dict(v) for k, v in values.get(key, {}).items()}
+            for kind, options in _nemesis_options(value, where, flag=True).items():
+                merged[kind] = {**merged.get(kind, {}), **options}
+            values[key] = merged
         else:
             raise _fail(loc, "unknown option")
     kinds = values.get("nemesis", TestSpec.nemesis)
-    for kind in values.get("nemesis_modes", {}):
-        if kind not in kinds:
-            loc = where.of(kind, "nemesis_modes") if "nemesis_modes" in raw else where.of("nemesis_modes", flag=True)
-            raise _fail(loc, f"modes for {kind!r}, which is not in the nemesis list {list(kinds)}")
+    for table in ("nemesis_modes", "nemesis_options"):
+        for kind in values.get(table, {}):
+            if kind not in kinds:
+                loc = where.of(kind, table) if table in raw else where.of(table, flag=True)
+                what = table.removeprefix("nemesis_")
+                raise _fail(loc, f"{what} for {kind!r}, which is not in the nemesis list {list(kinds)}")
     if "seed" not in values:
         values["seed"] = secrets.randbelow(1 << 31)
     if "name" not in values:

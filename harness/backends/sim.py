@@ -2,20 +2,25 @@
 
 Hosts are simulated: `setup` builds the simulation (every node a `NodeProcess` with the roles the
 test's shape gives it), `start`/`kill`/`restart` start and kill -9 the simulated processes, partitions
-are the simulated network's grudge. Nothing touches the machine, so there is nothing to heal after a
-crash. Disk faults, power loss and file corruption act on each node's `SimFS` (the real `FileStorage`
-runs on it; see `node.sim.disk`). Node names map to the simulator's integer ids in its own layout
-(controller-only voters first, then combined voters, then broker-only observers): c1.. -> 1..,
-n1.. -> next, b1.. -> last.
+are the simulated network's grudge, packet faults its per-link loss and extra delay, clock faults the
+node's simulated clock (its timers run on it), pause queues the node's events until it resumes. Disk
+faults, power loss and file corruption act on each node's `SimFS` (the real `FileStorage` runs on it;
+see `node.sim.disk`). Nothing touches the machine, so there is nothing to heal after a crash. Node
+names map to the simulator's integer ids in its own layout (controller-only voters first, then combined
+voters, then broker-only observers): c1.. -> 1.., n1.. -> next, b1.. -> last.
+
+With `targeted`, the simulator's targeted faults (`node.sim.buggify`) run during the main phase:
+`start_targeted(listener)` / `stop_targeted()`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from harness.backends import Backend, DiskFault, Grudge, check_grudge
+from harness.backends import Backend, ClockFault, DiskFault, Grudge, Links, PacketFault, check_grudge
 from harness.schedulers import VirtualScheduler
+from node.sim.buggify import Buggify, Listener
 from node.sim.cluster import ClusterConfig, host_address
 from node.sim.world import SimConfig, Simulation
 
@@ -33,7 +38,9 @@ def sim_layout(controllers: int, combined: int, brokers: int) -> dict[str, int]:
 class SimBackend(Backend):
     """A simulated cluster of `controllers` + `combined` + `brokers` nodes (see the module docstring)."""
 
-    faults = Backend.faults | {"disk_stall", "disk_fail", "lose_unsynced", "corrupt"}
+    faults = frozenset(
+        {"partition", "packet", "clock", "kill", "pause", "disk_stall", "disk_fail", "lose_unsynced", "corrupt"}
+    )
 
     def __init__(
         self,
@@ -44,6 +51,7 @@ class SimBackend(Backend):
         seed: int = 0,
         cluster_options: Mapping[str, Any] | None = None,
         raft: Mapping[str, int] | None = None,
+        targeted: bool = False,
     ) -> None:
         self.cluster_config = ClusterConfig(
             controllers=controllers, brokers=brokers, combined=combined, **dict(cluster_options or {})
@@ -53,6 +61,9 @@ class SimBackend(Backend):
         self.ids = sim_layout(controllers, combined, brokers)
         self.names = {i: name for name, i in self.ids.items()}
         self.sim: Simulation | None = None
+        self.targeted = targeted
+        self.fault_kinds: frozenset[str] = frozenset()
+        self.buggify: Buggify | None = None
 
     # -- Backend -----------------------------------------------------------------------------------
 
@@ -87,6 +98,61 @@ class SimBackend(Backend):
 
     def is_alive(self, node: str) -> bool:
         return bool(self.simulation.node(self.id_of(node)).up)
+
+    def enable_faults(self, kinds: Collection[str]) -> None:
+        self.fault_kinds = frozenset(kinds)
+
+    def packet(self, links: Links, fault: PacketFault) -> None:
+        ids = None if links is None else {self.id_of(n): [self.id_of(m) for m in sorted(s)] for n, s in links.items()}
+        self.simulation.packet(ids, fault.loss, round(fault.delay_ms), round(fault.jitter_ms))
+
+    def heal_packet(self) -> None:
+        self.simulation.heal_packet()
+
+    def clock(self, node: str, fault: ClockFault) -> None:
+        node_id, sim = self.id_of(node), self.simulation
+        if fault.mode == "bump":
+            sim.skew(node_id, jump_ms=fault.delta_ms)
+        elif fault.mode == "rate":
+            sim.skew(node_id, rate=fault.rate)
+        elif fault.mode == "strobe":
+            sim.strobe_clock(node_id, fault.delta_ms, fault.period_ms, fault.duration_ms)
+        else:
+            sim.reset_clock(node_id)
+
+    def clock_reset(self, node: str) -> None:
+        self.simulation.reset_clock(self.id_of(node))
+
+    def pause(self, node: str) -> None:
+        self.simulation.pause(self.id_of(node))
+
+    def resume(self, node: str) -> None:
+        self.simulation.resume(self.id_of(node))
+
+    def wall_clock_ms(self, node: str) -> int:
+        """The node's (skewed) wall clock, as a real node reports it on /metrics."""
+        return self.simulation.wall_clock(self.id_of(node))
+
+    # -- targeted faults (node.sim.buggify) ------------------------------------------------------------
+
+    def start_targeted(self, listener: Listener) -> bool:
+        """Switch on the targeted faults allowed by the enabled kinds; each firing and its end go to
+        `listener` ("start"/"stop", value with node names). False when there is none to switch on."""
+        if not self.targeted:
+            return False
+        if self.buggify is None:
+            self.buggify = Buggify(self.simulation, self.fault_kinds, listener=listener, name_of=self.name_of)
+        self.buggify.listener = listener
+        self.buggify.enable()
+        return self.buggify.enabled
+
+    def stop_targeted(self) -> list[str]:
+        """No more targeted faults; end the active one now. The nodes it had hit."""
+        if self.buggify is None:
+            return []
+        return [self.name_of(n) for n in self.buggify.disable()]
+
+    # -- disks, power loss, corruption: carried out by the simulated storage (SimFS) ------------------
 
     def disk(self, node: str, fault: DiskFault) -> None:
         self.simulation.set_disk_fault(self.id_of(node), fault)

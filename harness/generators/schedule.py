@@ -1,16 +1,19 @@
 """Nemesis schedules and the final phase, as generators.
 
-Fault kinds are plain strings from the fault vocabulary (BRIEF §3.2); a schedule emits
-`start-<kind>` / `stop-<kind>` ops on the nemesis worker and leaves choosing targets to the nemesis
-(the op's value carries an optional `mode`, e.g. {"mode": "isolate-leader"}).
+Fault kinds are plain strings from the fault vocabulary (`harness.backends.faults.FAULT_KINDS`); a
+schedule emits `start-<kind>` / `stop-<kind>` ops on the nemesis worker and leaves choosing targets
+and parameters to the nemesis (the op's value carries an optional `mode`, e.g.
+{"mode": "isolate-leader"}).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.backends.faults import FAULT_KINDS
 from harness.generators.combinators import (
     AnyOf,
     Once,
@@ -24,71 +27,100 @@ from harness.generators.combinators import (
 )
 from harness.generators.core import EXHAUSTED, NEMESIS, PENDING, Context, Gen, Op, Rng, Step, seconds
 
-# The fault kinds a nemesis may start and stop (BRIEF §3.2): the allowed names wherever a test names
-# its nemesis, unless the caller passes the registry of what its backend implements.
-FAULT_KINDS: tuple[str, ...] = (
-    "partition",
-    "kill",
-    "pause",
-    "clock",
-    "disk_stall",
-    "disk_fail",
-    "lose_unsynced",
-)
+__all__ = ["FAULT_KINDS", "NemesisSchedule", "final_phase", "heal_all", "main_phase", "nemesis_schedule", "whole_run"]
 
-_IDLE, _STARTING, _ACTIVE, _STOPPING = "idle", "starting", "active", "stopping"
+_START, _STOP = "start", "stop"
 
 
 @dataclass(frozen=True, slots=True)
 class NemesisSchedule(Gen):
-    """Forever: wait `interval`, start a fault of a random kind, wait `duration` after its start
-    completed, stop it. One fault at a time; the next interval counts from the stop's completion.
+    """Jepsen's combined nemesis packages as one generator: several kinds, each its own start/stop
+    cycle, at most `max_active` faults active at once.
 
-    A start completed with `fail` opened no fault, so no stop follows it. Waiting is expressed as ops
-    due in the future, so a surrounding `time_limit` cuts the schedule cleanly (the final phase then
-    heals whatever is still active).
+    - A start is due `interval` after the previous start completed; while `max_active` faults are
+      active, none is, and a stop that frees a slot makes the next start due `interval` after it.
+      (With `max_active` 1: one fault at a time, the next starting `interval` after the stop.)
+    - The kind of each start is drawn among the kinds not active now, by `weights` (default 1 each;
+      0 never starts); its mode (the op's value `{"mode": ...}`) from `modes` when given.
+    - Each fault stops `duration` after its start completed; due stops go before a due start.
+    - A start completed with `fail` opened no fault, so no stop follows it.
+
+    Waiting is expressed as ops due in the future, so a surrounding `time_limit` cuts the schedule
+    cleanly (the final phase then heals whatever is still active). All choices come from the
+    generator's own random stream: the same seed and events give the same schedule.
     """
 
     kinds: tuple[str, ...]
     interval: int  # ns
     duration: int  # ns
     modes: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    state: str = _IDLE
-    kind: str | None = None
-    due: int | None = None  # when the next op is due; None: `interval` after the first query
+    weights: tuple[tuple[str, float], ...] = ()
+    max_active: int = 1
+    active: tuple[tuple[str, int], ...] = ()  # (kind, its stop's due time), in start order
+    inflight: tuple[str, str] | None = None  # (start|stop, kind) invoked, not yet completed
+    next_start: int | None = None  # None: `interval` after the first query
     rand: int = 0
 
+    def _weight(self, kind: str) -> float:
+        return dict(self.weights).get(kind, 1.0)
+
+    def _startable(self) -> list[str]:
+        busy = {k for k, _ in self.active}
+        return [k for k in self.kinds if k not in busy and self._weight(k) > 0]
+
     def op(self, ctx: Context) -> Step:
-        if not self.kinds:
+        if self.inflight is not None:
+            return PENDING
+        startable = self._startable() if len(self.active) < self.max_active else []
+        if not self.active and not startable:
             return EXHAUSTED
         free = ctx.first_free()
-        if free is None or self.state in (_STARTING, _STOPPING):
+        if free is None:
             return PENDING
-        due = self.due if self.due is not None else ctx.time + self.interval
-        time = max(due, ctx.time)
-        if self.state == _ACTIVE:
-            stop = Op(f"stop-{self.kind}", None, free[1], "invoke", time)
-            return stop, self._with(_STOPPING, self.kind, None, self.rand)
+        stop = min(self.active, key=lambda a: a[1], default=None)
+        start_due = None
+        if startable:
+            start_due = self.next_start if self.next_start is not None else ctx.time + self.interval
+        if stop is not None and (start_due is None or stop[1] <= start_due):
+            kind = stop[0]
+            op = Op(f"stop-{kind}", None, free[1], "invoke", max(stop[1], ctx.time))
+            return op, self._with(inflight=(_STOP, kind))
+        assert start_due is not None
         rng = Rng(self.rand)
-        kind = rng.choice(self.kinds)
+        kind = _weighted(rng, startable, [self._weight(k) for k in startable])
         modes = dict(self.modes).get(kind)
         value = {"mode": rng.choice(modes)} if modes else None
-        start = Op(f"start-{kind}", value, free[1], "invoke", time)
-        return start, self._with(_STARTING, kind, None, rng.state)
+        op = Op(f"start-{kind}", value, free[1], "invoke", max(start_due, ctx.time))
+        return op, self._with(inflight=(_START, kind), next_start=start_due, rand=rng.state)
 
     def update(self, ctx: Context, event: Op) -> Gen:
-        if event.process != NEMESIS or event.type == "invoke":
+        if event.process != NEMESIS or event.type == "invoke" or self.inflight is None:
             return self
-        if self.state == _STARTING and event.f == f"start-{self.kind}":
-            if event.type == "fail":
-                return self._with(_IDLE, None, event.time + self.interval, self.rand)
-            return self._with(_ACTIVE, self.kind, event.time + self.duration, self.rand)
-        if self.state == _STOPPING and event.f == f"stop-{self.kind}":
-            return self._with(_IDLE, None, event.time + self.interval, self.rand)
-        return self
+        action, kind = self.inflight
+        if event.f != f"{action}-{kind}":
+            return self
+        if action == _START:
+            active = self.active if event.type == "fail" else (*self.active, (kind, event.time + self.duration))
+            return self._with(inflight=None, active=active, next_start=event.time + self.interval)
+        full = len(self.active) >= self.max_active
+        active = tuple(a for a in self.active if a[0] != kind)
+        next_start = self.next_start
+        if full:
+            next_start = max(next_start or 0, event.time + self.interval)
+        return self._with(inflight=None, active=active, next_start=next_start)
 
-    def _with(self, state: str, kind: str | None, due: int | None, rand: int) -> NemesisSchedule:
-        return NemesisSchedule(self.kinds, self.interval, self.duration, self.modes, state, kind, due, rand)
+    def _with(self, **changes: Any) -> NemesisSchedule:
+        return dataclasses.replace(self, **changes)
+
+
+def _weighted(rng: Rng, items: Sequence[str], weights: Sequence[float]) -> str:
+    """One of `items`, each with probability proportional to its weight (all > 0)."""
+    point = rng.random() * sum(weights)
+    for item, weight in zip(items, weights, strict=True):
+        point -= weight
+        if point < 0:
+            return item
+    return items[-1]
 
 
 def nemesis_schedule(
@@ -96,16 +128,29 @@ def nemesis_schedule(
     interval_s: float,
     duration_s: float,
     modes: Mapping[str, Sequence[str]] | None = None,
+    weights: Mapping[str, float] | None = None,
+    max_active: int = 1,
 ) -> NemesisSchedule:
-    """Start a fault every `interval_s`, stop it after `duration_s` (see `NemesisSchedule`)."""
+    """Start a fault every `interval_s`, stop it after `duration_s`, up to `max_active` at once
+    (see `NemesisSchedule`)."""
+    if max_active < 1:
+        raise ValueError(f"max_active must be >= 1, got {max_active}")
     mode_items = tuple((k, tuple(v)) for k, v in sorted((modes or {}).items()) if v)
-    return NemesisSchedule(tuple(kinds), seconds(interval_s), seconds(duration_s), mode_items)
+    weight_items = tuple((k, float(w)) for k, w in sorted((weights or {}).items()))
+    if any(w < 0 for _, w in weight_items):
+        raise ValueError("nemesis weights must be >= 0")
+    return NemesisSchedule(
+        tuple(dict.fromkeys(kinds)), seconds(interval_s), seconds(duration_s), mode_items, weight_items, max_active
+    )
 
 
-def heal_all(kinds: Iterable[str]) -> Seq:
-    """`stop-<kind>` for every kind (sorted, once each): a nemesis treats stopping an inactive fault
-    as a no-op, so this heals everything whatever the schedule left running."""
-    return Seq(tuple(Once(Op(f"stop-{kind}")) for kind in sorted(set(kinds))))
+def heal_all(kinds: Iterable[str], order: Sequence[str] | None = None) -> Seq:
+    """`stop-<kind>` for every kind, once each: in the order of `order` (kinds it does not name come
+    last, sorted), else sorted. A nemesis treats stopping an inactive fault as a no-op, so this heals
+    everything whatever the schedule left running."""
+    rank = {k: i for i, k in enumerate(order or ())}
+    ordered = sorted(set(kinds), key=lambda k: (rank.get(k, len(rank)), k))
+    return Seq(tuple(Once(Op(f"stop-{kind}")) for kind in ordered))
 
 
 def final_phase(kinds: Iterable[str], recovery_s: float, final_reads: Any = None) -> list[Gen]:

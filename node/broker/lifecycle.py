@@ -12,9 +12,13 @@ Failures: no answer (also: none within a heartbeat interval) or NOT_CONTROLLER -
 `retry.backoff.ms` or as soon as a new controller is known; STALE_BROKER_EPOCH /
 BROKER_ID_NOT_REGISTERED on a heartbeat -> the registration is gone (e.g. a new controller's log lost
 it, or it was replaced): register again with the same incarnation id; DUPLICATE_BROKER_REGISTRATION ->
-another live process owns this broker id: shut down.
+a live session holds this broker id (another process, or this broker's own previous incarnation,
+killed less than a session ago): try again after the backoff, as Kafka's BrokerLifecycleManager does,
+until that session lapses. (Exiting instead livelocks combined nodes: after they all restart, each
+exit takes a controller along, the next active controller grants every registration a fresh
+session, and every broker is refused again.)
 INVALID_CLUSTER_ID and UNSUPPORTED_VERSION (a feature level this software lacks) are refusals that
-cannot change without a restart, so they shut the broker down too, with the reason.
+cannot change without a restart, so they shut the broker down, with the reason.
 """
 
 from __future__ import annotations
@@ -47,7 +51,6 @@ class BrokerState(IntEnum):
 
 # Registration refusals that no retry can fix: the broker shuts down with the reason.
 _FATAL_REGISTRATION_ERRORS = {
-    ErrorCode.DUPLICATE_BROKER_REGISTRATION: "another live broker process is registered with this broker id",
     ErrorCode.INVALID_CLUSTER_ID: "the controller belongs to another cluster",
     ErrorCode.UNSUPPORTED_VERSION: "this broker lacks a feature level the cluster has enabled",
 }

@@ -8,9 +8,10 @@ import re
 import sys
 from typing import Any
 
+from harness.backends.faults import FAULT_KINDS
 from harness.errors import EXIT_INVALID, EXIT_VALID, UserError
 from node.raft.config import ConfigError, RaftConfig
-from node.sim.faults import FAULT_KINDS, FaultConfig
+from node.sim.faults import DEPRECATED_ALIASES, FaultConfig
 from node.sim.network import LinkModel
 from node.sim.runner import RunConfig, RunResult, run
 from node.sim.workload import WorkloadConfig
@@ -45,10 +46,13 @@ def parse_delay(text: str) -> tuple[int, int, bool]:
 
 def parse_faults(text: str) -> tuple[str, ...]:
     kinds = tuple(k.strip() for k in text.split(",") if k.strip() and k.strip() != "none")
-    unknown = [k for k in kinds if k not in FAULT_KINDS]
+    unknown = [k for k in kinds if k not in FAULT_KINDS and k not in DEPRECATED_ALIASES]
     if unknown:
         raise UserError(f"--faults: unknown fault '{unknown[0]}' (choose from {','.join(FAULT_KINDS)})")
-    return tuple(dict.fromkeys(kinds))
+    for old, new in DEPRECATED_ALIASES.items():
+        if old in kinds:
+            print(f"kchaos sim: note: --faults {old} is now called {new}", file=sys.stderr)
+    return tuple(dict.fromkeys(DEPRECATED_ALIASES.get(k, k) for k in kinds))
 
 
 def parse_settings(items: list[str]) -> dict[str, int]:
@@ -96,7 +100,7 @@ def build_config(args: argparse.Namespace) -> RunConfig:
     return RunConfig(
         sim=sim,
         workload=workload,
-        faults=FaultConfig(kinds=parse_faults(args.faults)),
+        faults=FaultConfig(kinds=parse_faults(args.faults), buggify=not args.no_buggify),
         duration_ms=parse_duration(args.duration, "--duration"),
         quiet_max_ms=parse_duration(args.quiet, "--quiet"),
     )
@@ -115,6 +119,7 @@ def format_summary(result: RunResult) -> str:
         "faults: "
         + (" ".join(f"{k}={v}" for k, v in s["faults_injected"].items()) or "none")
         + f" (lost un-fsynced writes: {s['lost_unsynced_writes']})",
+        "targeted faults (buggify): " + (" ".join(f"{k}={v}" for k, v in s["buggify"].items()) or "none"),
         f"messages: {s['messages']['sent']} sent, {s['messages']['dropped']} dropped",
         f"invariants: {s['verdict']}",
     ]
@@ -130,6 +135,8 @@ def run_command(args: argparse.Namespace) -> int:
     config = build_config(args)
     try:
         result = run(config)
+    except ValueError as exc:  # a fault kind this simulator cannot do
+        raise UserError(f"--faults: {exc}") from None
     except OSError as exc:
         raise UserError(f"--trace: cannot write {args.trace}: {exc.strerror}") from None
     if args.json:
@@ -153,6 +160,8 @@ def replay_flags(args: argparse.Namespace) -> str:
         f"--delay {args.delay}",
     ]
     parts += [f"--set {item}" for item in args.set or []]
+    if args.no_buggify:
+        parts.append("--no-buggify")
     if args.no_workload:
         parts.append("--no-workload")
     return " ".join(parts) + " --trace trace.jsonl"
@@ -170,6 +179,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--duration", default="60s", help="fault/workload phase in virtual time (600s, 10m, 500ms)")
     p.add_argument("--quiet", default="60s", help="after the final heal, wait at most this long to converge")
     p.add_argument("--faults", default="", help=f"comma-separated fault kinds to inject: {','.join(FAULT_KINDS)}")
+    p.add_argument(
+        "--no-buggify", action="store_true", help="no targeted faults (struck at what a node just did; on by default)"
+    )
     p.add_argument("--drop", type=float, default=0.0, help="per-message drop probability on every link")
     p.add_argument("--delay", default="1:5", help="network delay MIN:MAX ms (uniform) or exp:MIN:MAX")
     p.add_argument("--append-interval", type=int, default=20, help="ms between client appends")

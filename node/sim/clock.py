@@ -4,6 +4,9 @@ A node's clock is a piecewise-linear function of virtual time with an offset and
 clock faults. The node core only measures durations, so what matters is that its clock never runs
 backwards: after a backward jump the clock stands still until virtual time catches up, as a
 monotonic clock would. A faster or slower rate makes the node's timers fire early or late.
+
+`wall` is the raw skewed clock (what a wall clock would read, backward jumps included); `local` is
+what the node's core is given (`wall`, never decreasing), like the real runtime's clock.
 """
 
 from __future__ import annotations
@@ -22,6 +25,10 @@ class NodeClock:
 
     def _raw(self, virtual: int) -> int:
         return self._anchor_local + math.floor((virtual - self._anchor_virtual) * self.rate)
+
+    def wall(self, virtual: int) -> int:
+        """The skewed wall clock at virtual time `virtual` (it may run backwards after a jump)."""
+        return self._raw(virtual)
 
     def local(self, virtual: int) -> int:
         """The node's `now` at virtual time `virtual` (non-decreasing over successive calls)."""
@@ -49,6 +56,23 @@ class NodeClock:
         self._anchor_virtual = virtual_now
         if rate is not None:
             self.rate = rate
+
+    def reset(self, virtual_now: int) -> None:
+        """The true time at normal speed from `virtual_now` on (`local` stays monotonic)."""
+        self._anchor_local = virtual_now
+        self._anchor_virtual = virtual_now
+        self.rate = 1.0
+
+    def steady(self, virtual_now: int) -> None:
+        """Normal speed from `virtual_now` on, continuing from where the node's clock stands (after a
+        backward jump: from the value it last saw, so it stops standing still). Offsets stay."""
+        self._anchor_local = max(self._raw(virtual_now), self._last)
+        self._anchor_virtual = virtual_now
+        self.rate = 1.0
+
+    def frozen(self, virtual: int) -> bool:
+        """Standing still after a backward jump: the node has seen a later time than `wall` reads."""
+        return self._last > self._raw(virtual)
 
     @property
     def skewed(self) -> bool:

@@ -82,8 +82,7 @@ def settled(sim: Simulation) -> bool:
 
 
 def supervised(sim: Simulation) -> bool:
-    """What systemd's Restart=always does: start again every process that stopped by itself (a broker
-    refused as a duplicate of its own previous incarnation exits until that session lapses). Always
+    """What systemd's Restart=always does: start again every process that stopped by itself. Always
     True, so it can run inside a `run_until_true` predicate."""
     for node_id, host in sim.nodes.items():
         if not host.up and host.exit_reason is not None:

@@ -1,17 +1,34 @@
-"""Random fault schedules: inject a fault every so often, heal it after a random duration.
+"""Random fault schedules for `kchaos sim`: inject a fault every so often, heal it after a random duration.
 
-Every choice is drawn from the simulation's RNG, so a seed fixes the whole fault timeline. At most
-one fault of each kind is active at a time, which keeps heals exact (a heal undoes the one fault it
-belongs to) while still letting different kinds overlap.
+The fault vocabulary is the harness's (`harness.backends.faults.FAULT_KINDS`), with the modes,
+targets and parameters of the catalogue (`nemesis.catalogue`, `nemesis.partitions`,
+`nemesis.targets`) applied to the simulator's integer node ids: voters are the controllers,
+observers the brokers. Every choice is drawn from the simulation's RNG, so a seed fixes the whole
+fault timeline. At most one fault of each kind is active at a time, which keeps heals exact (a heal
+undoes the one fault it belongs to) while different kinds overlap. The targeted faults of
+`node.sim.buggify` run beside them (for the kinds enabled) unless `buggify` is off.
+
+Storage faults (`disk_stall`, `disk_fail`, `lose_unsynced`, `corrupt`) act on each node's simulated
+filesystem (`Simulation.set_disk_fault` / `clear_disk_fault` / `kill(lose_unsynced=True)` /
+`corrupt_storage` / `uncorrupt_storage`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
+from harness.backends.faults import FAULT_KINDS, ClockFault, DiskFault
+from nemesis import partitions
+from nemesis.options import KindOptions, kind_options
+from nemesis.targets import ClusterView, NoTarget, choose
+from node.runtime.corruption import NothingToCorrupt
+from node.sim.buggify import Buggify, BuggifyConfig
 from node.sim.world import Simulation
 
-FAULT_KINDS = ("partition", "kill", "pause", "clock", "disk")
+DEPRECATED_ALIASES = {"disk": "disk_stall"}  # the simulator's old name for a flush stall
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,33 +36,49 @@ class FaultConfig:
     kinds: tuple[str, ...] = ()
     interval_ms: tuple[int, int] = (1000, 6000)  # between two injections
     duration_ms: tuple[int, int] = (500, 8000)  # how long a fault lasts before its heal
-    lose_unsynced_probability: float = 0.5  # a kill is a power loss this often
-    clock_jump_ms: int = 5000  # jumps drawn from [-jump, +jump]
-    clock_rates: tuple[float, ...] = (0.5, 0.8, 1.25, 2.0)
+    # per kind, as `[nemesis_options.<kind>]`: weight, modes, targets, parameters
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    buggify: bool = True  # the targeted faults of node.sim.buggify
+    buggify_config: BuggifyConfig | None = None
 
     def __post_init__(self) -> None:
-        unknown = [k for k in self.kinds if k not in FAULT_KINDS]
+        kinds = tuple(DEPRECATED_ALIASES.get(k, k) for k in self.kinds)
+        unknown = [k for k in kinds if k not in FAULT_KINDS]
         if unknown:
             raise ValueError(f"unknown fault kind(s) {', '.join(unknown)}; choose from {', '.join(FAULT_KINDS)}")
+        object.__setattr__(self, "kinds", tuple(dict.fromkeys(kinds)))
+        for kind in self.options:
+            if kind not in self.kinds:
+                raise ValueError(f"options for {kind!r}, which is not among the fault kinds {list(self.kinds)}")
 
 
 class FaultInjector:
     def __init__(self, sim: Simulation, config: FaultConfig) -> None:
         self.sim = sim
         self.config = config
+        self.options: dict[str, KindOptions] = {k: kind_options(k, options=config.options.get(k)) for k in config.kinds}
         self.active: dict[str, int] = {}  # kind -> serial of the active fault
+        self.held: dict[int, str] = {}  # node -> the kind that took it down
         self._serial = 0
         self.running = False
+        self.buggify: Buggify | None = None
+        if config.buggify and config.kinds:
+            self.buggify = Buggify(sim, config.kinds, config.buggify_config)
 
     def start(self) -> None:
         if self.config.kinds:
             self.running = True
             self._schedule_next()
+        if self.buggify is not None:
+            self.buggify.enable()
 
     def stop(self) -> None:
         """No more injections; the caller heals (`Simulation.heal_all`)."""
         self.running = False
         self.active.clear()
+        self.held.clear()
+        if self.buggify is not None:
+            self.buggify.disable()
 
     def _schedule_next(self) -> None:
         lo, hi = self.config.interval_ms
@@ -55,15 +88,20 @@ class FaultInjector:
         if not self.running:
             return
         rng = self.sim.rng
-        kinds = self.config.kinds
-        kind = kinds[rng.randrange(len(kinds))]
-        if kind not in self.active:
-            undo = getattr(self, f"_{kind}")()
-            if undo is not None:
-                self._serial += 1
-                self.active[kind] = self._serial
-                lo, hi = self.config.duration_ms
-                self.sim.queue.after(rng.randint(lo, hi), self._heal, kind, self._serial, undo)
+        kinds = [k for k in self.config.kinds if self.options[k].weight > 0]
+        if kinds:
+            kind = _weighted(rng, kinds, [self.options[k].weight for k in kinds])
+            if kind not in self.active:
+                opts = self.options[kind]
+                try:
+                    undo = getattr(self, f"_{kind}")(rng.choice(opts.modes), opts, rng)
+                except NoTarget:
+                    undo = None
+                if undo is not None:
+                    self._serial += 1
+                    self.active[kind] = self._serial
+                    lo, hi = self.config.duration_ms
+                    self.sim.queue.after(rng.randint(lo, hi), self._heal, kind, self._serial, undo)
         self._schedule_next()
 
     def _heal(self, kind: str, serial: int, undo: tuple) -> None:
@@ -73,66 +111,131 @@ class FaultInjector:
         fn, *args = undo
         fn(*args)
 
+    # --- helpers ---
+    def _view(self) -> ClusterView:
+        sim = self.sim
+        return ClusterView(tuple(sim.nodes), sim.config.voter_ids, sim.config.observer_ids, sim.leader())
+
+    def _targets(self, mode: str, rng: random.Random, eligible: list[int] | None = None) -> list[int]:
+        return choose(mode, self._view(), rng, eligible)
+
+    def _up(self) -> list[int]:
+        return [n for n in self.sim.live_nodes() if n not in self.held]
+
+    def _restart(self, kind: str, nodes: list[int]) -> None:
+        for n in nodes:
+            if self.held.get(n) == kind:
+                del self.held[n]
+                self.sim.restart(n)
+
     # --- the faults; each returns its undo as (callable, *args), or None when it did nothing ---
-    def _partition(self) -> tuple | None:
-        sim, rng = self.sim, self.sim.rng
-        ids = list(sim.nodes)
-        shape = rng.choice(("isolate", "halves", "one-way", "bridge"))
-        if shape == "isolate":
-            victim = ids[rng.randrange(len(ids))]
-            sim.isolate([[n for n in ids if n != victim]])
-        elif shape == "halves":
-            shuffled = ids[:]
-            rng.shuffle(shuffled)
-            cut = rng.randint(1, len(ids) - 1) if len(ids) > 1 else 1
-            sim.isolate([shuffled[:cut], shuffled[cut:]])
-        elif shape == "one-way":
-            deaf = ids[rng.randrange(len(ids))]
-            others = [n for n in ids if n != deaf]
-            if not others:
-                return None
-            sim.partition({deaf: rng.sample(others, rng.randint(1, len(others)))})
-        else:  # bridge: two sides that only one node hears in full
-            shuffled = ids[:]
-            rng.shuffle(shuffled)
-            bridge, rest = shuffled[0], shuffled[1:]
-            left, right = rest[: len(rest) // 2], rest[len(rest) // 2 :]
-            grudge = {n: right for n in left}
-            grudge.update({n: left for n in right})
-            sim.partition({bridge: [], **grudge})
-        return (sim.heal,)
-
-    def _kill(self) -> tuple | None:
-        sim, rng = self.sim, self.sim.rng
-        live = sim.live_nodes()
-        if not live:
+    def _partition(self, mode: str, opts: KindOptions, rng: random.Random) -> tuple | None:
+        partition = partitions.build(mode, self._view(), rng)
+        if not any(partition.grudge.values()):
             return None
-        victim = live[rng.randrange(len(live))]
-        sim.kill(victim, lose_unsynced=rng.random() < self.config.lose_unsynced_probability)
-        return (sim.restart, victim)
+        self.sim.partition(partition.grudge)
+        return (self.sim.heal,)
 
-    def _pause(self) -> tuple | None:
-        sim, rng = self.sim, self.sim.rng
-        live = [n for n in sim.live_nodes() if not sim.nodes[n].paused]
-        if not live:
-            return None
-        victim = live[rng.randrange(len(live))]
-        sim.pause(victim)
-        return (sim.resume, victim)
+    def _packet(self, mode: str, opts: KindOptions, rng: random.Random) -> tuple | None:
+        params = opts.draw_params(mode, rng)
+        jitter = min(params["jitter_ms"], params["delay_ms"])
+        links = None
+        if mode != "all":
+            hit = set(self._targets(mode, rng))
+            nodes = list(self.sim.nodes)
+            links = {n: [m for m in nodes if m != n and (n in hit or m in hit)] for n in nodes}
+        self.sim.packet(links, params["loss"], params["delay_ms"], jitter)
+        return (self.sim.heal_packet,)
 
-    def _clock(self) -> tuple | None:
-        sim, rng = self.sim, self.sim.rng
-        ids = list(sim.nodes)
-        victim = ids[rng.randrange(len(ids))]
-        jump = rng.randint(-self.config.clock_jump_ms, self.config.clock_jump_ms)
-        rate = rng.choice(self.config.clock_rates)
-        sim.skew(victim, jump_ms=jump, rate=rate)
-        return (sim.skew, victim, 0, 1.0)
+    def _clock(self, mode: str, opts: KindOptions, rng: random.Random) -> tuple | None:
+        targets = self._targets(rng.choice(opts.targets), rng)
+        params = opts.draw_params(mode, rng)
+        fault = ClockFault(mode, **params)
+        for n in targets:
+            if mode == "bump":
+                self.sim.skew(n, jump_ms=fault.delta_ms)
+            elif mode == "rate":
+                self.sim.skew(n, rate=fault.rate)
+            elif mode == "strobe":
+                self.sim.strobe_clock(n, fault.delta_ms, fault.period_ms, fault.duration_ms)
+            else:
+                self.sim.reset_clock(n)
+        return (self._reset_clocks, targets)
 
-    def _disk(self) -> tuple | None:
-        sim, rng = self.sim, self.sim.rng
-        ids = list(sim.nodes)
-        victim = ids[rng.randrange(len(ids))]
-        lo, hi = self.config.duration_ms
-        sim.stall_disk(victim, rng.randint(lo, hi))
-        return None  # a stall ends by itself
+    def _reset_clocks(self, nodes: list[int]) -> None:
+        for n in nodes:
+            self.sim.reset_clock(n)
+
+    def _kill(self, mode: str, opts: KindOptions, rng: random.Random) -> tuple | None:
+        return self._crash("kill", mode, rng)
+
+    def _lose_unsynced(self, mode: str, opts: KindOptions, rng: random.Random) -> tuple | None:
+        return self._crash("lose_unsynced", mode, rng)
+
+    def _crash(self, kind: str, mode: str, rng: random.Random) -> tuple:
+        """kill -9 (or a power loss) of the targets, restarted by the undo."""
+        targets = self._targets(mode, rng, self._up())
+        for n in targets:
+            self.sim.kill(n, lose_unsynced=kind == "lose_unsynced")
+        self.held.update({n: kind for n in targets})
+        return (self._restart, kind, targets)
+
+    def _pause(self, mode: str, opts: KindOptions, rng: random.Random) -> tuple | None:
+        targets = self._targets(mode, rng, [n for n in self._up() if not self.sim.nodes[n].paused])
+        for n in targets:
+            self.sim.pause(n)
+        return (self._resume, targets)
+
+    def _resume(self, nodes: list[int]) -> None:
+        for n in nodes:
+            self.sim.resume(n)
+
+    def _disk_stall(self, mode: str, opts: KindOptions, rng: random.Random) -> tuple | None:
+        targets = self._targets(mode, rng)
+        params = opts.draw_params(mode, rng)
+        fault = DiskFault("stall", tuple(params["ops"].split("+")), delay_ms=params["delay_ms"])
+        for n in targets:
+            self.sim.set_disk_fault(n, fault)
+        return (self._clear_disks, "disk_stall", targets)
+
+    def _disk_fail(self, mode: str, opts: KindOptions, rng: random.Random) -> tuple | None:
+        targets = self._targets(mode, rng)
+        params = opts.draw_params(mode, rng)
+        ops = tuple(params["ops"].split("+"))
+        fault = DiskFault("fail", ops, errno=params["errno"], probability=params["probability"])
+        for n in targets:
+            self.sim.set_disk_fault(n, fault)
+        return (self._clear_disks, "disk_fail", targets)
+
+    def _clear_disks(self, kind: str, nodes: list[int]) -> None:
+        for n in nodes:
+            self.sim.clear_disk_fault(n)
+            if kind == "disk_fail" and n not in self.held:  # a failed fsync stopped it: start it again
+                self.sim.restart(n)
+
+    def _corrupt(self, mode: str, opts: KindOptions, rng: random.Random) -> tuple | None:
+        targets = self._targets(rng.choice(opts.targets), rng, self._up())
+        done = []
+        for n in targets:
+            self.sim.kill(n)
+            try:
+                self.sim.corrupt_storage(n, mode, rng)
+            except NothingToCorrupt:  # it starts as it was
+                self.sim.restart(n)
+                continue
+            done.append(n)
+            self.sim.restart(n)  # it must refuse to start, or detect the damage
+        self.held.update({n: "corrupt" for n in done})
+        return (self._uncorrupt, done) if done else None
+
+    def _uncorrupt(self, nodes: list[int]) -> None:
+        for n in nodes:
+            if self.held.get(n) == "corrupt":
+                del self.held[n]
+            self.sim.kill(n)
+            self.sim.uncorrupt_storage(n)
+            self.sim.restart(n)
+
+
+def _weighted(rng: random.Random, items: list[str], weights: list[float]) -> str:
+    return items[0] if len(items) == 1 else rng.choices(items, weights)[0]

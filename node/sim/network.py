@@ -5,6 +5,12 @@ cannot hear `src` (the grudge: node -> nodes it cannot hear, as a nemesis partit
 with DROP rules) or by a per-link random drop; otherwise it arrives after a random delay drawn
 independently per message, which reorders messages on the same link. All randomness comes from the
 simulation's one `random.Random`.
+
+Faults come on top of the links' own models and are undone without touching them:
+- the grudge (`partition`/`heal`) plus named grudge *layers* (`set_layer`/`clear_layer`) that other
+  fault sources (the simulator's targeted faults) add and remove without replacing the nemesis's one;
+- one packet fault (`set_packet_fault`/`clear_packet_fault`): on the affected links, each message is
+  dropped with probability `loss`, else delayed by `delay_ms` ± `jitter_ms` more than its link says.
 """
 
 from __future__ import annotations
@@ -12,6 +18,22 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+
+from harness.backends.faults import PacketFault
+
+
+@dataclass(frozen=True, slots=True)
+class DegradedLinks:
+    """The `packet` fault on the links it affects: `pairs` are the (src, dst) directions, None for
+    every link between two nodes (not the links to clients outside the cluster)."""
+
+    pairs: frozenset[tuple[int, int]] | None
+    fault: PacketFault
+
+    def affects(self, src: int, dst: int) -> bool:
+        if self.pairs is None:
+            return src > 0 and dst > 0
+        return (src, dst) in self.pairs
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +65,12 @@ class Network:
         self.default = default or LinkModel()
         self._links: dict[tuple[int, int], LinkModel] = {}
         self._grudge: dict[int, frozenset[int]] = {}
+        self._layers: dict[str, dict[int, frozenset[int]]] = {}
+        self.packet_fault: DegradedLinks | None = None
         self.sent = 0
         self.dropped = 0
+        self.fault_affected = 0  # messages sent on links the packet fault affects
+        self.fault_dropped = 0  # of those, lost to the packet fault (also counted in `dropped`)
 
     # --- configuration ---
     def set_link(self, src: int, dst: int, model: LinkModel) -> None:
@@ -67,6 +93,31 @@ class Network:
     def heal(self) -> None:
         self._grudge = {}
 
+    def set_layer(self, name: str, grudge: Mapping[int, Iterable[int]]) -> None:
+        """Cut links under `name`, beside the grudge; `clear_layer(name)` restores exactly these."""
+        self._layers[name] = {n: frozenset(cut) for n, cut in sorted(grudge.items()) if cut}
+
+    def clear_layer(self, name: str) -> bool:
+        """Remove the layer `name`; False when there was none."""
+        return self._layers.pop(name, None) is not None
+
+    @property
+    def layer_names(self) -> list[str]:
+        return sorted(self._layers)
+
+    def layer(self, name: str) -> dict[int, tuple[int, ...]] | None:
+        cut = self._layers.get(name)
+        return None if cut is None else {n: tuple(sorted(c)) for n, c in sorted(cut.items())}
+
+    def set_packet_fault(self, fault: DegradedLinks) -> None:
+        """Replace the packet fault (see the module docstring)."""
+        self.packet_fault = fault
+
+    def clear_packet_fault(self) -> bool:
+        """Remove the packet fault; False when there was none."""
+        had, self.packet_fault = self.packet_fault is not None, None
+        return had
+
     def stop_loss(self) -> None:
         """Set every link's drop probability to 0 (delays stay): packet loss is a fault too."""
         self.default = replace(self.default, drop=0.0)
@@ -74,6 +125,7 @@ class Network:
 
     @property
     def lossy(self) -> bool:
+        """Some link drops messages by itself (the `--drop` of `kchaos sim`; not the packet fault)."""
         return self.default.drop > 0 or any(m.drop > 0 for m in self._links.values())
 
     @property
@@ -86,7 +138,14 @@ class Network:
 
     def can_hear(self, dst: int, src: int) -> bool:
         cut = self._grudge.get(dst)
-        return cut is None or src not in cut
+        if cut is not None and src in cut:
+            return False
+        if self._layers:
+            for layer in self._layers.values():
+                cut = layer.get(dst)
+                if cut is not None and src in cut:
+                    return False
+        return True
 
     # --- traffic ---
     def transit(self, src: int, dst: int) -> int | None:
@@ -97,6 +156,17 @@ class Network:
         # random stream of every later decision (smaller diffs between related seeds' traces).
         lost = self._rng.random() < model.drop
         delay = model.sample_delay(self._rng)
+        degraded = self.packet_fault
+        if degraded is not None and degraded.affects(src, dst):
+            # Drawn only on affected links, whatever the outcome (as above).
+            fault = degraded.fault
+            self.fault_affected += 1
+            fault_lost = self._rng.random() < fault.loss
+            jitter = round(fault.jitter_ms)
+            delay += round(fault.delay_ms) + (self._rng.randint(-jitter, jitter) if jitter else 0)
+            if fault_lost and not lost:
+                self.fault_dropped += 1
+                lost = True
         if lost or not self.can_hear(dst, src):
             self.dropped += 1
             return None

@@ -119,6 +119,7 @@ def run(config: RunConfig) -> RunResult:
     wall = time.perf_counter() - wall_start
     valid = sim.violation is None and liveness_error is None
     summary = summarize_run(sim, config, valid, liveness_error, wall)
+    summary["buggify"] = dict(sorted(injector.buggify.fired.items())) if injector.buggify is not None else {}
     return RunResult(config.sim.seed, valid, sim.violation, liveness_error, sim.trace.digest, summary, sim)
 
 

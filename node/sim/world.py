@@ -23,6 +23,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from harness.backends.faults import PacketFault
 from node.process.actions import MetadataApplied, ShutDown
 from node.process.events import BeginShutdown, InboundRequest
 from node.process.ports import RequestContext
@@ -49,7 +50,7 @@ from node.sim.clock import NodeClock
 from node.sim.cluster import ClusterConfig, ComponentBuilder, Roles, build_process, inbound_context, incarnation_id
 from node.sim.disk import SIM_SEGMENT_BYTES, SimDisk
 from node.sim.invariants import ImageAgreement, InvariantChecker, InvariantViolation
-from node.sim.network import LinkModel, Network
+from node.sim.network import DegradedLinks, LinkModel, Network
 from node.sim.scheduler import EventQueue
 from node.sim.trace import Trace, summarize
 from node.sim.workload import AppendClient, WorkloadConfig
@@ -221,6 +222,13 @@ class Simulation:
         # Called after every event a node handles (and its checks): (node id, event). For targeted
         # scenarios that must act at an exact moment, e.g. right after a node became leader.
         self.event_hooks: list[Callable[[int, Event], None]] = []
+        # The same moment with what the node did: (host, event, its actions), e.g. for faults
+        # triggered by a vote just granted (node.sim.buggify). A hook may kill or partition the node.
+        self.action_hooks: list[Callable[[SimNode, Event, list[Any]], None]] = []
+        # Called for every message the network delivers: (src, dst, message); to watch faults from outside.
+        self.on_delivery: Callable[[int, int, Any], None] | None = None
+        self._strobes: dict[int, int] = {}  # node -> serial of its running clock strobe
+        self._strobe_serial = 0
 
     # ------------------------------------------------------------------ running
     @property
@@ -333,6 +341,10 @@ class Simulation:
     def _nemesis(self, kind: str, summary: str) -> None:
         self.stats.faults[kind] = self.stats.faults.get(kind, 0) + 1
         self.trace.record(self.now, "nemesis", kind, summary)
+
+    def record_fault(self, kind: str, summary: str) -> None:
+        """A fault done from outside this class (e.g. node.sim.buggify): counted and traced."""
+        self._nemesis(kind, summary)
 
     def partition(self, grudge: Mapping[int, Iterable[int]]) -> None:
         """Replace the grudge: `grudge[n]` lists the nodes `n` cannot hear."""
@@ -458,8 +470,64 @@ class Simulation:
         host = self.node(node_id)
         host.clock.set(self.now, jump_ms=jump_ms, rate=rate)
         self._nemesis("clock", f"node {node_id} jump={jump_ms} rate={host.clock.rate}")
+        self._rearm(host)
+
+    def wall_clock(self, node_id: int) -> int:
+        """The node's wall clock now (skewed; it may be behind what its core last saw)."""
+        return self.node(node_id).clock.wall(self.now)
+
+    def reset_clock(self, node_id: int) -> None:
+        """The node's clock back to the true time at normal speed; ends a strobe."""
+        host = self.node(node_id)
+        self._strobes.pop(node_id, None)
+        host.clock.reset(self.now)
+        self._nemesis("clock", f"node {node_id} reset")
+        self._rearm(host)
+
+    def strobe_clock(self, node_id: int, delta_ms: int, period_ms: int, duration_ms: int) -> None:
+        """Flip the node's clock between +`delta_ms` and its current time every `period_ms`, for
+        `duration_ms` (ending on the unflipped time). Replaces a running strobe of the node."""
+        if period_ms <= 0 or duration_ms <= 0:
+            raise ValueError("a clock strobe needs period_ms > 0 and duration_ms > 0")
+        self.node(node_id)
+        self._strobe_serial += 1
+        serial = self._strobes[node_id] = self._strobe_serial
+        self._nemesis("clock", f"node {node_id} strobe ±{delta_ms} every {period_ms} ms for {duration_ms} ms")
+        self._strobe_flip(node_id, serial, delta_ms, period_ms, self.now + duration_ms, True)
+
+    def _strobe_flip(self, node_id: int, serial: int, delta_ms: int, period_ms: int, end: int, ahead: bool) -> None:
+        if self._strobes.get(node_id) != serial:
+            return  # reset, replaced, or healed
+        host = self.nodes[node_id]
+        host.clock.set(self.now, jump_ms=delta_ms if ahead else -delta_ms)
+        self.trace.record(self.now, "nemesis", "clock-flip", f"node {node_id} {'+' if ahead else '-'}{delta_ms}")
+        self._rearm(host)
+        if not ahead and self.now + period_ms > end:
+            del self._strobes[node_id]
+            return
+        self.queue.after(period_ms, self._strobe_flip, node_id, serial, delta_ms, period_ms, end, not ahead)
+
+    def _rearm(self, host: SimNode) -> None:
+        """Re-place a pending timer after the node's clock changed."""
         if host.up and host.timer_local is not None:
             self._arm_timer(host, host.timer_local)
+
+    def packet(self, links: Mapping[int, Iterable[int]] | None, loss: float, delay_ms: int, jitter_ms: int) -> None:
+        """Replace the packet fault: messages to each key of `links` from the nodes it lists (None:
+        every link between nodes) are lost with `loss`, else delayed `delay_ms` ± `jitter_ms` more."""
+        pairs = None
+        if links is not None:
+            for n, srcs in links.items():
+                for m in (n, *srcs):
+                    self.node(m)
+            pairs = frozenset((src, dst) for dst, srcs in links.items() for src in srcs)
+        self.network.set_packet_fault(DegradedLinks(pairs, PacketFault(loss, delay_ms, jitter_ms)))
+        where = "all links" if pairs is None else " ".join(f"{s}->{d}" for s, d in sorted(pairs))
+        self._nemesis("packet", f"loss={loss} delay={delay_ms}±{jitter_ms} ms on {where}")
+
+    def heal_packet(self) -> None:
+        if self.network.clear_packet_fault():
+            self._nemesis("heal", "packet fault")
 
     def stall_disk(self, node_id: int, ms: int) -> None:
         """Flushes on the node complete no earlier than `ms` from now."""
@@ -468,21 +536,31 @@ class Simulation:
         self._nemesis("disk_stall", f"node {node_id} for {ms} ms")
 
     def heal_all(self) -> None:
-        """Undo every fault: heal the network (partitions and packet loss), resume, restart, reset
-        clock rates, end disk stalls."""
+        """Undo every fault: heal the network (partitions, grudge layers, packet faults and loss),
+        resume, restart, clocks at normal speed and running (offsets stay), end clock strobes and
+        disk stalls."""
         if self.network.partitioned:
             self.heal()
+        for name in self.network.layer_names:
+            self.network.clear_layer(name)
+            self._nemesis("heal", f"network layer {name}")
+        self.heal_packet()
         if self.network.lossy:
             self.network.stop_loss()
             self._nemesis("heal", "packet loss")
+        self._strobes.clear()
         for node_id, host in self.nodes.items():
             if host.paused:
                 self.resume(node_id)
             self._heal_storage(host)
             if not host.up:
                 self.restart(node_id)
-            if host.clock.rate != 1.0:
-                self.skew(node_id, rate=1.0)
+            if host.clock.rate != 1.0 or host.clock.frozen(self.now):
+                # Normal speed from where the node's clock stands: one that stands still after a
+                # backward jump runs again (a reset to the true time would keep it standing).
+                host.clock.steady(self.now)
+                self._nemesis("clock", f"node {node_id} steady")
+                self._rearm(host)
             host.disk_stalled_until = 0
 
     # ------------------------------------------------------------------ client
@@ -597,6 +675,9 @@ class Simulation:
                 self.images.after_event(node_id, host.process.image, self.checker.committed_end)
             for hook in self.event_hooks:
                 hook(node_id, event)
+            if self.action_hooks:
+                for action_hook in self.action_hooks:
+                    action_hook(host, event, actions)
             if host.exiting is not None:
                 self._exit(host, host.exiting)
         except InvariantViolation as exc:
@@ -784,6 +865,8 @@ class Simulation:
         if not self.network.can_hear(req.dst, req.src):  # partitioned while in flight
             del self._requests[rid]
             return
+        if self.on_delivery is not None:
+            self.on_delivery(req.src, req.dst, msg)
         if ctx is None:
             self._deliver(req.dst, req.dst_inc, RequestReceived(rid, req.correlation_id, msg))
         else:
@@ -800,6 +883,8 @@ class Simulation:
     def _arrive_response(self, req: _Request, msg: Any) -> None:
         if not self.network.can_hear(req.src, req.dst):
             return
+        if self.on_delivery is not None:
+            self.on_delivery(req.dst, req.src, msg)
         if req.src < 0:
             self.clients[req.src].on_response(req.dst, req.correlation_id, msg)
             return

@@ -80,15 +80,21 @@ def test_heartbeats_every_interval_with_the_applied_metadata_offset():
     assert broker.metrics()["broker.heartbeat_failures_total"] == 1
 
 
-def test_duplicate_registration_shuts_the_broker_down():
-    broker, port = make_broker(leader_id=100)
+def test_duplicate_registration_is_retried_until_the_old_session_lapses():
+    """As Kafka's BrokerLifecycleManager: a live session holds the id (often this broker's own
+    previous incarnation), so the refusal is temporary: back off and register again."""
+    broker, port = make_broker(leader_id=100, retry_backoff_ms=100)
     broker.start(0)
     port.last(BrokerRegistrationRequest).reply(BrokerRegistrationResponse(ErrorCode.DUPLICATE_BROKER_REGISTRATION))
-    assert len(port.shutdowns) == 1 and "DUPLICATE_BROKER_REGISTRATION" in port.shutdowns[0]
-    assert broker.state is not BrokerState.ONLINE and broker.broker_epoch == -1
-    broker.on_tick(10_000)
-    broker.on_leader_change(10_001)
-    assert len(port.sent) == 1  # nothing more is sent
+    assert port.shutdowns == [] and broker.shut_down_reason is None
+    assert broker.state is BrokerState.OFFLINE and broker.broker_epoch == -1
+    broker.on_tick(50)
+    assert len(port.sent_of(BrokerRegistrationRequest)) == 1  # not before the backoff
+    broker.on_tick(100)
+    again = port.sent_of(BrokerRegistrationRequest)
+    assert len(again) == 2 and again[-1].message.incarnation_id == INCARNATION  # the same incarnation
+    again[-1].reply(BrokerRegistrationResponse(ErrorCode.NONE, 9))
+    assert broker.broker_epoch == 9 and broker.state is BrokerState.FENCED
 
 
 def test_not_controller_or_no_answer_on_registration_is_retried_after_backoff_or_on_a_new_controller():

@@ -54,7 +54,8 @@ def test_sim_run_prints_verdict_and_run_dir_and_saves_the_resolved_test(tmp_path
     [
         ("time_limit_s = \n", "invalid TOML"),
         ("bogus = 1\n", "bogus: unknown key"),
-        ('nemesis = ["pause"]\n', "unknown fault kind 'pause'"),
+        ('nemesis = ["meteor"]\n', "unknown fault kind 'meteor'"),
+        ('nemesis = ["clock"]\n[nemesis_options.clock]\nrate = 0\n', "nemesis_options.clock.rate: must be >= 0.01"),
         ('workload = "nope"\n', "unknown workload 'nope'"),
         ("concurrency = 0\n", "concurrency: must be >= 1"),
     ],

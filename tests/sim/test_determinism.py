@@ -12,7 +12,7 @@ from node.sim.faults import FaultConfig
 from node.sim.runner import RunConfig, run
 from node.sim.world import SimConfig
 
-FAULTS = FaultConfig(kinds=("partition", "kill", "pause", "clock", "disk"))
+FAULTS = FaultConfig(kinds=("partition", "packet", "kill", "lose_unsynced", "pause", "clock", "disk_stall"))
 
 
 def config(seed: int, trace_path: str | None = None) -> RunConfig:
@@ -50,7 +50,7 @@ def cli_digest(hash_seed: str) -> str:
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
     proc = subprocess.run(
         [sys.executable, "-m", "harness.cli", "sim", "--seed", "9", "--observers", "1", "--duration", "10s",
-         "--faults", "partition,kill,pause,clock", "--json"],
+         "--faults", "partition,packet,kill,lose_unsynced,pause,clock", "--json"],
         capture_output=True, text=True, env=env, timeout=300, check=False,
     )  # fmt: skip
     assert proc.returncode in (0, 1), proc.stderr

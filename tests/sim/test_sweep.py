@@ -1,6 +1,8 @@
-"""500 seeds of random faults (partition, kill incl. power loss, pause, clock, disk stall) with a
-steady append workload: zero invariant violations, and after the final heal every run converges and
-passes the end-to-end checks. Each run is short in virtual time so the sweep fits the CI budget."""
+"""500 seeds of random faults, every kind the simulator carries out at once (partition in all its modes,
+packet loss and delay, clock bumps/strobes/rates, kill, power loss, pause, disk stall) plus the
+targeted faults, with a steady append workload: zero invariant violations, and after the final heal
+every run converges and passes the end-to-end checks. Each run is short in virtual time so the sweep
+fits the CI budget; `test_fault_vocabulary.py` runs a fast subset in the default suite."""
 
 from __future__ import annotations
 
@@ -11,12 +13,11 @@ from node.sim.network import LinkModel
 from node.sim.runner import RunConfig, run
 from node.sim.workload import WorkloadConfig
 from node.sim.world import SimConfig
+from tests.sim.test_fault_vocabulary import SIM_KINDS
 
 SEEDS = 500
 CHUNK = 25
-FAULTS = FaultConfig(
-    kinds=("partition", "kill", "pause", "clock", "disk"), interval_ms=(500, 3000), duration_ms=(200, 5000)
-)
+FAULTS = FaultConfig(kinds=SIM_KINDS, interval_ms=(500, 3000), duration_ms=(200, 5000))
 
 
 def sweep_config(seed: int) -> RunConfig:
