@@ -56,9 +56,7 @@ class NoDirFsyncForNewSegment(FileStorage):
         return segment
 
 
-FAULTS = FaultConfig(
-    kinds=("kill", "partition"), lose_unsynced_probability=1.0, interval_ms=(300, 1500), duration_ms=(100, 1500)
-)
+FAULTS = FaultConfig(kinds=("lose_unsynced", "partition"), interval_ms=(300, 1500), duration_ms=(100, 1500))
 
 
 def sweep_run(seed: int, storage: type[FileStorage]) -> RunResult:
