@@ -2,9 +2,13 @@
 
 Phases (issue 5): create the run directory and save test.json → provision hosts (backend.setup) →
 install and start the cluster (db.install) → wait until ready → workload setup (topics) → run: the
-client generator and the nemesis schedule side by side for the time limit → heal every fault →
-recover (let the cluster settle, restart what is down, wait until ready) → final reads → collect
-node logs and dumps → stop the cluster (unless `leave_db_running`) → `analyze_run` → exit code.
+client generator and the nemesis schedule side by side for the time limit → heal every fault → the
+end of the run (`EndOfRun`): the recovery window (the clients keep running the workload for
+`recovery_s`; the availability checker wants a write committed in it) → recover (restart what is
+down, wait until ready) → final reads → collect node logs and dumps (over HTTP while the nodes run,
+then from their clean stop unless `leave_db_running`) → `analyze_run` with the workload's checkers
+and the end-of-run checks → exit code. From the start of the run phase to the final reads the
+adapter's `tap` runs every second (`LogTap`).
 
 The run phase is `harness.driver.Driver` on the backend's scheduler: the simulator's queue for sim
 (virtual time, deterministic: same seed, same history.jsonl byte for byte), an asyncio loop for
@@ -30,7 +34,16 @@ from harness.backends import Backend
 from harness.db import DB, DBError, make_db
 from harness.driver import Driver, DriverStats
 from harness.errors import EXIT_ERROR, EXIT_INVALID, UserError
-from harness.generators import clients, heal_all, main_phase, nemesis, nemesis_schedule, phases, rate, sleep
+from harness.generators import (
+    clients,
+    heal_all,
+    main_phase,
+    nemesis,
+    nemesis_schedule,
+    phases,
+    rate,
+    time_limit,
+)
 from harness.history_writer import HistoryWriter
 from harness.nemesis import MODES, Nemesis
 from harness.progress import Progress
@@ -165,20 +178,17 @@ class Run:
             on_event=progress.on_event,
         )
         self.say(f"running {spec.workload} for {spec.time_limit_s:g} s, nemesis {'+'.join(spec.nemesis) or 'none'}")
-        with progress if not scheduler.virtual else contextlib.nullcontext():
-            self.stats = driver.run(build_main_generator(spec, workload), spec.seed)
-            if self._simulation_stopped():
-                return
-            progress.phase = "recover"
-            if spec.recovery_s > 0:
-                driver.run(clients(sleep(spec.recovery_s)), spec.seed)
-            if not db.recover(RECOVER_TIMEOUT_S):
-                self.warnings.append(f"the cluster did not recover within {RECOVER_TIMEOUT_S:.0f} s of the heal")
-            final = workload.final_generator() if spec.final_reads else None
-            if final is not None:
-                progress.phase = "final reads"
-                self.stats = driver.run(clients(final), spec.seed + 1)
-            self._simulation_stopped()
+        tap = LogTap(scheduler, db, self.warnings)
+        tap.start()
+        try:
+            with progress if not scheduler.virtual else contextlib.nullcontext():
+                self.stats = driver.run(build_main_generator(spec, workload), spec.seed)
+                if self._simulation_stopped():
+                    return
+                self.stats = EndOfRun(spec, db, workload, driver, progress, self.warnings).run()
+                self._simulation_stopped()
+        finally:
+            tap.stop()
 
     def _simulation_stopped(self) -> bool:
         """True when the simulation stopped on an invariant violation (the run is then invalid)."""
@@ -231,6 +241,61 @@ class Run:
                 self.backend.teardown()
             except Exception as exc:  # a failed heal never blocks the analysis (BRIEF §3.5)
                 self.warnings.append(f"teardown: {exc}")
+
+
+class EndOfRun:
+    """After the final heal: the recovery window, recover, final reads (see the module docstring)."""
+
+    def __init__(
+        self, spec: Any, db: DB, workload: WorkloadRun, driver: Driver, progress: Progress, warnings: list[str]
+    ) -> None:
+        self.spec, self.db, self.workload, self.driver = spec, db, workload, driver
+        self.progress, self.warnings = progress, warnings
+
+    def run(self) -> DriverStats:
+        spec, driver = self.spec, self.driver
+        stats = driver.stats
+        self.progress.phase = "recover"
+        if spec.recovery_s > 0:
+            window = time_limit(spec.recovery_s, rate(spec.rate, self.workload.recovery_generator()))
+            stats = driver.run(clients(window), spec.seed + 2)
+        if not self.db.recover(RECOVER_TIMEOUT_S):
+            self.warnings.append(f"the cluster did not recover within {RECOVER_TIMEOUT_S:.0f} s of the heal")
+        final = self.workload.final_generator() if spec.final_reads else None
+        if final is not None:
+            self.progress.phase = "final reads"
+            stats = driver.run(clients(final), spec.seed + 1)
+        return stats
+
+
+class LogTap:
+    """Calls `db.tap()` every `db.tap_every_s` of run time until stopped, one call at a time, as
+    blocking work (in the simulator it runs inline, deterministically). A failing tap is reported once."""
+
+    def __init__(self, scheduler: Scheduler, db: DB, warnings: list[str]) -> None:
+        self.scheduler, self.db, self.warnings = scheduler, db, warnings
+        self.stopped = False
+        self.failed = False
+
+    def start(self) -> None:
+        self._schedule()
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def _schedule(self) -> None:
+        if not self.stopped:
+            self.scheduler.call_at(self.scheduler.now() + int(self.db.tap_every_s * 1e9), self._fire)
+
+    def _fire(self) -> None:
+        if not self.stopped:
+            self.scheduler.blocking(self.db.tap, self._done)
+
+    def _done(self, _result: Any, error: BaseException | None) -> None:
+        if error is not None and not self.failed:
+            self.failed = True
+            self.warnings.append(f"log tap: {type(error).__name__}: {error}")
+        self._schedule()
 
 
 def run_test(

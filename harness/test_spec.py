@@ -6,7 +6,7 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     name = "partition-kill"          # default: "<workload>-<nemesis label>"
     backend = "sim"                  # sim | netns  (BACKENDS)
     sut = "kraft"                    # system under test adapter (SUTS)
-    workload = "config-register"     # WORKLOADS
+    workload = "config-register"     # the workload registry (workloads/__init__.py)
     nemesis = ["partition", "kill"]  # fault kinds (generators.FAULT_KINDS); [] = no faults
     nemesis_interval_s = 10          # a fault starts this long after the previous one stopped
     nemesis_duration_s = 10          # and lasts this long
@@ -54,8 +54,15 @@ SCHEMA_VERSION = 1
 # Default registries (what load_test accepts when the caller passes none).
 BACKENDS: tuple[str, ...] = ("sim", "netns")
 SUTS: tuple[str, ...] = ("kraft",)
-WORKLOADS: tuple[str, ...] = ("config-register",)
 NEMESES: tuple[str, ...] = FAULT_KINDS
+
+
+def registered_workloads() -> tuple[str, ...]:
+    """The workload registry's names (workloads/__init__.py): the allowed `workload` values."""
+    from workloads import workload_names
+
+    return workload_names()
+
 
 # CLI flag that sets each override key (for error messages).
 FLAGS: dict[str, str] = {
@@ -89,7 +96,7 @@ class Registries:
 
     backends: Collection[str] = BACKENDS
     suts: Collection[str] = SUTS
-    workloads: Collection[str] = WORKLOADS
+    workloads: Collection[str] = field(default_factory=registered_workloads)
     nemeses: Collection[str] = NEMESES
 
 
