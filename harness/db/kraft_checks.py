@@ -17,6 +17,8 @@ adapter. Inputs, all in the run directory:
   the image's offset, by the same rules the node applies (a batch that does not replay is skipped
   whole, as every node skips it);
 - **image-outside-log**: the image's offset is before the node's snapshot or past its committed log;
+- **log-gap**: the committed log does not start at the node's snapshot or skips an offset (nothing
+  to replay it by);
 - **committed-entry-changed**: a record the tap saw committed during the run is not the record a
   node's final log holds at that offset (committed data was overwritten).
 
@@ -242,10 +244,15 @@ def replay_node(dump: NodeDump, log: _Log) -> bool | None:
         if not _digest_ok(r):
             log.add("digest-mismatch", {"node": dump.node, "offset": r.offset})
             return False
+    start = dump.snapshot.end_offset
+    offsets = [r.offset for r in dump.log]
+    if offsets and offsets != list(range(start, start + len(offsets))):
+        first = next(o for i, o in enumerate(offsets) if o != start + i)
+        log.add("log-gap", {"node": dump.node, "snapshot_end": start, "first_unexpected_offset": first})
+        return False
     if dump.image is None:
         return None
     target = int(dump.image["last_offset"])
-    start = dump.snapshot.end_offset
     end = dump.log[-1].offset if dump.log else start - 1
     if not start - 1 <= target <= end:
         log.add(
