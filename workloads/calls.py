@@ -24,6 +24,7 @@ from typing import Any
 from harness.invocation import Completion, error_text
 from node.client.errors import KafkaError
 from node.protocol.errors import ErrorCode
+from workloads import WorkloadRun
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +155,23 @@ class RealCalls(Calls):
 
 def make_calls(env: Any, timeout_ms: int) -> Calls:
     return SimCalls(env, timeout_ms) if env.db.sim is not None else RealCalls(env, timeout_ms)
+
+
+class CallsWorkloadRun(WorkloadRun):
+    """A workload run whose client sends its requests through one `Calls`, made on first use."""
+
+    env: Any
+    timeout_ms: int
+    _calls: Calls | None = None
+
+    def calls(self) -> Calls:
+        if self._calls is None:
+            self._calls = make_calls(self.env, self.timeout_ms)
+        return self._calls
+
+    def close(self) -> None:
+        if self._calls is not None:
+            self._calls.close()
 
 
 # --- topics -----------------------------------------------------------------------------------------

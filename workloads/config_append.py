@@ -41,8 +41,8 @@ from typing import Any
 from harness.generators import Op, Rng, as_gen, seq
 from harness.invocation import Completion, DoneFn, Handler
 from node.protocol.admin import ConfigOperation
-from workloads import Workload, WorkloadEnv, WorkloadRun, register_workload
-from workloads.calls import Answer, Calls, create_topics, failed, make_calls
+from workloads import Workload, WorkloadEnv, register_workload
+from workloads.calls import Answer, Calls, CallsWorkloadRun, create_topics, failed
 from workloads.config_reads import BROKER_READ, broker_read, controller_read, image_read_invocation, requested
 from workloads.config_requests import alter_errors, alter_request, key_of, split_key
 
@@ -170,7 +170,7 @@ def planned_topics(spec: Any, active: int, span: int) -> int:
     return max(3, min(MAX_TOPICS, math.ceil(keys / len(LIST_CONFIGS))))
 
 
-class ConfigAppend(WorkloadRun):
+class ConfigAppend(CallsWorkloadRun):
     def __init__(self, env: WorkloadEnv) -> None:
         self.env = env
         self.max_txn_length = int(env.option("max_txn_length", 4))
@@ -188,7 +188,6 @@ class ConfigAppend(WorkloadRun):
         self.controller_write_fraction = float(env.option("controller_write_fraction", 0.2))
         self.timeout_ms = int(env.option("request_timeout_ms", 5_000))
         self._generations = 0
-        self._calls: Calls | None = None
 
     def setup(self) -> None:
         create_topics(self.env, self.topics, replicas=1)
@@ -215,13 +214,7 @@ class ConfigAppend(WorkloadRun):
         return seq(controller, *(Op(BROKER_READ, image_read_invocation(self.keys, b)) for b in brokers))
 
     def client(self) -> Handler:
-        if self._calls is None:
-            self._calls = make_calls(self.env, self.timeout_ms)
-        return AppendClient(self._calls, self.env.seed, self.controller_write_fraction)
-
-    def close(self) -> None:
-        if self._calls is not None:
-            self._calls.close()
+        return AppendClient(self.calls(), self.env.seed, self.controller_write_fraction)
 
 
 WORKLOAD = register_workload(

@@ -28,8 +28,8 @@ from typing import Any
 from harness.generators import Op, Rng, as_gen, seq
 from harness.invocation import Completion, DoneFn, Handler
 from node.protocol.admin import ConfigOperation
-from workloads import Workload, WorkloadEnv, WorkloadRun, register_workload
-from workloads.calls import Answer, Calls, create_topics, failed, make_calls
+from workloads import Workload, WorkloadEnv, register_workload
+from workloads.calls import Answer, Calls, CallsWorkloadRun, create_topics, failed
 from workloads.config_reads import BROKER_READ, broker_read, controller_read, image_read_invocation, requested
 from workloads.config_requests import alter_errors, alter_request, key_of, split_key
 
@@ -97,7 +97,7 @@ class RegisterClient:
             done(Completion("fail", error=f"config-register has no op {op.f!r}"))
 
 
-class ConfigRegister(WorkloadRun):
+class ConfigRegister(CallsWorkloadRun):
     def __init__(self, env: WorkloadEnv) -> None:
         self.env = env
         topics = int(env.option("topics", 3))
@@ -112,7 +112,6 @@ class ConfigRegister(WorkloadRun):
         self.broker_read_fraction = float(env.option("broker_read_fraction", 0.3))
         self.timeout_ms = int(env.option("request_timeout_ms", 5_000))
         self._generations = 0
-        self._calls: Calls | None = None
 
     def setup(self) -> None:
         create_topics(self.env, self.topics)
@@ -130,13 +129,7 @@ class ConfigRegister(WorkloadRun):
         return seq(*controller, *images)
 
     def client(self) -> Handler:
-        if self._calls is None:
-            self._calls = make_calls(self.env, self.timeout_ms)
-        return RegisterClient(self._calls, self.env.seed)
-
-    def close(self) -> None:
-        if self._calls is not None:
-            self._calls.close()
+        return RegisterClient(self.calls(), self.env.seed)
 
 
 WORKLOAD = register_workload(
