@@ -142,7 +142,7 @@ class Run:
                 self.db.wait_ready(READY_TIMEOUT_S)
                 self.scheduler = make_scheduler(self.backend)
                 env = WorkloadEnv(spec, self.db, self.backend, self.scheduler, spec.seed)
-                self.workload = get_workload(spec.workload).make(env)
+                self.workload = make_workload(spec, env)
                 self.workload.setup()
             try:
                 with self._phase("run"):
@@ -241,6 +241,14 @@ class Run:
                 self.backend.teardown()
             except Exception as exc:  # a failed heal never blocks the analysis (BRIEF §3.5)
                 self.warnings.append(f"teardown: {exc}")
+
+
+def make_workload(spec: Any, env: WorkloadEnv) -> WorkloadRun:
+    """The run's workload; options it cannot use are the test's fault (a one-line error, exit 254)."""
+    try:
+        return get_workload(spec.workload).make(env)
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"workload {spec.workload}: [workload_options] {exc}") from None
 
 
 class EndOfRun:
