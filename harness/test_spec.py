@@ -16,7 +16,7 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     seed = 42                        # default: a random one, saved with the run
     test_count = 1                   # runs of this test
     leave_db_running = false
-    recovery_s = 10                  # after healing, before the final reads
+    recovery_s = 10                  # recovery window: clients run on after the heal (availability checker)
     final_reads = true
 
     [cluster]                        # either combined nodes, or controllers (+ brokers)
