@@ -39,6 +39,13 @@ class Answer:
 Done = Callable[[Answer], None]
 
 
+def credentials(db: Any) -> dict[str, str]:
+    """SASL login options for real clients when the adapter has them (`db.client_credentials()`, a
+    dict with username / password; none today: the reference cluster runs without SASL)."""
+    get = getattr(db, "client_credentials", None)
+    return dict(get() or {}) if callable(get) else {}
+
+
 def failed(error: BaseException, node: str | None) -> Completion:
     """fail when the error says the op certainly did not happen, info otherwise."""
     definite = isinstance(error, KafkaError) and error.definite
@@ -108,8 +115,9 @@ class RealCalls(Calls):
         self.db = db
         self.loop = env.scheduler.loop
         self.brokers = list(db.brokers)
+        login = credentials(db)
         self._admins = {
-            b: AdminClient(db.broker_address(b), request_timeout_ms=timeout_ms, connect_timeout_ms=1_000)
+            b: AdminClient(db.broker_address(b), request_timeout_ms=timeout_ms, connect_timeout_ms=1_000, **login)
             for b in db.brokers
         }
         self._controller = AdminClient(
@@ -117,6 +125,7 @@ class RealCalls(Calls):
             request_timeout_ms=timeout_ms,
             connect_timeout_ms=1_000,
             attempt_timeout_ms=max(500, timeout_ms // 4),
+            **login,
         )
 
     def _run(self, coro: Any, done: Done, node: str | None) -> None:
@@ -208,7 +217,7 @@ def _create_real(db: Any, topics: Sequence[str], replicas: int) -> None:
 
     bootstrap = [db.broker_address(b) for b in db.brokers]
     deadline = time.monotonic() + 60
-    with SyncAdminClient(bootstrap, request_timeout_ms=10_000) as admin:
+    with SyncAdminClient(bootstrap, request_timeout_ms=10_000, **credentials(db)) as admin:
         missing = list(topics)
         while missing:
             results = admin.create_topics([NewTopic(t, 1, replicas) for t in missing])

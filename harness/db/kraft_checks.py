@@ -245,7 +245,8 @@ def replay_node(dump: NodeDump, log: _Log) -> bool | None:
             log.add("digest-mismatch", {"node": dump.node, "offset": r.offset})
             return False
     start = dump.snapshot.end_offset
-    offsets = [r.offset for r in dump.log]
+    records = [r for r in dump.log if r.offset >= start]  # below its end, the snapshot already has them
+    offsets = [r.offset for r in records]
     if offsets and offsets != list(range(start, start + len(offsets))):
         first = next(o for i, o in enumerate(offsets) if o != start + i)
         log.add("log-gap", {"node": dump.node, "snapshot_end": start, "first_unexpected_offset": first})
@@ -253,7 +254,7 @@ def replay_node(dump: NodeDump, log: _Log) -> bool | None:
     if dump.image is None:
         return None
     target = int(dump.image["last_offset"])
-    end = dump.log[-1].offset if dump.log else start - 1
+    end = records[-1].offset if records else start - 1
     if not start - 1 <= target <= end:
         log.add(
             "image-outside-log",
@@ -261,7 +262,7 @@ def replay_node(dump: NodeDump, log: _Log) -> bool | None:
         )
         return False
     image = base_image(dump.snapshot)
-    for batch in batches_of(r for r in dump.log if r.offset <= target):
+    for batch in batches_of(r for r in records if r.offset <= target):
         apply_committed(image, batch)
     ours = image.as_dict(with_position=False)
     if image.digest(with_position=False) != dump.image.get("state_digest") or (

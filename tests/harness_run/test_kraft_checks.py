@@ -61,6 +61,14 @@ def test_images_equal_to_their_replayed_logs_are_valid_with_or_without_a_snapsho
     assert verdict.details["nodes_replayed"] == ["b1", "c1", "c2"]
 
 
+def test_a_log_that_still_holds_records_under_its_snapshot_is_replayed_from_the_snapshot(tmp_path: Path) -> None:
+    batches = _log()
+    directory = _dump(tmp_path, "c1", batches, snapshot_at=30)
+    # the log was not cut at the snapshot yet: it still starts 10 batches earlier
+    (directory / "committed-log.jsonl").write_text(committed_log_jsonl(batches[20:], with_records=True))
+    assert check_image_replay(tmp_path).valid is True
+
+
 def test_an_image_that_skipped_a_batch_is_an_image_mismatch(tmp_path: Path) -> None:
     batches = _log()
     skipped = MetadataImage()
