@@ -137,7 +137,7 @@ def test_config_append_left_running_is_valid_with_dumps_over_http_and_heal_remov
         for node in ("c1", "c2", "c3", "b1", "b2"):
             line = (run_dir / "nodes" / node / "committed-log.jsonl").open().readline()
             firsts += [json.loads(line)["offset"]] if line.strip() else []
-        assert firsts and min(firsts) > 0  # all snapshotted: reads before that were checked thanks to the tap
+        assert max(firsts) > 0  # snapshots replaced the log start: reads below it were checked thanks to the tap
         bridge = _bridge_of(run_dir)
         assert main(["heal", str(run_dir)]) == 0
     finally:
