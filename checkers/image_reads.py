@@ -307,6 +307,8 @@ def check_from_args(history: History, args: Any) -> Verdict:
     )
     if timeline is None:
         verdict.details["timeline_missing"] = str(path)
+        if verdict.details.get("reason"):
+            verdict.details["reason"] = f"no committed-value timeline ({path} does not exist)"
     return verdict
 
 

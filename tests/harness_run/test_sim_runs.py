@@ -53,6 +53,8 @@ def test_run_dir_holds_history_faults_dumps_and_verdict(tmp_path):
         "image-replay",
     }
     assert results["checks"]["end_of_run"] == ["availability", "log-agreement", "image-replay"]
+    reads = results["checkers"]["image-reads"]
+    assert reads["value_kind"] == "int" and reads["verified"] == reads["reads"] > 0
     test = json.loads((run / "test.json").read_text())
     assert test["seed"] == 3 and test["backend"] == "sim" and test["nodes"] == ["c1", "c2", "c3", "b1", "b2"]
     assert (run / "report.html").is_file() and (run.parent.parent / "latest").resolve() == run.resolve()
