@@ -31,6 +31,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -69,6 +70,8 @@ class KraftDB(DB):
         self.run_dir: Path | None = None
         self.recovered: bool | None = None  # how the last `recover` ended
         self._log_tap: LogTap | None = None
+        self._tap_lock = threading.Lock()  # a real-backend tap runs on a worker thread
+        self._tap_closed = False  # set by `collect`: the timeline is built, the tap file is final
 
     # -- shape ------------------------------------------------------------------------------------
 
@@ -268,15 +271,15 @@ class KraftDB(DB):
         (without them the final dumps hold the whole log)."""
         if self.run_dir is None or self.backend is None:
             return
-        if self.sim is not None:
-            views = self._sim_tap_views()
-        elif int(self.settings.get(SNAPSHOT_INTERVAL, "0") or 0) > 0:
-            views = self._http_tap_views()
-        else:
+        if self.sim is None and int(self.settings.get(SNAPSHOT_INTERVAL, "0") or 0) <= 0:
             return
-        if self._log_tap is None:
-            self._log_tap = LogTap(self.run_dir)
-        self._log_tap.add(views)
+        with self._tap_lock:
+            if self._tap_closed:
+                return
+            views = self._sim_tap_views() if self.sim is not None else self._http_tap_views()
+            if self._log_tap is None:
+                self._log_tap = LogTap(self.run_dir)
+            self._log_tap.add(views)
 
     def _sim_tap_views(self) -> list[Any]:
         from node.metadata.dump import log_entries, snapshot_dump
@@ -356,6 +359,8 @@ class KraftDB(DB):
         the cluster recovered (then the dumps hold every committed offset)."""
         from harness.db.kraft_checks import read_node_dumps, write_timeline
 
+        with self._tap_lock:  # a tap still running on a worker thread finishes first
+            self._tap_closed = True
         try:
             dumps, _ = read_node_dumps(run_dir)
             complete = bool(self.recovered) and set(dumps) >= set(self.ids)
