@@ -263,7 +263,7 @@ class KraftDB(DB):
     @property
     def tap_every_s(self) -> float:  # type: ignore[override]
         """Often in the simulator (reading a process's log is cheap there), every second otherwise."""
-        return 0.1 if self.sim is not None else 1.0
+        return 0.05 if self.sim is not None else 1.0
 
     def tap(self) -> None:
         """Extend run_dir/log-tap.jsonl (harness/db/kraft_tap.py) from every live node: in the sim
@@ -282,13 +282,16 @@ class KraftDB(DB):
             self._log_tap.add(views)
 
     def _sim_tap_views(self) -> list[Any]:
+        """The node furthest ahead whose log still holds the tap's end (only its new records are
+        encoded); when none does, every node's view (the tap then jumps through a snapshot)."""
         from node.metadata.dump import log_entries, snapshot_dump
 
         end = self._log_tap.end if self._log_tap is not None else 0
+        live = [p for p in (self.sim.process(i) for i in self.ids.values()) if p is not None]
+        holding = [p for p in live if p.raft.log_start_offset <= end < p.raft.high_watermark]
+        chosen = [max(holding, key=lambda p: p.raft.high_watermark)] if holding else live
         views = []
-        for process in (self.sim.process(i) for i in self.ids.values()):
-            if process is None:
-                continue
+        for process in chosen:
             raft = process.raft
             start = raft.log_start_offset
             if start <= end < raft.log.end_offset:
