@@ -8,7 +8,7 @@ end of the run (`EndOfRun`): the recovery window (the clients keep running the w
 down, wait until ready) → final reads → collect node logs and dumps (over HTTP while the nodes run,
 then from their clean stop unless `leave_db_running`) → `analyze_run` with the workload's checkers
 and the end-of-run checks → exit code. From the start of the run phase to the final reads the
-adapter's `tap` runs every second (`LogTap`).
+adapter's `tap` runs every `db.tap_every_s` (`PeriodicTap`).
 
 The run phase is `harness.driver.Driver` on the backend's scheduler: the simulator's queue for sim
 (virtual time, deterministic: same seed, same history.jsonl byte for byte), an asyncio loop for
@@ -178,7 +178,7 @@ class Run:
             on_event=progress.on_event,
         )
         self.say(f"running {spec.workload} for {spec.time_limit_s:g} s, nemesis {'+'.join(spec.nemesis) or 'none'}")
-        tap = LogTap(scheduler, db, self.warnings)
+        tap = PeriodicTap(scheduler, db, self.warnings)
         tap.start()
         try:
             with progress if not scheduler.virtual else contextlib.nullcontext():
@@ -276,7 +276,7 @@ class EndOfRun:
         return stats
 
 
-class LogTap:
+class PeriodicTap:
     """Calls `db.tap()` every `db.tap_every_s` of run time until stopped, one call at a time, as
     blocking work (in the simulator it runs inline, deterministically). A failing tap is reported once."""
 
