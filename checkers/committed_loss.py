@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from checkers.history import History, HistoryError, Op
+from checkers.elle.txn import extract_txns
+from checkers.history import History, Op
 from checkers.set_full import MAX_LISTED, check_set_full
 from checkers.verdict import UNKNOWN, Verdict
 
@@ -45,20 +46,12 @@ def _split_txns(history: History, txn_f: str) -> dict[Any, list[Op]]:
     """Per key, set-full ops: an `add` per appended element (the transaction's outcome and times) and a
     `read` per ok read micro-op (anonymous node: any server answering a linearizable read)."""
     per_key: dict[Any, list[Op]] = defaultdict(list)
-    for op in history.ops:
-        if op.f != txn_f:
-            continue
-        mops = op.value if op.type == "ok" and isinstance(op.value, list) else op.invoke_value
-        if not isinstance(mops, list):
-            raise HistoryError(f"{history.source}: op at index {op.invoke_index}: a txn value must be a list")
-        for mop in mops:
-            if not isinstance(mop, list | tuple) or len(mop) != 3:
-                raise HistoryError(f"{history.source}: op at index {op.invoke_index}: bad micro-op {mop!r}")
-            f, key, value = mop
-            key = tuple(key) if isinstance(key, list) else key
+    for txn in extract_txns(history, ("append", "r"), txn_f):
+        op = txn.op
+        for f, key, value in txn.mops:
             if f == "append":
                 per_key[key].append(_as(op, "add", value, value))
-            elif f == "r" and op.type == "ok" and value is not None:
+            elif op.type == "ok" and value is not None:
                 per_key[key].append(_as(op, "read", None, value))
     return per_key
 
