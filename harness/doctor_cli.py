@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.backends import fault_checks
 from harness.backends.firewall import detect_firewall, forward_policy_drops, iptables_backend
+from harness.backends.lazyfs.probe import FIX as LAZYFS_FIX
+from harness.backends.lazyfs.probe import power_loss_probe
 from harness.backends.ledger import Ledger, LedgerError
 from harness.backends.netns import free_subnet
 from harness.backends.resources import create_netns
@@ -31,6 +34,7 @@ from harness.errors import EXIT_ERROR
 # Ports the real runtime listens on when nodes share loopback instead of having namespaces of their own.
 LOOPBACK_PORTS = (9092, 9093, 9400)
 PYTHON_DEPS = ("pyspark", "pyarrow")
+NFQUEUE_FIX = "apt-get install iptables; a kernel with CONFIG_NETFILTER_NETLINK_QUEUE and the NFQUEUE target"
 # Ledgers of the doctor's throwaway namespaces (`kchaos heal FILE` also takes one of these).
 DOCTOR_LEDGERS = Path(tempfile.gettempdir()) / "kchaos-doctor"
 
@@ -59,20 +63,32 @@ def _try(name: str, required: bool, fix: str, probe: Callable[[], str]) -> Check
 
 
 @contextmanager
-def throwaway_netns() -> Iterator[str]:
-    """A ledgered namespace for the probes; a doctor killed meanwhile is cleaned up by the next one."""
+def throwaway_ledger() -> Iterator[Ledger]:
+    """A ledger for a probe's resources, undone on exit; a doctor killed meanwhile is cleaned up by the next one."""
     _heal_stale_doctor_ledgers()
     DOCTOR_LEDGERS.mkdir(mode=0o700, exist_ok=True)
-    token = secrets.token_hex(3)
-    ledger = Ledger.create(DOCTOR_LEDGERS / f"{os.getpid()}-{token}.jsonl")
+    ledger = Ledger.create(DOCTOR_LEDGERS / f"{os.getpid()}-{secrets.token_hex(3)}.jsonl")
     with exit_on_termination():
         try:
-            create_netns(ledger, f"kcdoc{token}")
-            yield f"kcdoc{token}"
+            yield ledger
         finally:
             with deferred_termination():
                 if ledger.undo_all().ok:
                     ledger.path.unlink(missing_ok=True)
+
+
+@contextmanager
+def throwaway_netns() -> Iterator[str]:
+    """A ledgered namespace for the probes."""
+    with throwaway_ledger() as ledger:
+        name = f"kcdoc{secrets.token_hex(3)}"
+        create_netns(ledger, name)
+        yield name
+
+
+def _lazyfs_probe() -> str:
+    with throwaway_ledger() as ledger:
+        return power_loss_probe(ledger)
 
 
 def _heal_stale_doctor_ledgers() -> None:
@@ -169,6 +185,7 @@ def run_checks() -> list[Check]:
         ("bridge + veth", True, "a kernel with bridge and veth support", _links_probe),
         ("nft in a namespace", False, "apt-get install nftables", _nft_probe),
         ("iptables in a namespace", False, "apt-get install iptables", _iptables_probe),
+        ("packet faults (loss, delay)", False, NFQUEUE_FIX, fault_checks.nfqueue_probe),
     ]
     ns_rows: list[Check] = []
     if not is_root:
@@ -191,7 +208,10 @@ def run_checks() -> list[Check]:
     checks += ns_rows
     checks.append(_try("root FORWARD chain", False, "", _forward_probe) if is_root else _skip("root FORWARD chain"))
     checks.append(_try("free private subnet", True, "remove an unused route", _subnet_probe))
+    checks.append(_try("lazyfs (lose_unsynced)", False, LAZYFS_FIX, _lazyfs_probe) if is_root else _skip("lazyfs"))
     checks.append(_try("free loopback ports", False, "stop what listens there", _ports_probe))
+    checks.append(_try("clock faults (libfaketime)", False, "apt-get install faketime gcc", fault_checks.clock_probe))
+    checks.append(_try("disk faults (preload shim)", False, "apt-get install gcc", fault_checks.disk_probe))
     checks.append(_try("java", False, "apt-get install openjdk-17-jre-headless", _java_probe))
     checks.append(_try("python packages", True, "pip install -e . (in the project's venv)", _python_deps_probe))
     return checks

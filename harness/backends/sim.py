@@ -3,8 +3,10 @@
 Hosts are simulated: `setup` builds the simulation (every node a `NodeProcess` with the roles the
 test's shape gives it), `start`/`kill`/`restart` start and kill -9 the simulated processes, partitions
 are the simulated network's grudge. Nothing touches the machine, so there is nothing to heal after a
-crash. Node names map to the simulator's integer ids in its own layout (controller-only voters first,
-then combined voters, then broker-only observers): c1.. -> 1.., n1.. -> next, b1.. -> last.
+crash. Disk faults, power loss and file corruption act on each node's `SimFS` (the real `FileStorage`
+runs on it; see `node.sim.disk`). Node names map to the simulator's integer ids in its own layout
+(controller-only voters first, then combined voters, then broker-only observers): c1.. -> 1..,
+n1.. -> next, b1.. -> last.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.backends import Backend, Grudge, check_grudge
+from harness.backends import Backend, DiskFault, Grudge, check_grudge
 from harness.schedulers import VirtualScheduler
 from node.sim.cluster import ClusterConfig, host_address
 from node.sim.world import SimConfig, Simulation
@@ -30,6 +32,8 @@ def sim_layout(controllers: int, combined: int, brokers: int) -> dict[str, int]:
 
 class SimBackend(Backend):
     """A simulated cluster of `controllers` + `combined` + `brokers` nodes (see the module docstring)."""
+
+    faults = Backend.faults | {"disk_stall", "disk_fail", "lose_unsynced", "corrupt"}
 
     def __init__(
         self,
@@ -83,6 +87,15 @@ class SimBackend(Backend):
 
     def is_alive(self, node: str) -> bool:
         return bool(self.simulation.node(self.id_of(node)).up)
+
+    def disk(self, node: str, fault: DiskFault) -> None:
+        self.simulation.set_disk_fault(self.id_of(node), fault)
+
+    def disk_heal(self, node: str) -> None:
+        self.simulation.clear_disk_fault(self.id_of(node))
+
+    def lose_unsynced(self, node: str) -> None:
+        self.simulation.kill(self.id_of(node), lose_unsynced=True)
 
     # -- the rest of what the runner needs ------------------------------------------------------------
 

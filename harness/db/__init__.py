@@ -69,8 +69,10 @@ class DB(ABC):
 
     def corrupt(self, node: str, mode: str, rng: random.Random) -> dict[str, Any]:
         """Corrupt the data files of a *stopped* node (only the adapter knows their format): modes
-        `bitflip` / `truncate` of a log segment or snapshot, placed where the node must detect it.
-        Saves what it changed (for `uncorrupt`) and returns a description for the history."""
+        `bitflip-log`, `truncate-log`, `bitflip-snapshot`, `truncate-snapshot`
+        (`node.runtime.corruption.CORRUPT_MODES` for kraft), placed where the node must detect it;
+        FaultNotSupported when there is nothing to damage. Saves what it changed (for `uncorrupt`)
+        and returns a description for the history."""
         raise FaultNotSupported(f"the {self.name} adapter cannot corrupt files")
 
     def uncorrupt(self, node: str) -> None:  # noqa: B027 - optional

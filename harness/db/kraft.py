@@ -7,6 +7,8 @@ Node ids follow the simulator's layout (controllers, then combined, then brokers
 - sim: the simulation already builds each node's process; start/kill/restart are the simulator's.
   Ready = the quorum converged, its leader's controller is active, every broker is ONLINE and every
   image caught up (`node.sim.cluster_run.settled`). Dumps come from the simulated processes.
+- corrupt / uncorrupt (a stopped node's log or snapshot, `node.runtime.corruption`): on sim through the
+  simulation (the node's SimFS), elsewhere by editing the files under `data_dir(node)` directly.
 - netns (any backend with `start(node, argv)` and `address(node)`): one `server.properties` per node
   under run_dir/nodes/<node>/, data in run_dir/nodes/<node>/data, started with the real runtime
   (`python -m node.runtime node start`). Ready = DescribeCluster through the brokers names an active
@@ -27,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -38,10 +41,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.backends import Backend
+from harness.backends import Backend, FaultNotSupported
 from harness.backends.sim import SimBackend, sim_layout
 from harness.db import DB, DBError
 from harness.db.kraft_tap import LogTap
+from node.runtime.corruption import Corruption, NothingToCorrupt, corrupt_data_dir, restore_corruption
+from node.runtime.fs import OS_FS
 
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093
@@ -55,6 +60,8 @@ SNAPSHOT_INTERVAL = "metadata.log.max.snapshot.interval.records"
 NODE_SETTINGS: dict[str, str] = {
     "broker.heartbeat.interval.ms": "500",
     "broker.session.timeout.ms": "3000",
+    # Small segments, so that runs roll, delete whole segments and give `corrupt truncate-log` a target.
+    "metadata.log.segment.bytes": "65536",
 }
 
 
@@ -72,6 +79,7 @@ class KraftDB(DB):
         self._log_tap: LogTap | None = None
         self._tap_lock = threading.Lock()  # a real-backend tap runs on a worker thread
         self._tap_closed = False  # set by `collect`: the timeline is built, the tap file is final
+        self._corruptions: dict[str, list[Corruption]] = {}  # node -> damage done to its files (real nodes)
 
     # -- shape ------------------------------------------------------------------------------------
 
@@ -239,6 +247,30 @@ class KraftDB(DB):
 
     def restart_node(self, node: str) -> None:
         self._backend().restart(node)
+
+    def corrupt(self, node: str, mode: str, rng: random.Random) -> dict[str, Any]:
+        """Damage a stopped node's log or snapshot where it must notice (`node.runtime.corruption`)."""
+        if node not in self.ids:
+            raise ValueError(f"unknown node '{node}' (nodes: {', '.join(self.ids)})")
+        try:
+            if self.sim is not None:
+                corruption = self.sim.corrupt_storage(self.ids[node], mode, rng)
+            else:
+                if self._backend().is_alive(node):
+                    raise DBError(f"{node} is running: stop it before corrupting its files")
+                corruption = corrupt_data_dir(OS_FS, self.data_dir(node), mode, rng)
+                self._corruptions.setdefault(node, []).append(corruption)
+        except NothingToCorrupt as exc:
+            raise FaultNotSupported(f"{node}: {exc}") from None
+        return {"node": node, **corruption.describe()}
+
+    def uncorrupt(self, node: str) -> None:
+        """Put back the bytes `corrupt` changed (files a node has since set aside stay as they are)."""
+        if self.sim is not None:
+            self.sim.uncorrupt_storage(self.ids[node])
+            return
+        for corruption in reversed(self._corruptions.pop(node, [])):
+            restore_corruption(OS_FS, corruption)
 
     def _restart_exited(self) -> None:
         """Like systemd's Restart=always: a node that stopped by itself is started again."""

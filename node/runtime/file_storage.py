@@ -16,17 +16,22 @@ A snapshot file wraps the state machine's opaque bytes in a checksummed header (
 `encode_snapshot_file`); it is written to a temp file, fsynced, renamed and the dir fsynced, so a crash
 leaves the old snapshot or the new one. A corrupt snapshot is set aside (renamed `.corrupt`) only if an
 older snapshot or the log still covers every record it held; otherwise the node refuses to start.
+
+Every file operation goes through a `FileSystem` (`node.runtime.fs`): the operating system by default,
+the simulator's `SimFS` when the simulator runs this same code.
 """
 
 from __future__ import annotations
 
-import fcntl
+import errno
 import json
 import os
 import re
 import struct
 from array import array
 from bisect import bisect_right
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +49,7 @@ from node.raft.records import (
     encode_batch,
 )
 from node.raft.storage import LoadedSnapshot, LoadedState, RaftStorage, StorageError
+from node.runtime.fs import OS_FS, FileSystem
 
 LOG_DIR_NAME = "__cluster_metadata-0"
 QUORUM_STATE_NAME = "quorum-state"
@@ -66,32 +72,59 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}.log"
 
 
-def fsync_dir(path: Path) -> None:
-    """Make creations, renames and deletions inside `path` durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+@contextmanager
+def io_failure(what: str, path: Path) -> Iterator[None]:
+    """An OSError inside becomes a StorageError naming the operation, the file and the errno: a write
+    or fsync that failed must stop the node (never retried: after a failed fsync the kernel may have
+    dropped the dirty pages, so a later fsync that succeeds proves nothing)."""
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        yield
+    except OSError as exc:
+        code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        raise StorageError(f"{what} {path}: {code} ({exc.strerror})") from exc
 
 
-def write_atomically(path: Path, data: bytes) -> None:
+def segment_base(name: str) -> int | None:
+    """The base offset a segment file name stands for, or None if `name` is no segment's."""
+    m = _SEGMENT_RE.match(name)
+    return int(m.group(1)) if m else None
+
+
+def snapshot_id_of(name: str) -> SnapshotId | None:
+    """The snapshot id a snapshot file name stands for, or None if `name` is no snapshot's."""
+    m = _SNAPSHOT_RE.match(name)
+    return SnapshotId(int(m.group(1)), int(m.group(2))) if m else None
+
+
+def fsync_dir(path: Path, fs: FileSystem = OS_FS) -> None:
+    """Make creations, renames and deletions inside `path` durable."""
+    with io_failure("fsync of directory", path):
+        fs.fsync_dir(path)
+
+
+def write_atomically(path: Path, data: bytes, fs: FileSystem = OS_FS) -> None:
     """Replace `path` so that a crash leaves either the old or the new content, never a mix."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with io_failure("write", tmp):
+        fd = fs.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        _write_all(fd, data)
-        os.fsync(fd)
+        with io_failure("write", tmp):
+            _write_all(fs, fd, data)
+        with io_failure("fsync", tmp):
+            fs.fsync(fd)
     finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+        fs.close(fd)
+    with io_failure("rename to", path):
+        fs.replace(tmp, path)
+    fsync_dir(path.parent, fs)
 
 
-def _write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+def _write_all(fs: FileSystem, fd: int, data: bytes | memoryview) -> None:
+    written = fs.write(fd, data)
+    if written < len(data):  # a short write: rare, so the common case makes no memoryview
+        view = memoryview(data)[written:]
+        while view:
+            view = view[fs.write(fd, view) :]
 
 
 # --- quorum-state ----------------------------------------------------------------------------------
@@ -200,10 +233,10 @@ def decode_snapshot_file(raw: bytes, where: str) -> LoadedSnapshot:
     return LoadedSnapshot(SnapshotId(end_offset, epoch), bytes(view[_SNAPSHOT_HEADER.size :]))
 
 
-def read_snapshot_file(path: Path) -> LoadedSnapshot:
+def read_snapshot_file(path: Path, fs: FileSystem = OS_FS) -> LoadedSnapshot:
     """Read and check one snapshot file, whose name must match the id inside it."""
     try:
-        raw = path.read_bytes()
+        raw = fs.read_file(path)
     except OSError as e:
         raise StorageError(f"cannot read snapshot file {path}: {e.strerror}") from None
     snapshot = decode_snapshot_file(raw, str(path))
@@ -279,9 +312,11 @@ class FileStorage(RaftStorage):
         cluster_id: str | None = None,
         *,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        fs: FileSystem = OS_FS,
     ) -> None:
         if segment_bytes <= 0:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
+        self.fs = fs
         self.data_dir = Path(data_dir)
         self.node_id = node_id
         self.expected_cluster_id = cluster_id
@@ -308,42 +343,50 @@ class FileStorage(RaftStorage):
 
     def _make_dirs(self) -> None:
         created = []
+        fs = self.fs
         for d in (self.data_dir, self.log_dir):
-            if not d.is_dir():
+            if not fs.is_dir(d):
                 try:
-                    d.mkdir(parents=True)
+                    fs.mkdir(d)
                 except OSError as e:
                     raise StorageError(f"cannot create data dir {d}: {e.strerror}") from None
                 created.append(d)
         for d in created:
-            fsync_dir(d.parent)
+            fsync_dir(d.parent, fs)
 
     def _lock(self) -> None:
+        fs = self.fs
         path = self.data_dir / LOCK_NAME
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = fs.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
             raise StorageError(f"cannot open lock file {path}: {e.strerror}") from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fs.flock(fd)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
+            holder = fs.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            fs.close(fd)
             raise StorageError(
                 f"data dir {self.data_dir} is in use by another process (pid {holder}, lock {path})"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            fs.ftruncate(fd, 0)
+            fs.pwrite(fd, f"{fs.getpid()}\n".encode(), 0)
+        except BaseException:
+            fs.close(fd)
+            raise
         self._lock_fd = fd
 
     def _check_meta(self) -> str | None:
-        if not self.meta_path.exists():
+        if not self.fs.exists(self.meta_path):
             write_atomically(
-                self.meta_path, format_properties({"version": str(META_VERSION), "node.id": str(self.node_id)})
+                self.meta_path,
+                format_properties({"version": str(META_VERSION), "node.id": str(self.node_id)}),
+                self.fs,
             )
             return None
         try:
-            text = self.meta_path.read_text()
+            text = self.fs.read_file(self.meta_path).decode()
         except (OSError, UnicodeDecodeError) as e:
             raise StorageError(f"cannot read {self.meta_path}: {e}") from None
         props = parse_properties(text, str(self.meta_path))
@@ -377,21 +420,22 @@ class FileStorage(RaftStorage):
                 f"data dir {self.data_dir} belongs to cluster {self.cluster_id}; refusing to change it to {cluster_id}"
             )
         props = {"version": str(META_VERSION), "node.id": str(self.node_id), "cluster.id": cluster_id}
-        write_atomically(self.meta_path, format_properties(props))
+        write_atomically(self.meta_path, format_properties(props), self.fs)
         self.cluster_id = cluster_id
 
     # --- quorum state ---
 
     def write_quorum_state(self, state: QuorumStateData) -> None:
-        write_atomically(self.quorum_state_path, encode_quorum_state(state))
+        write_atomically(self.quorum_state_path, encode_quorum_state(state), self.fs)
 
     def _read_quorum_state(self) -> QuorumStateData | None:
+        fs = self.fs
         tmp = self.quorum_state_path.with_name(QUORUM_STATE_NAME + ".tmp")
-        if tmp.exists():  # a write that crashed before its rename: the old file is still the truth
-            tmp.unlink()
-            fsync_dir(self.log_dir)
+        if fs.exists(tmp):  # a write that crashed before its rename: the old file is still the truth
+            fs.unlink(tmp)
+            fsync_dir(self.log_dir, fs)
         try:
-            raw = self.quorum_state_path.read_bytes()
+            raw = fs.read_file(self.quorum_state_path)
         except FileNotFoundError:
             return None
         return decode_quorum_state(raw, str(self.quorum_state_path))
@@ -418,25 +462,26 @@ class FileStorage(RaftStorage):
 
     def _snapshot_files(self) -> list[tuple[tuple[int, int], Path]]:
         found = []
-        for p in self.log_dir.iterdir():
-            m = _SNAPSHOT_RE.match(p.name)
+        for name in self.fs.listdir(self.log_dir):
+            m = _SNAPSHOT_RE.match(name)
             if m:
-                found.append(((int(m.group(1)), int(m.group(2))), p))
+                found.append(((int(m.group(1)), int(m.group(2))), self.log_dir / name))
         return sorted(found)
 
     def _load_snapshot(self, batches: list[RecordBatch]) -> tuple[LoadedSnapshot | None, list[str]]:
         """The newest valid snapshot. A corrupt newer one is set aside only if what remains (an older
         snapshot and the log) still holds every record below its end; else StorageError."""
+        fs = self.fs
         notes = []
-        leftovers = [p for p in self.log_dir.iterdir() if p.name.endswith(".checkpoint.tmp")]
+        leftovers = sorted(self.log_dir / n for n in fs.listdir(self.log_dir) if n.endswith(".checkpoint.tmp"))
         for p in leftovers:  # a write that crashed before its rename: the older snapshot is the truth
-            p.unlink()
+            fs.unlink(p)
             notes.append(f"removed unfinished snapshot {p.name}")
         corrupt: list[tuple[int, Path, StorageError]] = []  # newest first
         chosen: LoadedSnapshot | None = None
         for (end, _), path in reversed(self._snapshot_files()):
             try:
-                chosen = read_snapshot_file(path)
+                chosen = read_snapshot_file(path, fs)
                 break
             except StorageError as e:
                 corrupt.append((end, path, e))
@@ -453,21 +498,22 @@ class FileStorage(RaftStorage):
                     "refusing to start"
                 )
             for _, path, error in corrupt:
-                path.rename(path.with_name(path.name + ".corrupt"))
+                fs.replace(path, path.with_name(path.name + ".corrupt"))
                 notes.append(f"set aside {error} (renamed to {path.name}.corrupt)")
         if leftovers or corrupt:
-            fsync_dir(self.log_dir)
+            fsync_dir(self.log_dir, fs)
         return chosen, notes
 
     def write_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         """Durable when it returns; keeps the newest SNAPSHOTS_KEPT snapshot files."""
         self._require_loaded()
-        write_atomically(self.log_dir / snapshot_name(snapshot_id), encode_snapshot_file(snapshot_id, data))
+        fs = self.fs
+        write_atomically(self.log_dir / snapshot_name(snapshot_id), encode_snapshot_file(snapshot_id, data), fs)
         files = self._snapshot_files()
         if len(files) > SNAPSHOTS_KEPT:
             for _, path in files[:-SNAPSHOTS_KEPT]:
-                path.unlink()
-            fsync_dir(self.log_dir)
+                fs.unlink(path)
+            fsync_dir(self.log_dir, fs)
 
     def delete_before(self, offset: int) -> None:
         """Delete the segments entirely below `offset`, except the active one."""
@@ -476,9 +522,9 @@ class FileStorage(RaftStorage):
         if not doomed:
             return
         for seg in doomed:
-            seg.path.unlink()
+            self.fs.unlink(seg.path)
         del self._segments[: len(doomed)]
-        fsync_dir(self.log_dir)
+        fsync_dir(self.log_dir, self.fs)
 
     def reset(self, offset: int) -> None:
         """Delete every segment, newest first (a crash leaves a prefix of the log, which start-up
@@ -488,18 +534,18 @@ class FileStorage(RaftStorage):
             raise ValueError(f"cannot reset the log to negative offset {offset}")
         self._close_active()
         for seg in reversed(self._segments):
-            seg.path.unlink()
+            self.fs.unlink(seg.path)
         self._segments.clear()
         self._empty_end = offset
         self._dirty = False
-        fsync_dir(self.log_dir)
+        fsync_dir(self.log_dir, self.fs)
 
     def _segment_files(self) -> list[tuple[int, Path]]:
         found = []
-        for p in self.log_dir.iterdir():
-            m = _SEGMENT_RE.match(p.name)
+        for name in self.fs.listdir(self.log_dir):
+            m = _SEGMENT_RE.match(name)
             if m:
-                found.append((int(m.group(1)), p))
+                found.append((int(m.group(1)), self.log_dir / name))
         return sorted(found)
 
     def _load_log(self) -> tuple[list[RecordBatch], str | None]:
@@ -509,11 +555,12 @@ class FileStorage(RaftStorage):
         last_epoch = -1
         for i, (base, path) in enumerate(files):
             if self._segments and base != self._segments[-1].next_offset:
+                prev = self._segments[-1]
                 raise StorageError(
                     f"segment {path} starts at offset {base}, but the previous segment ends at offset "
-                    f"{self._segments[-1].next_offset}; refusing to start"
+                    f"{prev.next_offset} ({prev.path.name} is short or a segment is missing); refusing to start"
                 )
-            data = path.read_bytes()
+            data = self.fs.read_file(path)
             scan = _scan(data, base, last_epoch)
             seg = _Segment(base, path)
             for batch, pos, stop in scan.batches:
@@ -527,11 +574,11 @@ class FileStorage(RaftStorage):
         if len(self._segments) > 1 and self._segments[-1].size == 0:
             # An empty last segment (a roll that crashed before its first write): drop it.
             empty = self._segments.pop()
-            empty.path.unlink()
-            fsync_dir(self.log_dir)
+            self.fs.unlink(empty.path)
+            fsync_dir(self.log_dir, self.fs)
             notes.append(f"removed empty segment {empty.path.name}")
         if self._segments:
-            self._fd = os.open(self._segments[-1].path, os.O_WRONLY | os.O_APPEND)
+            self._fd = self.fs.open(self._segments[-1].path, os.O_WRONLY | os.O_APPEND)
         self._make_loaded_log_durable()
         return batches, "; ".join(notes) or None
 
@@ -539,13 +586,14 @@ class FileStorage(RaftStorage):
         """fsync what was read: after a kill -9 the page cache may hold writes that never reached the
         disk, and the node treats what it loads as durable (it acknowledges it at once). Without this,
         a power loss after the restart could take data the quorum already counted as committed."""
+        fs = self.fs
         for seg in self._segments:
-            fd = os.open(seg.path, os.O_RDONLY)
+            fd = fs.open(seg.path, os.O_RDONLY)
             try:
-                os.fsync(fd)
+                fs.fsync(fd)
             finally:
-                os.close(fd)
-        fsync_dir(self.log_dir)
+                fs.close(fd)
+        fsync_dir(self.log_dir, fs)
 
     def _truncate_torn_tail(self, seg: _Segment, data: bytes, scan: _ScanResult, later: list[Path]) -> list[str]:
         """Cut the log at `scan.bad_pos` if nothing valid follows; otherwise refuse to start."""
@@ -557,19 +605,23 @@ class FileStorage(RaftStorage):
             raise StorageError(
                 f"{where}; a valid batch follows at byte {at}, so it is not a torn tail; refusing to start"
             )
+        fs = self.fs
         for path in later:
-            at = _first_valid_batch(path.read_bytes(), 0)
+            at = _first_valid_batch(fs.read_file(path), 0)
             if at is not None:
                 raise StorageError(f"{where}; segment {path.name} after it holds a valid batch; refusing to start")
         notes = [f"truncated {len(data) - bad_pos} torn bytes at offset {offset} in {seg.path.name} ({scan.reason})"]
-        with open(seg.path, "r+b") as f:
-            f.truncate(bad_pos)
-            os.fsync(f.fileno())
+        fd = fs.open(seg.path, os.O_WRONLY)
+        try:
+            fs.ftruncate(fd, bad_pos)
+            fs.fsync(fd)
+        finally:
+            fs.close(fd)
         for path in later:
-            path.unlink()
+            fs.unlink(path)
             notes.append(f"removed segment {path.name} after the torn tail (it held no valid batch)")
         if later:
-            fsync_dir(self.log_dir)
+            fsync_dir(self.log_dir, fs)
         return notes
 
     # --- appends and truncation ---
@@ -589,18 +641,23 @@ class FileStorage(RaftStorage):
             if seg is None or (seg.size > 0 and seg.size + len(data) > self.segment_bytes):
                 seg = self._roll(batch.base_offset)
             assert self._fd is not None
-            _write_all(self._fd, data)
+            with io_failure("write", seg.path):
+                _write_all(self.fs, self._fd, data)
             seg.add(batch, seg.size, len(data))
             self._dirty = True
 
     def _roll(self, base_offset: int) -> _Segment:
         """Start a new segment. The old one is fsynced first, so only the last segment can be torn."""
+        fs = self.fs
         if self._fd is not None:
             if self._dirty:
-                os.fsync(self._fd)
-            os.close(self._fd)
+                with io_failure("fsync", self._segments[-1].path):
+                    fs.fsync(self._fd)
+            fs.close(self._fd)
+            self._fd = None
         seg = _Segment(base_offset, self.log_dir / segment_name(base_offset))
-        self._fd = os.open(seg.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o644)
+        with io_failure("create", seg.path):
+            self._fd = fs.open(seg.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o644)
         self._segments.append(seg)
         self._dir_dirty = True
         return seg
@@ -625,40 +682,43 @@ class FileStorage(RaftStorage):
                 raise ValueError(
                     f"truncation offset {offset} is inside the batch at offset {keep.offsets[cut]} in {keep.path.name}"
                 )
+        fs = self.fs
         if doomed:
             self._close_active()
             for seg in doomed:
-                seg.path.unlink()
+                fs.unlink(seg.path)
             del self._segments[-len(doomed) :]
         if keep is None:
             self._empty_end = offset
         elif self._fd is None:  # the kept segment becomes the active one again
-            self._fd = os.open(keep.path, os.O_WRONLY | os.O_APPEND)
+            self._fd = fs.open(keep.path, os.O_WRONLY | os.O_APPEND)
         if keep is not None and cut is not None:
             assert self._fd is not None
             position = keep.positions[cut]
-            os.ftruncate(self._fd, position)
-            os.fsync(self._fd)
+            with io_failure("truncate", keep.path):
+                fs.ftruncate(self._fd, position)
+                fs.fsync(self._fd)
             del keep.offsets[cut:]
             del keep.positions[cut:]
             keep.size = position
             keep.next_offset = offset
         if doomed:
-            fsync_dir(self.log_dir)
+            fsync_dir(self.log_dir, fs)
 
     def _close_active(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
+            self.fs.close(self._fd)
             self._fd = None
 
     def flush(self) -> None:
         self._require_loaded()
         if self._dirty and self._fd is not None:
             # fdatasync: appends only need the data and the file size durable, not the mtime.
-            os.fdatasync(self._fd)
+            with io_failure("fdatasync", self._segments[-1].path if self._segments else self.log_dir):
+                self.fs.fdatasync(self._fd)
         self._dirty = False
         if self._dir_dirty:
-            fsync_dir(self.log_dir)
+            fsync_dir(self.log_dir, self.fs)
             self._dir_dirty = False
 
     def _require_loaded(self) -> None:
@@ -675,7 +735,7 @@ class FileStorage(RaftStorage):
         """Release the files and the lock; un-flushed appends are not made durable."""
         self._close_active()
         if self._lock_fd is not None:
-            os.close(self._lock_fd)
+            self.fs.close(self._lock_fd)
             self._lock_fd = None
 
     def __enter__(self) -> FileStorage:
@@ -683,6 +743,15 @@ class FileStorage(RaftStorage):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def scan_segment(
+    data: bytes, base_offset: int, last_epoch: int = -1
+) -> tuple[list[tuple[RecordBatch, int, int]], int | None]:
+    """The valid batches at the start of a segment file's bytes as (batch, start, stop), and the first
+    byte that does not continue them (None: the whole file is valid), by the rules of start-up."""
+    result = _scan(data, base_offset, last_epoch)
+    return result.batches, result.bad_pos
 
 
 def _scan(data: bytes, base_offset: int, last_epoch: int) -> _ScanResult:
@@ -742,7 +811,10 @@ __all__ = [
     "encode_snapshot_file",
     "fsync_dir",
     "read_snapshot_file",
+    "scan_segment",
+    "segment_base",
     "segment_name",
+    "snapshot_id_of",
     "snapshot_name",
     "write_atomically",
 ]

@@ -27,6 +27,7 @@ from pathlib import Path
 from node.broker.config import BrokerConfig
 from node.controller.config import PROPERTY_NAMES as CONTROLLER_PROPERTY_NAMES
 from node.raft.config import ConfigError, RaftConfig, VoterAddress, parse_voters
+from node.runtime.file_storage import DEFAULT_SEGMENT_BYTES
 from node.runtime.properties import Property, read_properties
 from node.security.sasl import parse_users
 
@@ -73,6 +74,7 @@ KNOWN_KEYS = frozenset(
         "super.users",
         "allow.everyone.if.no.acl.found",
         "metadata.log.max.snapshot.interval.records",
+        "metadata.log.segment.bytes",
         *CONTROLLER_PROPERTY_NAMES.values(),
         *BrokerConfig.PROPERTY_NAMES,
         *TIMEOUT_KEYS,
@@ -121,6 +123,7 @@ class ServerConfig:
         return next((v for v in self.voters if v.node_id == node_id), None)
 
     controller_security_protocol: str = "PLAINTEXT"  # the controllers' listener, as this node reaches it
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES  # metadata.log.segment.bytes: when the log rolls to a new file
 
 
 class _Props:
@@ -426,6 +429,7 @@ def build_server_config(entries: list[Property], source: str) -> ServerConfig:
         super_users=_super_users(props),
         allow_everyone_if_no_acl_found=props.boolean("allow.everyone.if.no.acl.found"),
         settings={key: entry.value for key, entry in props.entries.items()},
+        segment_bytes=props.integer("metadata.log.segment.bytes", 1024, DEFAULT_SEGMENT_BYTES) or DEFAULT_SEGMENT_BYTES,
     )
 
 

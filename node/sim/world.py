@@ -42,10 +42,12 @@ from node.raft.events import (
 from node.raft.node import RaftNode
 from node.raft.quorum_state import Role
 from node.raft.records import RecordBatch
-from node.raft.storage import LoadedState
+from node.raft.storage import LoadedState, StorageError
+from node.runtime.corruption import Corruption, corrupt_data_dir, restore_corruption
+from node.runtime.file_storage import snapshot_name
 from node.sim.clock import NodeClock
 from node.sim.cluster import ClusterConfig, ComponentBuilder, Roles, build_process, inbound_context, incarnation_id
-from node.sim.disk import SimDisk
+from node.sim.disk import SIM_SEGMENT_BYTES, SimDisk
 from node.sim.invariants import ImageAgreement, InvariantChecker, InvariantViolation
 from node.sim.network import LinkModel, Network
 from node.sim.scheduler import EventQueue
@@ -74,6 +76,7 @@ class SimConfig:
     start_stagger_ms: int = 50  # nodes start at random times within this window
     node_factory: NodeFactory | None = None  # default: RaftNode (tests inject buggy ones)
     disk_factory: Callable[[int], SimDisk] | None = None
+    segment_bytes: int = SIM_SEGMENT_BYTES  # FileStorage segment size on the default disks
     trace_path: str | None = None
     # Run whole KRaft node processes; when given, it fixes `voters` and `observers` (the brokers).
     cluster: ClusterConfig | None = None
@@ -138,6 +141,8 @@ class Stats:
     lost_unsynced_writes: int = 0
     events: int = 0
     shutdowns: int = 0  # processes that stopped by themselves (ShutDown)
+    fail_stops: int = 0  # processes that stopped on a disk error (disk_fail)
+    refused_starts: int = 0  # starts refused on damaged files (corrupt)
 
 
 class ClientEndpoint(Protocol):
@@ -176,6 +181,8 @@ class SimNode:
         self.disk_free_at = 0  # flushes run one after another
         self.disk_stalled_until = 0
         self.started = False  # started at least once (later starts are restarts)
+        self.disk_fault: Any = None  # the DiskFault set on this host (set_disk_fault), if any
+        self.corruptions: list[Corruption] = []  # damage done to its files while down (corrupt_storage)
 
     @property
     def is_voter(self) -> bool:
@@ -224,7 +231,10 @@ class Simulation:
         config = self.config
         params = {**config.raft, **config.node_raft.get(node_id, {})}
         raft_config = RaftConfig(node_id=node_id, voter_ids=frozenset(config.voter_ids), **params)
-        disk = config.disk_factory(host_id) if config.disk_factory else SimDisk()
+        if config.disk_factory is not None:
+            disk = config.disk_factory(host_id)
+        else:
+            disk = SimDisk(node_id, segment_bytes=config.segment_bytes)
         roles = self.cluster.roles(node_id) if self.cluster is not None else None
         host = self.nodes[host_id] = SimNode(host_id, raft_config, disk, roles)
         return host
@@ -391,12 +401,15 @@ class Simulation:
         if host.started:
             self._nemesis("start", f"node {node_id}")
         host.started = True
+        loaded = self._open_storage(host)
+        if loaded is None:
+            return  # the process exited at start-up (see _open_storage)
         host.up = True
         host.paused = False
         host.exit_reason = None
         rng = random.Random(self.rng.getrandbits(64))
         factory = self.config.node_factory or RaftNode
-        host.raft = host.core = factory(host.config, host.disk.load(), rng, random_cluster_id)
+        host.raft = host.core = factory(host.config, loaded, rng, random_cluster_id)
         if self.cluster is not None and host.roles is not None:
             host.incarnation_id = incarnation_id(rng)
             host.process = host.core = build_process(
@@ -465,6 +478,7 @@ class Simulation:
         for node_id, host in self.nodes.items():
             if host.paused:
                 self.resume(node_id)
+            self._heal_storage(host)
             if not host.up:
                 self.restart(node_id)
             if host.clock.rate != 1.0:
@@ -588,6 +602,9 @@ class Simulation:
         except InvariantViolation as exc:
             self._violated(index, node_id, f"{kind} {desc}", str(exc))
         except Exception as exc:
+            if isinstance(exc, OSError | StorageError) and self._injected_disk_error(host):
+                self._fail_stop(host, f"storage failure while handling {kind}: {exc}")
+                return
             detail = "".join(traceback.format_exception_only(exc)).strip()
             self._violated(index, node_id, f"{kind} {desc}", f"node {node_id} raised {detail}")
             self.crash_traceback = traceback.format_exc()
@@ -720,7 +737,14 @@ class Simulation:
         """A clean exit: the log is closed (flushed) and the process is gone until `restart`."""
         self._nemesis("exit", f"node {host.node_id}: {action.reason}" + (" (requested)" if action.requested else ""))
         self.stats.shutdowns += 1
-        host.disk.flush()
+        try:
+            host.disk.flush()
+            host.disk.close()
+        except (OSError, StorageError) as exc:
+            if not self._injected_disk_error(host):
+                raise
+            self._fail_stop(host, f"final flush failed: {exc}")
+            return
         self._take_down(host, f"exit of node {host.node_id}")
         host.exit_reason = action.reason
 
@@ -814,7 +838,7 @@ class Simulation:
         token = host.disk.begin_flush()
         lo, hi = self.config.disk_latency_ms
         start = max(self.now, host.disk_free_at, host.disk_stalled_until)
-        done = start + self.rng.randint(lo, hi)
+        done = start + self.rng.randint(lo, hi) + self._stall_ms(host)
         host.disk_free_at = done
         if report is None:
             self.queue.schedule(done, self._flush_done, host.node_id, host.incarnation, token, end_offset)
@@ -839,3 +863,111 @@ class Simulation:
         lost_from = host.disk.take_durable_truncation()
         if lost_from is not None and host.is_voter and lost_from < self.checker.committed_end:
             self.checker.on_durable_loss(self._disks, lost_from)
+
+    # ------------------------------------------------------------------ storage: disk faults, corruption
+    def set_disk_fault(self, node_id: int, fault: Any) -> None:
+        """Replace the node's disk fault (a `harness.backends.faults.DiskFault`). A stall delays the
+        completion of every flush by `delay_ms` (for "fsync" or "write": a flush waits for both; the
+        synchronous writes of quorum-state and snapshots take no virtual time here). A failure makes
+        the matching calls in the node's FileStorage raise OSError (EIO or ENOSPC, with `probability`);
+        the node then fail-stops as the real one does, and stays down until restarted."""
+        host = self.node(node_id)
+        host.disk_fault = fault
+        fs = host.disk.fs
+        fs.fault = fault if fault.kind == "fail" else None
+        fs.fault_rng = random.Random(self.rng.getrandbits(64))
+        what = f"delay {fault.delay_ms} ms" if fault.kind == "stall" else f"{fault.errno} p={fault.probability}"
+        self._nemesis(f"disk_{fault.kind}", f"node {node_id} {','.join(fault.ops)} {what}")
+
+    def clear_disk_fault(self, node_id: int) -> None:
+        """The node's disk healthy again (a no-op when it has no fault). A node that fail-stopped is
+        not restarted here: `restart` does that."""
+        host = self.node(node_id)
+        if host.disk_fault is None:
+            return
+        host.disk_fault = None
+        host.disk.fs.fault = None
+        self._nemesis("disk_heal", f"node {node_id}")
+
+    def _stall_ms(self, host: SimNode) -> int:
+        fault = host.disk_fault
+        return fault.delay_ms if fault is not None and fault.kind == "stall" else 0
+
+    def corrupt_storage(self, node_id: int, mode: str, rng: random.Random | None = None) -> Corruption:
+        """Damage a stopped node's log or snapshot where a correct node must notice (see
+        `node.runtime.corruption`; NothingToCorrupt when the mode finds nothing). Its next start must
+        refuse, or set a damaged snapshot aside; loading the damage is an invariant violation."""
+        host = self.node(node_id)
+        if host.up:
+            raise ValueError(f"node {node_id} is running: kill it before corrupting its files")
+        if rng is None:
+            rng = random.Random(self.rng.getrandbits(64))
+        corruption = corrupt_data_dir(host.disk.fs, host.disk.data_dir, mode, rng)
+        host.corruptions.append(corruption)
+        self._nemesis("corrupt", f"node {node_id} {corruption}")
+        return corruption
+
+    def uncorrupt_storage(self, node_id: int) -> int:
+        """Put back the bytes `corrupt_storage` changed, newest damage first; returns how many files
+        were restored (a file the node has set aside since stays as it is)."""
+        host = self.node(node_id)
+        restored = 0
+        while host.corruptions:
+            corruption = host.corruptions.pop()
+            done = restore_corruption(host.disk.fs, corruption)
+            restored += done
+            self._nemesis("uncorrupt", f"node {node_id} {corruption.path} {'restored' if done else 'changed since'}")
+        return restored
+
+    def _heal_storage(self, host: SimNode) -> None:
+        self.clear_disk_fault(host.node_id)
+        self.uncorrupt_storage(host.node_id)
+
+    def _injected_disk_error(self, host: SimNode) -> bool:
+        return host.disk.fs.take_injected() is not None
+
+    def _fail_stop(self, host: SimNode, reason: str) -> None:
+        """The process exits on a disk error, as the real one does (exit 254). A failed fsync may have
+        dropped the dirty pages, so the node's un-synced writes are forgotten."""
+        self.trace.record(self.now, host.node_id, "fail-stop", reason)
+        self.stats.fail_stops += 1
+        self.stats.lost_unsynced_writes += host.disk.crash(lose_unsynced=True)
+        self._take_down(host, f"fail-stop of node {host.node_id}")
+
+    def _open_storage(self, host: SimNode) -> LoadedState | None:
+        """Open and load the node's data dir as a starting process does; None when the process does
+        not come up. A disk error or (after `corrupt_storage`) a refusal is what a real node does; any
+        other refusal, a load that differs from what the disk kept, or damage loaded unnoticed is a
+        violation."""
+        node_id = host.node_id
+        where = f"start node {node_id}"
+        try:
+            loaded = host.disk.load()
+        except (OSError, StorageError) as exc:
+            if self._injected_disk_error(host):
+                self.trace.record(self.now, node_id, "fail-stop", f"disk error at start-up: {exc}")
+                self.stats.fail_stops += 1
+                self.stats.lost_unsynced_writes += host.disk.crash(lose_unsynced=True)
+            elif isinstance(exc, StorageError) and host.corruptions:
+                self.trace.record(self.now, node_id, "refused", str(exc))
+                self.stats.refused_starts += 1
+            else:
+                self._violated(self.trace.count, node_id, where, f"node {node_id} cannot start on its own disk: {exc}")
+            return None
+        except Exception as exc:
+            detail = "".join(traceback.format_exception_only(exc)).strip()
+            self._violated(self.trace.count, node_id, where, f"node {node_id} raised {detail} loading its disk")
+            self.crash_traceback = traceback.format_exc()
+            return None
+        problem = host.disk.load_mismatch(loaded) if not host.corruptions else None
+        loaded_snapshot = "/" + snapshot_name(loaded.snapshot.snapshot_id) if loaded.snapshot is not None else None
+        for corruption in host.corruptions:
+            if corruption.is_log:
+                problem = f"started on a damaged log without noticing ({corruption})"
+            elif loaded_snapshot is not None and corruption.path.endswith(loaded_snapshot):
+                problem = f"loaded a damaged snapshot ({corruption})"
+        if problem is not None:
+            self._violated(self.trace.count, node_id, where, f"node {node_id} {problem}")
+        if loaded.recovered:
+            self.trace.record(self.now, node_id, "recovered", loaded.recovered)
+        return loaded

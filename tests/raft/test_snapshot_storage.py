@@ -25,7 +25,7 @@ from node.raft.config import RaftConfig
 from node.raft.events import Append, CreateSnapshot, FlushCompleted, SnapshotWritten, Start, Tick
 from node.raft.node import RaftNode
 from node.raft.quorum_state import Role
-from node.raft.storage import RaftStorage, StorageError
+from node.raft.storage import LoadedSnapshot, RaftStorage, StorageError
 from node.runtime.file_storage import FileStorage, encode_snapshot_file, snapshot_name
 from node.sim.disk import SimDisk
 from tests.raft.helpers import LATE, batch
@@ -204,22 +204,25 @@ def test_file_storage_delete_before_keeps_the_active_segment(tmp_path: Path):
 # --- SimDisk -----------------------------------------------------------------------------------------
 
 
-def test_sim_disk_snapshot_is_lost_on_power_loss_unless_flushed():
-    disk = SimDisk()
+def opened_sim_disk(**kw) -> SimDisk:
+    disk = SimDisk(**kw)
+    disk.load()
+    return disk
+
+
+def test_sim_disk_snapshot_is_durable_once_written():
+    """SimDisk runs FileStorage, which writes a snapshot by temp file, fsync, rename, directory fsync."""
+    disk = opened_sim_disk()
     disk.append((batch(0, 1, 4),))
     disk.flush()
     disk.write_snapshot(SnapshotId(4, 1), DATA)
-    assert disk.snapshot is not None and disk.durable_snapshot is None
+    assert disk.snapshot == disk.durable_snapshot and disk.snapshot.snapshot_id == SnapshotId(4, 1)
     disk.crash(lose_unsynced=True)
-    assert disk.load().snapshot is None
-    disk.write_snapshot(SnapshotId(4, 1), DATA)
-    disk.flush()
-    disk.crash(lose_unsynced=True)
-    assert disk.load().snapshot.snapshot_id == SnapshotId(4, 1)
+    assert disk.load().snapshot == LoadedSnapshot(SnapshotId(4, 1), DATA)
 
 
-def test_sim_disk_kill_keeps_unsynced_snapshot_and_log_moves():
-    disk = SimDisk(fsync_on_load=False)
+def test_sim_disk_kill_keeps_unsynced_log_moves():
+    disk = opened_sim_disk(segment_bytes=1)  # one batch per segment, so delete_before removes files
     disk.append((batch(0, 1, 2), batch(2, 2, 2)))
     disk.write_snapshot(SnapshotId(2, 1), DATA)
     disk.delete_before(2)
@@ -229,7 +232,7 @@ def test_sim_disk_kill_keeps_unsynced_snapshot_and_log_moves():
 
 
 def test_sim_disk_log_moves_and_their_epochs():
-    disk = SimDisk()
+    disk = opened_sim_disk()
     disk.append((batch(0, 1, 2), batch(2, 2, 2)))
     disk.delete_before(4)
     assert (disk.start_offset, disk.end_offset, disk.last_epoch, disk.batches()) == (4, 4, 2, [])
@@ -239,19 +242,11 @@ def test_sim_disk_log_moves_and_their_epochs():
     disk.append((batch(9, 3),))
     with pytest.raises(ValueError):
         disk.truncate(8)
-    # A power loss keeps a prefix of the writes: the reset never survives without the snapshot.
-    for keep in range(4):
-        d = SimDisk()
-        d.append((batch(0, 1, 2),))
-        d.flush()
-        d.write_snapshot(SnapshotId(9, 3), DATA)
-        d.reset(9)
-        d.append((batch(9, 3),))
-        d.crash(lose_unsynced=True, keep=keep)
-        loaded = d.load()
-        reset_kept = keep >= 2
-        assert (loaded.snapshot is not None) is (keep >= 1)
-        assert [b.base_offset for b in loaded.batches] == ([9] if keep >= 3 else [] if reset_kept else [0])
+    # The snapshot and the reset are durable at once; the append after them is not.
+    disk.crash(lose_unsynced=True)
+    loaded = disk.load()
+    assert loaded.snapshot.snapshot_id == SnapshotId(9, 3) and loaded.batches == ()
+    assert (disk.end_offset, disk.last_epoch) == (9, 3)
 
 
 def test_sim_disk_restart_after_snapshot_install_replays_cleanly():

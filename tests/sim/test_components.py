@@ -1,5 +1,5 @@
-"""The simulator's building blocks: event queue, clocks, network, disk, trace, and the world's
-plumbing (timers, pause, crash, partitions) driven by a trivial fake node."""
+"""The simulator's building blocks: event queue, clocks, network, trace, and the world's plumbing
+(timers, pause, crash, partitions) driven by a trivial fake node. Disks: tests/sim/test_disk.py."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ import pytest
 from node.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse
 from node.raft import actions as act
 from node.raft.events import RequestFailed, RequestReceived, ResponseReceived, Start, Tick
-from node.raft.quorum_state import QuorumStateData, Role
+from node.raft.quorum_state import Role
 from node.raft.records import RecordBatch
 from node.sim.clock import NodeClock
-from node.sim.disk import SimDisk
 from node.sim.network import LinkModel, Network
 from node.sim.scheduler import EventQueue
 from node.sim.trace import Trace, summarize
@@ -121,83 +120,6 @@ def test_link_model_rejects_bad_ranges():
         LinkModel(drop=1.5)
     with pytest.raises(ValueError):
         LinkModel(delay_min_ms=5, delay_max_ms=1)
-
-
-# --- disk -----------------------------------------------------------------------------------------
-
-
-def test_disk_kill_keeps_page_cache_power_loss_keeps_only_synced():
-    disk = SimDisk()
-    disk.append((batch(0, 1), batch(1, 1)))
-    disk.flush()
-    disk.append((batch(2, 1),))
-    disk.crash(lose_unsynced=False)
-    assert [b.base_offset for b in disk.batches()] == [0, 1, 2]
-    disk.crash(lose_unsynced=True, rng=None)  # rng None: nothing unsynced survives
-    assert [b.base_offset for b in disk.load().batches] == [0, 1]
-
-
-def test_disk_load_fsyncs_what_it_returns():
-    disk = SimDisk()
-    disk.append((batch(0, 1),))
-    disk.crash(lose_unsynced=False)
-    assert [b.base_offset for b in disk.load().batches] == [0]
-    disk.crash(lose_unsynced=True)
-    assert [b.base_offset for b in disk.batches()] == [0]
-    lax = SimDisk(fsync_on_load=False)
-    lax.append((batch(0, 1),))
-    lax.load()
-    lax.crash(lose_unsynced=True)
-    assert lax.batches() == []
-
-
-def test_disk_async_flush_covers_only_writes_before_it_started():
-    disk = SimDisk()
-    disk.append((batch(0, 1),))
-    token = disk.begin_flush()
-    disk.append((batch(1, 1),))
-    assert disk.durable_batches() == []
-    disk.complete_flush(token)
-    assert [b.base_offset for b in disk.durable_batches()] == [0]
-    disk.crash(lose_unsynced=True)
-    assert [b.base_offset for b in disk.batches()] == [0]
-
-
-def test_disk_truncation_becomes_durable_on_flush_and_is_reported():
-    disk = SimDisk()
-    disk.append((batch(0, 1), batch(1, 1), batch(2, 1)))
-    disk.flush()
-    disk.truncate(1)
-    disk.append((batch(1, 2),))
-    assert disk.take_durable_truncation() is None
-    disk.flush()
-    assert disk.take_durable_truncation() == 1
-    assert [(b.base_offset, b.epoch) for b in disk.durable_batches()] == [(0, 1), (1, 2)]
-
-
-def test_disk_power_loss_keeps_a_prefix_of_unsynced_writes():
-    kept = set()
-    for seed in range(30):
-        disk = SimDisk()
-        disk.append(tuple(batch(i, 1) for i in range(5)))
-        disk.crash(lose_unsynced=True, rng=random.Random(seed))
-        offsets = [b.base_offset for b in disk.batches()]
-        assert offsets == list(range(len(offsets)))
-        kept.add(len(offsets))
-    assert len(kept) > 2
-
-
-def test_disk_quorum_state_is_durable_at_once():
-    disk = SimDisk()
-    disk.write_quorum_state(QuorumStateData(leader_epoch=4, voted_id=2))
-    disk.crash(lose_unsynced=True)
-    assert disk.load().quorum_state == QuorumStateData(leader_epoch=4, voted_id=2)
-
-
-def test_disk_refuses_appends_that_leave_a_gap():
-    disk = SimDisk()
-    with pytest.raises(ValueError):
-        disk.append((batch(3, 1),))
 
 
 # --- trace ----------------------------------------------------------------------------------------

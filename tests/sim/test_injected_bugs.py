@@ -6,10 +6,12 @@ import pytest
 
 from node.raft.node import RaftNode
 from node.raft.quorum_state import Role
-from node.sim.disk import SimDisk
+from node.runtime.file_storage import LOG_DIR_NAME, FileStorage
+from node.sim.disk import DATA_DIR, SimDisk
 from node.sim.faults import FaultConfig
 from node.sim.invariants import InvariantChecker
 from node.sim.runner import RunConfig, converged, run
+from node.sim.simfs import SimFS
 from node.sim.workload import WorkloadConfig
 from node.sim.world import SimConfig, Simulation
 from tests.sim.scenarios import figure8, wait
@@ -42,17 +44,27 @@ class NoFigure8RuleNode(RaftNode):
             self._advance_hwm(now, candidate)
 
 
-class ForgetfulDisk(SimDisk):
-    """fsync that lies: a crash loses the last two flushed batches too."""
+class LyingFS(SimFS):
+    """fsync that lies: when the process dies, the last two batches it had flushed are gone too."""
 
-    def crash(self, lose_unsynced=False, rng=None, keep=None):
-        lost = super().crash(lose_unsynced, rng, keep)
-        if len(self._durable) > 2:
-            self._note_truncation(self._durable[-2].base_offset)
-            del self._durable[-2:]
-            self._unsynced.clear()
-            self._log = list(self._durable)
-        return lost
+    def drop_process(self):
+        super().drop_process()
+        segments = [
+            f for name, f in sorted(self.listing(f"{DATA_DIR}/{LOG_DIR_NAME}").items()) if name.endswith(".log")
+        ]
+        for f in reversed(segments):
+            items, count = f.durable_marks()
+            if count > 2:
+                cut = f.mark_ends[count - 3]
+                self.lost_marks.extend(items[count - 2 : count])
+                del f.data[cut:]
+                f.synced = cut
+                f._cut_marks(cut)
+                return
+
+
+def forgetful_disk(node_id: int) -> SimDisk:
+    return SimDisk(node_id, fs=LyingFS())
 
 
 def test_eager_commit_is_caught_in_a_plain_run():
@@ -89,7 +101,7 @@ def test_figure8_without_the_own_epoch_rule_is_caught():
 def forgetful_cluster(seed: int = 1) -> tuple[Simulation, int, int, int]:
     """3 voters on lying disks: node `lagger` is cut off while the other two commit, then the
     follower among the two crashes and forgets what it had flushed."""
-    sim = Simulation(SimConfig(seed=seed, voters=3, disk_factory=lambda _n: ForgetfulDisk()))
+    sim = Simulation(SimConfig(seed=seed, voters=3, disk_factory=forgetful_disk))
     sim.start()
     wait(sim, lambda: converged(sim), 30_000, "a first leader")
     leader = sim.leader()
@@ -126,11 +138,21 @@ def test_a_disk_that_forgets_flushed_data_loses_commits_visibly(monkeypatch):
     assert "committed entry changed" in sim.violation.message or "below its own HWM" in sim.violation.message
 
 
+class NoFsyncOnLoad(FileStorage):
+    """A planted storage bug: start-up hands over what it read without making it durable."""
+
+    def _make_loaded_log_durable(self) -> None:
+        pass
+
+
 def restart_with_page_cache_tail(fsync_on_load: bool) -> Simulation:
     """A follower is killed (-9) while a replicated batch is still un-fsynced in its page cache,
     restarts, and acknowledges that batch; then it loses power."""
+    factory = FileStorage if fsync_on_load else NoFsyncOnLoad
     sim = Simulation(
-        SimConfig(seed=2, voters=3, disk_latency_ms=(40, 60), disk_factory=lambda _n: SimDisk(fsync_on_load))
+        SimConfig(
+            seed=2, voters=3, disk_latency_ms=(40, 60), disk_factory=lambda n: SimDisk(n, storage_factory=factory)
+        )
     )
     sim.start()
     wait(sim, lambda: converged(sim), 30_000, "a first leader")

@@ -35,7 +35,9 @@ class View:
 
 class Cluster:
     def __init__(self, n: int = 3) -> None:
-        self.disks = {i: SimDisk() for i in range(1, n + 1)}
+        self.disks = {i: SimDisk(i) for i in range(1, n + 1)}
+        for disk in self.disks.values():
+            disk.load()
         self.views = {i: View(self.disks[i]) for i in self.disks}
         self.checker = InvariantChecker(tuple(self.disks))
 
