@@ -24,6 +24,9 @@ CHECKERS: dict[str, str] = {
     "elle-rw-register": "checkers.elle.commands:rw_register_from_args",
     "set-full": "checkers.set_full:check_from_args",
     "log-agreement": "checkers.log_agreement:check_from_args",
+    "committed-loss": "checkers.committed_loss:check_from_args",
+    "availability": "checkers.availability:check_from_args",
+    "image-reads": "checkers.image_reads:check_from_args",
 }
 
 

@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 
+import harness.db  # noqa: F401 - registers the system adapters' own checkers (image-replay) for `check`
 from harness.errors import EXIT_ERROR, UserError
 
 # subcommand name -> module that registers it

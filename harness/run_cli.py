@@ -172,7 +172,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--rate", help="client ops per second in total (0: as fast as they go)")
     p.add_argument("--seed", help="seed (default: random, saved in test.json)")
     p.add_argument("--test-count", help="how many runs of the test (seeds seed, seed+1, ...)")
-    p.add_argument("--recovery", help="quiet time after the heal, before the final reads (e.g. 10s)")
+    p.add_argument("--recovery", help="recovery window after the heal: clients run on, a write must commit (10s)")
     p.add_argument("--name", help="test name (default: <workload>-<nemesis kinds>)")
     p.add_argument("--workload-option", action="append", metavar="KEY=VALUE", help="workload option (repeatable)")
     p.add_argument("--leave-db-running", action="store_true", help="do not stop the cluster at the end")

@@ -24,14 +24,18 @@ from checkers.log_agreement import DUMP_NAME
 from checkers.registry import CHECKERS, checker_module, get_checker
 from checkers.verdict import UNKNOWN, Validity, Verdict, exit_code, merge_validity
 from harness import plots, store
+from harness.db import SUT_CHECKS  # importing it registers the adapters' own checkers (image-replay)
 from harness.errors import UserError
 from reports import metrics
 from reports.html_report import STYLE
 
-# workload -> checkers run on its history (the caller may add or replace entries)
+# workload -> checkers run on its history, for workloads the registry (workloads/) does not know
 DEFAULT_CHECKERS: dict[str, tuple[str, ...]] = {"config-register": ("linearizable",)}
 # checker -> its options (the flags `kchaos check` would take, as attribute names)
 DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {"linearizable": {"model": "register"}}
+# checks every run gets whatever its workload (issue 13: liveness is a verdict); log-agreement and the
+# system adapter's own checks (harness/db SUT_CHECKS) are added when the nodes left dumps
+END_CHECKS: tuple[str, ...] = ("availability",)
 VIEWER_PREFIX = "counterexample-"
 MAX_NODE_FILES = 200  # links listed per node in report.html
 
@@ -48,6 +52,7 @@ class Analysis:
     viewers: dict[str, Path] = field(default_factory=dict)
     plots: dict[str, Path] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    end_of_run: list[str] = field(default_factory=list)  # which of the verdicts are end-of-run checks
 
     @property
     def exit_code(self) -> int:
@@ -59,25 +64,66 @@ class Analysis:
 # Which checkers, with which options
 
 
+def _registered_workload(name: Any) -> Any:
+    """The workload registry's entry (workloads/), or None for a name it does not know."""
+    from workloads import WORKLOADS, workload_names
+
+    workload_names()  # loads the built-in workloads
+    return WORKLOADS.get(str(name))
+
+
+def workload_checkers(test: Mapping[str, Any], mapping: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+    """The checkers the test's workload names for its own history."""
+    name = str(test.get("workload"))
+    registered = _registered_workload(name)
+    table = {**DEFAULT_CHECKERS, **({name: registered.checkers} if registered else {}), **(mapping or {})}
+    return list(table.get(name, ()))
+
+
+def end_checks(test: Mapping[str, Any], run: store.RunDir) -> list[str]:
+    """The end-of-run checks: availability always; log agreement and the system's own checks (e.g.
+    image replay) when nodes left committed-log dumps."""
+    names = list(END_CHECKS)
+    if any(run.nodes.glob(f"*/{DUMP_NAME}")):
+        names.append("log-agreement")
+    for name, needs in SUT_CHECKS.get(str(test.get("sut", "kraft")), {}).items():
+        if any(run.nodes.glob(f"*/{needs}")):
+            names.append(name)
+    return names
+
+
 def checker_names(
     test: Mapping[str, Any], run: store.RunDir, mapping: Mapping[str, Sequence[str]] | None = None
 ) -> list[str]:
-    """The test's own `checkers` list, else the workload's; plus log-agreement when nodes left
-    committed-log dumps."""
+    """The test's own `checkers` list, else the workload's checkers and the end-of-run checks."""
     named = test.get("checkers")
     if named is not None:
         if not isinstance(named, list) or not all(isinstance(n, str) for n in named):
             raise UserError(f"{run.test_json}: 'checkers' must be a list of checker names")
         names = list(named)
-    else:
-        table = {**DEFAULT_CHECKERS, **(mapping or {})}
-        names = list(table.get(str(test.get("workload")), ()))
-        if any(run.nodes.glob(f"*/{DUMP_NAME}")) and "log-agreement" not in names:
-            names.append("log-agreement")
+    else:  # a workload nobody knows how to check gets no end-of-run verdicts either (unknown overall)
+        names = workload_checkers(test, mapping)
+        names += end_checks(test, run) if names else []
     unknown = [n for n in names if n not in CHECKERS]
     if unknown:
         raise UserError(f"{run.test_json}: unknown checker {unknown[0]!r} (known: {', '.join(sorted(CHECKERS))})")
     return list(dict.fromkeys(names))
+
+
+def run_options(test: Mapping[str, Any], options: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Checker options for a run: the workload's (registry), the availability window from the test's
+    `recovery_s`, then `options` on top."""
+    merged: dict[str, dict[str, Any]] = {}
+    registered = _registered_workload(test.get("workload"))
+    layers: list[Mapping[str, Mapping[str, Any]]] = [registered.checker_options if registered else {}]
+    recovery = test.get("recovery_s")
+    if isinstance(recovery, int | float) and not isinstance(recovery, bool):
+        layers.append({"availability": {"recovery_window": float(recovery)}})
+    layers.append(options or {})
+    for layer in layers:
+        for checker, opts in layer.items():
+            merged.setdefault(checker, {}).update(opts)
+    return merged
 
 
 def checker_args(run: store.RunDir, options: Mapping[str, Mapping[str, Any]] | None = None) -> argparse.Namespace:
@@ -198,15 +244,21 @@ def analyze_run(
     if not names:
         warnings.append(f"no checker for workload {test.get('workload')!r}: verdict unknown")
 
-    args = checker_args(run, options)
+    args = checker_args(run, run_options(test, options))
     verdicts = run_checkers(history, names, args)
     warnings += [f"checker {v.checker} failed: {v.details['error']}" for v in verdicts if "error" in v.details]
     valid = merge_validity(v.valid for v in verdicts) if verdicts else UNKNOWN
     viewers = write_viewers(run, history, verdicts, args)
 
     figures = figures_of(table)
+    ends = set(end_checks(test, run))
     results = {
         "valid": valid,
+        "workload": test.get("workload"),
+        "checks": {
+            "workload": [v.checker for v in verdicts if v.checker not in ends],
+            "end_of_run": [v.checker for v in verdicts if v.checker in ends],
+        },
         "checkers": {v.checker: v.to_json() for v in verdicts},
         "stats": figures.stats,
         "history": {"events": len(read.events), "truncated": read.truncated},
@@ -215,6 +267,7 @@ def analyze_run(
     results_path = store.write_json_atomic(run.results_json, results)
     drawn = plots.draw_all(figures.frames.ops, figures.frames.faults, figures.frames.end_ns, run.path)
     analysis = Analysis(run, valid, verdicts, results_path, run.path / "report.html", viewers, drawn, warnings)
+    analysis.end_of_run = sorted(ends)
     write_report(analysis, test, figures)
     return analysis
 
@@ -344,14 +397,19 @@ def render_report(analysis: Analysis, test: Mapping[str, Any], figures: Figures)
     ]
     if analysis.warnings:
         parts += ["<ul>", *(f"<li class='warn'>{html.escape(w)}</li>" for w in analysis.warnings), "</ul>"]
-    parts += ["<h2>Checkers</h2>", "<table><tr><th>checker</th><th>verdict</th><th>summary</th><th>viewer</th></tr>"]
+    parts += _workload_section(test, stats)
+    parts += [
+        "<h2>Checkers</h2>",
+        "<table><tr><th>checker</th><th>judges</th><th>verdict</th><th>summary</th><th>viewer</th></tr>",
+    ]
     for verdict in analysis.verdicts:
         vword, vcss = verdict_word(verdict.valid)
         viewer = analysis.viewers.get(verdict.checker)
         link = f'<a href="{_href(run, viewer)}">counterexample</a>' if viewer else ""
         summary = html.escape("\n".join(checker_summary(verdict)))
+        kind = "end of run" if verdict.checker in analysis.end_of_run else "workload"
         parts.append(
-            f"<tr><td>{html.escape(verdict.checker)}</td><td class='{vcss}'>{vword}</td>"
+            f"<tr><td>{html.escape(verdict.checker)}</td><td>{kind}</td><td class='{vcss}'>{vword}</td>"
             f"<td style='text-align:left'><pre>{summary}</pre></td><td>{link}</td></tr>"
         )
     parts.append("</table>")
@@ -376,6 +434,24 @@ def render_report(analysis: Analysis, test: Mapping[str, Any], figures: Figures)
         "</body></html>",
     ]
     return "\n".join(parts)
+
+
+def _workload_section(test: Mapping[str, Any], stats: Mapping[str, Any]) -> list[str]:
+    """The run's workload: what it is, and its ops by f and outcome."""
+    name = str(test.get("workload"))
+    registered = _registered_workload(name)
+    about = html.escape(registered.description) if registered and registered.description else ""
+    rows = "".join(
+        f"<tr><td>{html.escape(f)}</td>"
+        + "".join(f"<td>{outcomes.get(o, 0)}</td>" for o in ("ok", "fail", "info"))
+        + "</tr>"
+        for f, outcomes in stats["by_f"].items()
+    )
+    return [
+        f"<h2>Workload: {html.escape(name)}</h2>",
+        f'<p class="muted">{about}</p>' if about else "",
+        "<table><tr><th>f</th><th>ok</th><th>fail</th><th>info</th></tr>" + rows + "</table>",
+    ]
 
 
 def write_report(analysis: Analysis, test: Mapping[str, Any], figures: Figures) -> Path:

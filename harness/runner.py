@@ -2,9 +2,13 @@
 
 Phases (issue 5): create the run directory and save test.json → provision hosts (backend.setup) →
 install and start the cluster (db.install) → wait until ready → workload setup (topics) → run: the
-client generator and the nemesis schedule side by side for the time limit → heal every fault →
-recover (let the cluster settle, restart what is down, wait until ready) → final reads → collect
-node logs and dumps → stop the cluster (unless `leave_db_running`) → `analyze_run` → exit code.
+client generator and the nemesis schedule side by side for the time limit → heal every fault → the
+end of the run (`EndOfRun`): the recovery window (the clients keep running the workload for
+`recovery_s`; the availability checker wants a write committed in it) → recover (restart what is
+down, wait until ready) → final reads → collect node logs and dumps (over HTTP while the nodes run,
+then from their clean stop unless `leave_db_running`) → `analyze_run` with the workload's checkers
+and the end-of-run checks → exit code. From the start of the run phase to the final reads the
+adapter's `tap` runs every `db.tap_every_s` (`PeriodicTap`).
 
 The run phase is `harness.driver.Driver` on the backend's scheduler: the simulator's queue for sim
 (virtual time, deterministic: same seed, same history.jsonl byte for byte), an asyncio loop for
@@ -30,7 +34,16 @@ from harness.backends import Backend
 from harness.db import DB, DBError, make_db
 from harness.driver import Driver, DriverStats
 from harness.errors import EXIT_ERROR, EXIT_INVALID, UserError
-from harness.generators import clients, heal_all, main_phase, nemesis, nemesis_schedule, phases, rate, sleep
+from harness.generators import (
+    clients,
+    heal_all,
+    main_phase,
+    nemesis,
+    nemesis_schedule,
+    phases,
+    rate,
+    time_limit,
+)
 from harness.history_writer import HistoryWriter
 from harness.progress import Progress
 from harness.schedulers import RealtimeScheduler, Scheduler, VirtualScheduler
@@ -146,7 +159,7 @@ class Run:
                 self.db.wait_ready(READY_TIMEOUT_S)
                 self.scheduler = make_scheduler(self.backend)
                 env = WorkloadEnv(spec, self.db, self.backend, self.scheduler, spec.seed)
-                self.workload = get_workload(spec.workload).make(env)
+                self.workload = make_workload(spec, env)
                 self.workload.setup()
             try:
                 with self._phase("run"):
@@ -184,20 +197,17 @@ class Run:
         )
         self.say(f"running {spec.workload} for {spec.time_limit_s:g} s, nemesis {'+'.join(spec.nemesis) or 'none'}")
         targeted = self._start_targeted(driver)
-        with progress if not scheduler.virtual else contextlib.nullcontext():
-            self.stats = driver.run(build_main_generator(spec, workload, targeted), spec.seed)
-            if self._simulation_stopped():
-                return
-            progress.phase = "recover"
-            if spec.recovery_s > 0:
-                driver.run(clients(sleep(spec.recovery_s)), spec.seed)
-            if not db.recover(RECOVER_TIMEOUT_S):
-                self.warnings.append(f"the cluster did not recover within {RECOVER_TIMEOUT_S:.0f} s of the heal")
-            final = workload.final_generator() if spec.final_reads else None
-            if final is not None:
-                progress.phase = "final reads"
-                self.stats = driver.run(clients(final), spec.seed + 1)
-            self._simulation_stopped()
+        tap = PeriodicTap(scheduler, db, self.warnings)
+        tap.start()
+        try:
+            with progress if not scheduler.virtual else contextlib.nullcontext():
+                self.stats = driver.run(build_main_generator(spec, workload, targeted), spec.seed)
+                if self._simulation_stopped():
+                    return
+                self.stats = EndOfRun(spec, db, workload, driver, progress, self.warnings).run()
+                self._simulation_stopped()
+        finally:
+            tap.stop()
 
     def _start_targeted(self, driver: Driver) -> bool:
         """The backend's targeted faults (sim: node.sim.buggify) for the main phase, each firing in
@@ -258,6 +268,69 @@ class Run:
                 self.backend.teardown()
             except Exception as exc:  # a failed heal never blocks the analysis (BRIEF §3.5)
                 self.warnings.append(f"teardown: {exc}")
+
+
+def make_workload(spec: Any, env: WorkloadEnv) -> WorkloadRun:
+    """The run's workload; options it cannot use are the test's fault (a one-line error, exit 254)."""
+    try:
+        return get_workload(spec.workload).make(env)
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"workload {spec.workload}: [workload_options] {exc}") from None
+
+
+class EndOfRun:
+    """After the final heal: the recovery window, recover, final reads (see the module docstring)."""
+
+    def __init__(
+        self, spec: Any, db: DB, workload: WorkloadRun, driver: Driver, progress: Progress, warnings: list[str]
+    ) -> None:
+        self.spec, self.db, self.workload, self.driver = spec, db, workload, driver
+        self.progress, self.warnings = progress, warnings
+
+    def run(self) -> DriverStats:
+        spec, driver = self.spec, self.driver
+        stats = driver.stats
+        self.progress.phase = "recover"
+        if spec.recovery_s > 0:
+            window = time_limit(spec.recovery_s, rate(spec.rate, self.workload.recovery_generator()))
+            stats = driver.run(clients(window), spec.seed + 2)
+        if not self.db.recover(RECOVER_TIMEOUT_S):
+            self.warnings.append(f"the cluster did not recover within {RECOVER_TIMEOUT_S:.0f} s of the heal")
+        final = self.workload.final_generator() if spec.final_reads else None
+        if final is not None:
+            self.progress.phase = "final reads"
+            stats = driver.run(clients(final), spec.seed + 1)
+        return stats
+
+
+class PeriodicTap:
+    """Calls `db.tap()` every `db.tap_every_s` of run time until stopped, one call at a time, as
+    blocking work (in the simulator it runs inline, deterministically). A failing tap is reported once."""
+
+    def __init__(self, scheduler: Scheduler, db: DB, warnings: list[str]) -> None:
+        self.scheduler, self.db, self.warnings = scheduler, db, warnings
+        self.stopped = False
+        self.failed = False
+
+    def start(self) -> None:
+        self._schedule()
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def _schedule(self) -> None:
+        if not self.stopped:
+            self.scheduler.call_at(self.scheduler.now() + int(self.db.tap_every_s * 1e9), self._fire)
+
+    def _fire(self) -> None:
+        if not self.stopped:
+            self.scheduler.blocking(self.db.tap, self._done)
+
+    def _done(self, _result: Any, error: BaseException | None) -> None:
+        if error is not None and not self.failed:
+            self.failed = True
+            self.warnings.append(f"log tap: {type(error).__name__}: {error}")
+        self._schedule()
 
 
 def run_test(

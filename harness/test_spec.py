@@ -6,7 +6,7 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     name = "partition-kill"          # default: "<workload>-<nemesis label>"
     backend = "sim"                  # sim | netns  (BACKENDS)
     sut = "kraft"                    # system under test adapter (SUTS)
-    workload = "config-register"     # WORKLOADS
+    workload = "config-register"     # the workload registry (workloads/__init__.py)
     nemesis = ["partition", "kill"]  # fault kinds (nemesis.catalogue); [] = no faults
     nemesis_interval_s = 10          # a fault starts this long after the previous start (or stop, when full)
     nemesis_duration_s = 10          # and lasts this long
@@ -18,7 +18,7 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     seed = 42                        # default: a random one, saved with the run
     test_count = 1                   # runs of this test
     leave_db_running = false
-    recovery_s = 10                  # after healing, before the final reads
+    recovery_s = 10                  # recovery window: clients run on after the heal (availability checker)
     final_reads = true
 
     [cluster]                        # either combined nodes, or controllers (+ brokers)
@@ -61,8 +61,15 @@ SCHEMA_VERSION = 1
 # Default registries (what load_test accepts when the caller passes none).
 BACKENDS: tuple[str, ...] = ("sim", "netns")
 SUTS: tuple[str, ...] = ("kraft",)
-WORKLOADS: tuple[str, ...] = ("config-register",)
 NEMESES: tuple[str, ...] = FAULT_KINDS
+
+
+def registered_workloads() -> tuple[str, ...]:
+    """The workload registry's names (workloads/__init__.py): the allowed `workload` values."""
+    from workloads import workload_names
+
+    return workload_names()
+
 
 # CLI flag that sets each override key (for error messages).
 FLAGS: dict[str, str] = {
@@ -99,7 +106,7 @@ class Registries:
 
     backends: Collection[str] = BACKENDS
     suts: Collection[str] = SUTS
-    workloads: Collection[str] = WORKLOADS
+    workloads: Collection[str] = field(default_factory=registered_workloads)
     nemeses: Collection[str] = NEMESES
 
 

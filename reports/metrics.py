@@ -495,6 +495,28 @@ def anomalies_by_checker(checkers: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()
 
 
+def anomalies_by_workload(checkers: pd.DataFrame) -> pd.DataFrame:
+    """Per workload and checker: runs, invalid and unknown verdicts, anomalies, lost writes and the
+    anomaly types seen (a checker's rows are the runs of workloads it judged)."""
+    columns = ["workload", "checker", "runs", "invalid", "unknown", "anomalies", "lost_writes", "anomaly_types"]
+    if checkers.empty:
+        return pd.DataFrame(columns=columns)
+    grouped = checkers.groupby(["workload", "checker"], sort=True)
+    out = pd.DataFrame(
+        {
+            "runs": grouped.size(),
+            "invalid": grouped["valid"].agg(lambda v: int((v == "false").sum())),
+            "unknown": grouped["valid"].agg(lambda v: int((v == "unknown").sum())),
+            "anomalies": grouped["anomaly_count"].sum(),
+            "lost_writes": grouped["lost_count"].sum(),
+            "anomaly_types": grouped["anomaly_types"].agg(
+                lambda v: ",".join(sorted({t for types in v for t in types.split(",") if t}))
+            ),
+        }
+    ).reset_index()
+    return out[columns]
+
+
 def anomaly_types(checkers: pd.DataFrame) -> pd.DataFrame:
     """Runs in which each checker reported each anomaly type."""
     typed = checkers[checkers["anomaly_types"] != ""]

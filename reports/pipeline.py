@@ -155,6 +155,7 @@ def _checkers_frame(runs: list[RunSource]) -> pd.DataFrame:
         {
             "run_id": run.run_id,
             "test": run.name,
+            "workload": str(run.test.get("workload", "unknown")),
             "date": run.date,
             "checker": c.checker,
             "valid": c.valid,
@@ -165,7 +166,7 @@ def _checkers_frame(runs: list[RunSource]) -> pd.DataFrame:
         for run in runs
         for c in metrics.checker_figures(run.results)
     ]
-    cols = ["run_id", "test", "date", "checker", "valid", "lost_count", "anomaly_count", "anomaly_types"]
+    cols = ["run_id", "test", "workload", "date", "checker", "valid", "lost_count", "anomaly_count", "anomaly_types"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -296,6 +297,7 @@ def run_pipeline(
     tables["checkers"] = checkers
     tables["pass_rate_by_test"] = metrics.pass_rates(runs_pdf, ["test"])
     tables["pass_rate_by_nemesis"] = metrics.pass_rates(runs_pdf, ["nemesis"])
+    tables["pass_rate_by_workload"] = metrics.pass_rates(runs_pdf, ["workload"])
     tables["pass_rate_trend"] = metrics.pass_rates(runs_pdf, ["test", "date"])
     tables["flaky_tests"] = metrics.flaky_tests(runs_pdf)
     tables["loss_by_run"] = runs_pdf.loc[
@@ -303,7 +305,9 @@ def run_pipeline(
     ].reset_index(drop=True)
     tables["loss_by_test"] = metrics.commit_loss(runs_pdf, ["test"])
     tables["loss_by_nemesis"] = metrics.commit_loss(runs_pdf, ["nemesis"])
+    tables["loss_by_workload"] = metrics.commit_loss(runs_pdf, ["workload"])
     tables["anomalies_by_checker"] = metrics.anomalies_by_checker(checkers)
+    tables["anomalies_by_workload"] = metrics.anomalies_by_workload(checkers)
     tables["anomaly_types"] = metrics.anomaly_types(checkers)
     counts = counts.merge(runs_pdf[["run_id", "test", "nemesis"]], on="run_id")
     tables["info_rates"] = metrics.info_rates(counts, ["test", "nemesis", "f"])

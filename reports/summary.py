@@ -56,12 +56,19 @@ def build_summary(data: ReportData, root: str, out: Path, filters: dict[str, Any
         "flaky_tests": sorted(t["flaky_tests"]["test"]) if "flaky_tests" in t else [],
         "pass_rate_by_test": _records(t.get("pass_rate_by_test"), ["test", "runs", "passed", "pass_rate"]),
         "pass_rate_by_nemesis": _records(t.get("pass_rate_by_nemesis"), ["nemesis", "runs", "passed", "pass_rate"]),
+        "pass_rate_by_workload": _records(
+            t.get("pass_rate_by_workload"), ["workload", "runs", "passed", "failed", "unknown", "pass_rate"]
+        ),
         "commit_loss": {
             "lost_writes": int(runs["lost_count"].sum()) if len(runs) else 0,
             "runs_that_lost": sorted(runs.loc[runs["lost_count"] > 0, "run_id"]) if len(runs) else [],
         },
         "anomalies_by_checker": _records(
             t.get("anomalies_by_checker"), ["checker", "runs", "invalid", "unknown", "anomalies"]
+        ),
+        "anomalies_by_workload": _records(
+            t.get("anomalies_by_workload"),
+            ["workload", "checker", "runs", "invalid", "unknown", "anomalies", "lost_writes", "anomaly_types"],
         ),
         "latency_ok_ms": _records(
             None if q is None else q[q["outcome"] == "ok"],

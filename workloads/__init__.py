@@ -1,15 +1,18 @@
 """Workloads: what the clients do in a run, and which checkers judge the history.
 
 A `Workload` is registered by name in `WORKLOADS`; for one run it makes a `WorkloadRun` that sets the
-cluster up for it (topics...), gives the client generator of the main phase and the final reads, and
-the client (a `harness.invocation.Handler`) that carries ops out on the run's backend.
+cluster up for it (topics...), gives the client generator of the main phase, of the recovery window
+after the final heal and of the final reads, and the client (a `harness.invocation.Handler`) that
+carries ops out on the run's backend. The workload names the checkers that judge its history and
+their options (as `kchaos check` flags, attribute names); the harness adds the end-of-run checks
+every run gets (harness/run_report.py `END_CHECKS`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.backends import Backend
@@ -41,7 +44,13 @@ class WorkloadRun(ABC):
 
     @abstractmethod
     def generator(self) -> Any:
-        """The client generator of the main phase (the runner adds the rate and the time limit)."""
+        """The client generator of the main phase (the runner adds the rate and the time limit).
+        Called again for the recovery window: values that must be unique must stay unique across calls."""
+
+    def recovery_generator(self) -> Any:
+        """Client ops during the recovery window after the final heal (the availability checker needs
+        writes there): by default the main generator again."""
+        return self.generator()
 
     def final_generator(self) -> Any | None:
         """Client ops after the faults are healed and the cluster recovered (None: none)."""
@@ -61,6 +70,8 @@ class Workload:
     checkers: tuple[str, ...]  # checker names (checkers.registry) run on its history
     make: Callable[[WorkloadEnv], WorkloadRun]
     description: str = ""
+    # checker -> its options (attribute names of `kchaos check`'s flags), e.g. {"linearizable": {"model": "register"}}
+    checker_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 WORKLOADS: dict[str, Workload] = {}
@@ -85,4 +96,4 @@ def workload_names() -> tuple[str, ...]:
 
 
 def _load_builtin() -> None:
-    from workloads import config_register  # noqa: F401 - registers itself
+    from workloads import config_append, config_register  # noqa: F401 - register themselves

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from checkers.registry import CHECKERS
 from harness.backends import Backend, FaultNotSupported
 
 
@@ -77,6 +78,14 @@ class DB(ABC):
     def uncorrupt(self, node: str) -> None:  # noqa: B027 - optional
         """Put back every byte `corrupt` changed on `node` (a no-op when nothing is corrupted)."""
 
+    # -- what the end-of-run checks need ---------------------------------------------------------------
+
+    tap_every_s: float = 1.0  # how often the runner calls `tap` (run time)
+
+    def tap(self) -> None:  # noqa: B027 - optional
+        """Record, while the run goes on, what the end state may no longer hold (e.g. committed records
+        a snapshot will replace). Called every `tap_every_s` from the run's scheduler; may block."""
+
 
 # name -> factory(test spec) -> DB
 SUTS: dict[str, Callable[[Any], DB]] = {}
@@ -89,6 +98,12 @@ def _kraft(spec: Any) -> DB:
 
 
 SUTS["kraft"] = _kraft
+
+# name -> the end-of-run checks its adapter brings, each with the node dump file that shows a run has
+# what it needs (they need the system's own code, so they live beside the adapter and are registered
+# here as checkers: `kchaos check`, `kchaos analyze`, results.json)
+SUT_CHECKS: dict[str, dict[str, str]] = {"kraft": {"image-replay": "metadata-snapshot.json"}}
+CHECKERS.setdefault("image-replay", "harness.db.kraft_checks:check_from_args")
 
 
 def make_db(name: str, spec: Any) -> DB:

@@ -12,8 +12,16 @@ Node ids follow the simulator's layout (controllers, then combined, then brokers
 - netns (any backend with `start(node, argv)` and `address(node)`): one `server.properties` per node
   under run_dir/nodes/<node>/, data in run_dir/nodes/<node>/data, started with the real runtime
   (`python -m node.runtime node start`). Ready = DescribeCluster through the brokers names an active
-  controller and every broker registered and unfenced. Nodes write their committed-log and image
-  dumps on a clean stop (SIGTERM), so `collect(stop=True)` stops them first, then copies the dumps.
+  controller and every broker registered and unfenced. `collect` fetches every node's image,
+  snapshot and committed log over HTTP (`GET /v1/dump`, one consistent document per node) while the
+  nodes run, so dumps exist also with `--leave-db-running`; with `stop=True` it then stops the nodes
+  (SIGTERM: each writes the same dumps on a clean stop) and keeps those later ones.
+
+While the run goes on, `tap` copies committed records and snapshots from a live node into
+`log-tap.jsonl` (always in the sim; on real backends when snapshots are on, since otherwise the final
+dumps hold the whole log). At the end `collect` writes `config-timeline.jsonl` from the dumps and the
+tap (harness/db/kraft_checks.py): the committed value of every topic config at every offset, which
+broker reads are judged against.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -35,6 +44,7 @@ from typing import Any
 from harness.backends import Backend, FaultNotSupported
 from harness.backends.sim import SimBackend, sim_layout
 from harness.db import DB, DBError
+from harness.db.kraft_tap import LogTap
 from node.runtime.corruption import Corruption, NothingToCorrupt, corrupt_data_dir, restore_corruption
 from node.runtime.fs import OS_FS
 
@@ -43,6 +53,8 @@ CONTROLLER_PORT = 9093
 METRICS_PORT = 9100
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STOP_TIMEOUT_S = 20.0
+DUMP_TIMEOUT_S = 10.0
+SNAPSHOT_INTERVAL = "metadata.log.max.snapshot.interval.records"
 
 # Settings every node gets: quick failure detection, so a 60 s run sees faults and recoveries.
 NODE_SETTINGS: dict[str, str] = {
@@ -63,6 +75,10 @@ class KraftDB(DB):
         self.settings = {**NODE_SETTINGS, **(settings or {})}
         self.backend: Backend | None = None
         self.run_dir: Path | None = None
+        self.recovered: bool | None = None  # how the last `recover` ended
+        self._log_tap: LogTap | None = None
+        self._tap_lock = threading.Lock()  # a real-backend tap runs on a worker thread
+        self._tap_closed = False  # set by `collect`: the timeline is built, the tap file is final
         self._corruptions: dict[str, list[Corruption]] = {}  # node -> damage done to its files (real nodes)
 
     # -- shape ------------------------------------------------------------------------------------
@@ -218,9 +234,13 @@ class KraftDB(DB):
 
     def status(self, node: str, timeout: float = 1.0) -> dict[str, Any] | None:
         """A real node's /v1/status document, or None when it does not answer."""
-        url = f"http://{self._backend().address(node)}:{METRICS_PORT}/v1/status"
+        return self._http_json(node, "/v1/status", timeout)
+
+    def _http_json(self, node: str, path: str, timeout: float) -> dict[str, Any] | None:
+        url = f"http://{self._backend().address(node)}:{METRICS_PORT}{path}"
         with contextlib.suppress(OSError, ValueError), urllib.request.urlopen(url, timeout=timeout) as resp:
-            return json.loads(resp.read())
+            if resp.status == 200:
+                return json.loads(resp.read())
         return None
 
     # -- faults and recovery -----------------------------------------------------------------------------
@@ -265,33 +285,124 @@ class KraftDB(DB):
         try:
             self.wait_ready(timeout_s)
         except DBError:
+            self.recovered = False
             return False
+        self.recovered = True
         return True
+
+    # -- the log tap ---------------------------------------------------------------------------------------
+
+    @property
+    def tap_every_s(self) -> float:  # type: ignore[override]
+        """Often in the simulator (reading a process's log is cheap there), every second otherwise."""
+        return 0.05 if self.sim is not None else 1.0
+
+    def tap(self) -> None:
+        """Extend run_dir/log-tap.jsonl (harness/db/kraft_tap.py) from every live node: in the sim
+        straight from the processes; on real backends over `GET /v1/dump`, only when snapshots are on
+        (without them the final dumps hold the whole log)."""
+        if self.run_dir is None or self.backend is None:
+            return
+        if self.sim is None and int(self.settings.get(SNAPSHOT_INTERVAL, "0") or 0) <= 0:
+            return
+        with self._tap_lock:
+            if self._tap_closed:
+                return
+            views = self._sim_tap_views() if self.sim is not None else self._http_tap_views()
+            if self._log_tap is None:
+                self._log_tap = LogTap(self.run_dir)
+            self._log_tap.add(views)
+
+    def _sim_tap_views(self) -> list[Any]:
+        """The node furthest ahead whose log still holds the tap's end (only its new records are
+        encoded); when none does, every node's view (the tap then jumps through a snapshot)."""
+        from node.metadata.dump import log_entries, snapshot_dump
+
+        end = self._log_tap.end if self._log_tap is not None else 0
+        live = [p for p in (self.sim.process(i) for i in self.ids.values()) if p is not None]
+        holding = [p for p in live if p.raft.log_start_offset <= end < p.raft.high_watermark]
+        chosen = [max(holding, key=lambda p: p.raft.high_watermark)] if holding else live
+        views = []
+        for process in chosen:
+            raft = process.raft
+            start = raft.log_start_offset
+            if start <= end < raft.log.end_offset:
+                start = raft.log.batch_at(end).base_offset  # read only what is new
+            batches = [b for b in raft.read_committed(start) if b.last_offset >= end]
+            views.append((snapshot_dump(raft.snapshot), list(log_entries(batches, with_records=True))))
+        return views
+
+    def _http_tap_views(self) -> list[Any]:
+        views = []
+        for node in self.ids:
+            doc = self._http_json(node, "/v1/dump", timeout=2.0)
+            if doc is not None:
+                views.append((doc["snapshot"], doc["committed_log"]))
+        return views
 
     # -- collecting and stopping -------------------------------------------------------------------------
 
     def collect(self, run_dir: Path, *, stop: bool) -> list[str]:
         run_dir = Path(run_dir)
         if self.sim is not None:
-            return self._collect_sim(run_dir)
+            warnings = self._collect_sim(run_dir)
+        else:
+            warnings = self._collect_real(run_dir, stop)
+        return warnings + self._write_timeline(run_dir)
+
+    def _collect_real(self, run_dir: Path, stop: bool) -> list[str]:
+        from node.metadata.dump import COMMITTED_LOG_DUMP, IMAGE_DUMP, SNAPSHOT_DUMP
+
         warnings: list[str] = []
+        fetched = {node: self._fetch_dump(node, run_dir / "nodes" / node) for node in self.ids}
         if stop:
             warnings += self.stop_all()
-        from node.metadata.dump import COMMITTED_LOG_DUMP, IMAGE_DUMP
-
+        names = (IMAGE_DUMP, SNAPSHOT_DUMP, COMMITTED_LOG_DUMP)
         for node in self.ids:
             target = run_dir / "nodes" / node
             target.mkdir(parents=True, exist_ok=True)
             data = self.data_dir(node)
             listing = sorted(str(p.relative_to(data)) for p in data.rglob("*")) if data.is_dir() else []
             (target / "data-dir.txt").write_text("\n".join(listing) + "\n", encoding="utf-8")
-            for name in (COMMITTED_LOG_DUMP, IMAGE_DUMP):
-                source = data / name
-                if source.is_file():
-                    shutil.copyfile(source, target / name)
-                elif stop:
-                    warnings.append(f"{node}: no {name} (it is written on a clean stop)")
+            if stop and all((data / name).is_file() for name in names):  # a clean stop's, later than ours
+                for name in names:
+                    shutil.copyfile(data / name, target / name)
+            elif not fetched[node]:
+                warnings.append(f"{node}: no dumps (not answering GET /v1/dump, and no clean-stop dumps)")
         return warnings
+
+    def _fetch_dump(self, node: str, target: Path) -> bool:
+        """The node's image, snapshot and committed log over HTTP, taken at one instant, as the files a
+        clean stop writes."""
+        from node.metadata.dump import COMMITTED_LOG_DUMP, IMAGE_DUMP, SNAPSHOT_DUMP
+
+        doc = self._http_json(node, "/v1/dump", DUMP_TIMEOUT_S)
+        if doc is None:
+            return False
+        target.mkdir(parents=True, exist_ok=True)
+
+        def line(obj: Any) -> str:
+            return json.dumps(obj, sort_keys=True, separators=(",", ":")) + "\n"
+
+        (target / IMAGE_DUMP).write_text(line(doc["image"]), encoding="utf-8")
+        (target / SNAPSHOT_DUMP).write_text(line(doc["snapshot"]), encoding="utf-8")
+        (target / COMMITTED_LOG_DUMP).write_text("".join(line(e) for e in doc["committed_log"]), encoding="utf-8")
+        return True
+
+    def _write_timeline(self, run_dir: Path) -> list[str]:
+        """config-timeline.jsonl from the dumps and the tap; `complete` when every node dumped after
+        the cluster recovered (then the dumps hold every committed offset)."""
+        from harness.db.kraft_checks import read_node_dumps, write_timeline
+
+        with self._tap_lock:  # a tap still running on a worker thread finishes first
+            self._tap_closed = True
+        try:
+            dumps, _ = read_node_dumps(run_dir)
+            complete = bool(self.recovered) and set(dumps) >= set(self.ids)
+            write_timeline(run_dir, complete=complete)
+        except Exception as exc:  # the checks that need it say "unknown"; the run goes on
+            return [f"config-timeline: {type(exc).__name__}: {exc}"]
+        return []
 
     def _collect_sim(self, run_dir: Path) -> list[str]:
         from node.runtime.dumps import write_dumps

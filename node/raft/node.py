@@ -356,6 +356,11 @@ class RaftNode:
         """The latest durable snapshot (the one served to replicas below the log start)."""
         return self._snapshot.snapshot_id if self._snapshot is not None else None
 
+    @property
+    def snapshot(self) -> LoadedSnapshot | None:
+        """The latest durable snapshot with its bytes: the state below `log_start_offset` (for dumps)."""
+        return self._snapshot
+
     def read_committed(self, start_offset: int, max_records: int | None = None) -> list[RecordBatch]:
         """Committed batches (data and control) from `start_offset`, below the high watermark.
 

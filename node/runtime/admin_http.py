@@ -6,6 +6,9 @@
 - `GET /v1/image`, `GET /v1/committed-log`: the node's metadata image and committed log as
   `node.metadata.dump` renders them (the same documents a clean stop writes beside the data), so a
   harness can compare nodes while they run.
+- `GET /v1/dump`: the image, the snapshot the log starts after, and the committed log with each
+  record's bytes, taken at one instant (JSON; `node.metadata.dump.node_dump`): what a harness needs
+  to replay a running node's log and compare the result with its image.
 - `POST /v1/append` (only with `kchaos.test.append.enable=true`): append the body's lines as
   records, answer once they are committed. The metadata quorum has no client API of its own (the
   controller of KIP-631 will be the writer); tests and benchmarks of the bare quorum need one, so it
@@ -17,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from node.metadata.dump import committed_log_jsonl, image_dump_json
+from node.metadata.dump import committed_log_jsonl, image_dump_json, node_dump
 from node.protocol.errors import ErrorCode
 from node.runtime.http_endpoint import HttpEndpoint, HttpResponse
 from node.runtime.metrics import render_prometheus
@@ -74,7 +77,14 @@ async def start_admin_endpoint(server: NodeServer, host: str, port: int) -> Http
         process = server.process
         if process is None:
             return _json(503, {"error": "BROKER_NOT_AVAILABLE", "message": "the node has not started"})
-        return HttpResponse(200, committed_log_jsonl(process.committed_batches()).encode(), JSON_LINES_TYPE)
+        text = committed_log_jsonl(process.committed_batches(), with_records=True)
+        return HttpResponse(200, text.encode(), JSON_LINES_TYPE)
+
+    async def dump(_body: bytes) -> HttpResponse:
+        process = server.process
+        if process is None:
+            return _json(503, {"error": "BROKER_NOT_AVAILABLE", "message": "the node has not started"})
+        return _json(200, node_dump(process.image, process.raft.snapshot, process.committed_batches()))
 
     async def append(body: bytes) -> HttpResponse:
         records = body.split(b"\n")
@@ -101,6 +111,7 @@ async def start_admin_endpoint(server: NodeServer, host: str, port: int) -> Http
         ("GET", "/v1/status"): status,
         ("GET", "/v1/image"): image,
         ("GET", "/v1/committed-log"): committed_log,
+        ("GET", "/v1/dump"): dump,
     }
     if server.config.test_append:
         routes[("POST", "/v1/append")] = append

@@ -1,8 +1,9 @@
 """A node's metadata image and committed log, written beside its data for the harness's checkers.
 
 `metadata-image.json` is the image as `node.metadata.dump.image_dump` renders it; `committed-log.jsonl` has one
-line per committed record (offset, epoch, digest), the format the log-agreement checker reads. Both
-are replaced atomically, so a reader never sees half a file.
+line per committed record (offset, epoch, digest, and the record's bytes), the format the
+log-agreement checker reads; `metadata-snapshot.json` is the snapshot that log starts after. Each is
+replaced atomically, so a reader never sees half a file.
 """
 
 from __future__ import annotations
@@ -10,7 +11,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from node.metadata.dump import COMMITTED_LOG_DUMP, IMAGE_DUMP, committed_log_jsonl, image_dump_json
+from node.metadata.dump import (
+    COMMITTED_LOG_DUMP,
+    IMAGE_DUMP,
+    SNAPSHOT_DUMP,
+    committed_log_jsonl,
+    image_dump_json,
+    snapshot_dump_json,
+)
 from node.process.process import NodeProcess
 
 
@@ -26,7 +34,8 @@ def _replace(path: Path, text: str) -> None:
 def write_dumps(directory: Path, process: NodeProcess) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     _replace(directory / IMAGE_DUMP, image_dump_json(process.image))
-    _replace(directory / COMMITTED_LOG_DUMP, committed_log_jsonl(process.committed_batches()))
+    _replace(directory / SNAPSHOT_DUMP, snapshot_dump_json(process.raft.snapshot))
+    _replace(directory / COMMITTED_LOG_DUMP, committed_log_jsonl(process.committed_batches(), with_records=True))
 
 
 __all__ = ["write_dumps"]

@@ -76,3 +76,30 @@ def test_missing_test_file_and_bad_flag_are_one_line_errors(tmp_path, capsys):
     assert code == EXIT_ERROR and "cannot read test file" in err and len(err.strip().splitlines()) == 1
     code, _, err = run_cli(["--backend", "sim", "--nodes", "three"], capsys)
     assert code == EXIT_ERROR and "--nodes" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_workload_comes_from_the_test_file_or_the_flag(tmp_path, capsys):
+    test_file = tmp_path / "append.toml"
+    test_file.write_text('workload = "config-append"\n\n[workload_options]\nactive_keys = 4\nmax_txn_length = 3\n')
+    common = ["--backend", "sim", "--seed", "2", "--time-limit", "3s", "--recovery", "1s", "--nodes", "3+2"]
+    common += ["--results", str(tmp_path / "results"), "--no-progress"]
+    code, out, _ = run_cli(["--test", str(test_file), *common], capsys)
+    assert code == 0, out
+    run_dir = Path(out.split("run directory: ")[1].split()[0])
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["workload"] == "config-append" and test["workload_options"] == {"active_keys": 4, "max_txn_length": 3}
+    assert "elle-list-append" in json.loads((run_dir / "results.json").read_text())["checkers"]
+    code, out, _ = run_cli(["--test", str(test_file), "--workload", "config-register", *common], capsys)
+    run_dir = Path(out.split("run directory: ")[1].split()[0])
+    assert code == 0 and json.loads((run_dir / "test.json").read_text())["workload"] == "config-register"
+
+
+def test_workload_options_it_cannot_use_are_a_one_line_error(tmp_path, capsys):
+    argv = ["--backend", "sim", "--workload", "config-append", "--workload-option", "max_txn_length=50"]
+    code, _out, err = run_cli([*argv, "--results", str(tmp_path / "r"), "--no-progress"], capsys)
+    assert code == EXIT_ERROR and "Traceback" not in err
+    errors = [line for line in err.splitlines() if "error" in line]
+    assert errors == [
+        "kchaos run: error: workload config-append: [workload_options] config-append needs topics, "
+        "active_keys, key_span_ops >= 1 and 1 <= max_txn_length <= 10"
+    ]

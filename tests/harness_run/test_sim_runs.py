@@ -14,6 +14,7 @@ from harness.invocation import Completion, DoneFn
 from harness.runner import run_test
 from tests.harness_run.helpers import history_lines, sim_spec
 from workloads import WORKLOADS, Workload, register_workload
+from workloads.config_register import WORKLOAD as REGISTER
 from workloads.config_register import ConfigRegister
 
 
@@ -36,14 +37,24 @@ def test_run_dir_holds_history_faults_dumps_and_verdict(tmp_path):
     fs = {e["f"] for e in events if e["process"] == "nemesis"}
     assert {"start-partition", "stop-partition", "start-kill", "stop-kill"} <= fs
     client = [e for e in events if e["process"] != "nemesis"]
-    assert {e["f"] for e in client} == {"read", "write"} and all("key" in e for e in client)
+    assert {e["f"] for e in client} == {"read", "write", "read-broker"} and all("key" in e for e in client)
     assert any(e["type"] == "ok" and e["f"] == "read" and e["value"] is not None for e in client)
     # every node's dumps are there, and the log-agreement checker ran on them
     for node in ("c1", "c2", "c3", "b1", "b2"):
         assert (run / "nodes" / node / "committed-log.jsonl").is_file()
     results = json.loads((run / "results.json").read_text())
     assert results["valid"] is True
-    assert set(results["checkers"]) == {"linearizable", "log-agreement"}
+    assert set(results["checkers"]) == {
+        "linearizable",
+        "committed-loss",
+        "image-reads",
+        "availability",
+        "log-agreement",
+        "image-replay",
+    }
+    assert results["checks"]["end_of_run"] == ["availability", "log-agreement", "image-replay"]
+    reads = results["checkers"]["image-reads"]
+    assert reads["value_kind"] == "int" and reads["verified"] == reads["reads"] > 0
     test = json.loads((run / "test.json").read_text())
     assert test["seed"] == 3 and test["backend"] == "sim" and test["nodes"] == ["c1", "c2", "c3", "b1", "b2"]
     assert (run / "report.html").is_file() and (run.parent.parent / "latest").resolve() == run.resolve()
@@ -77,7 +88,7 @@ class StaleRegister(ConfigRegister):
 @pytest.fixture
 def stale_workload():
     name = "config-register-stale-reads"
-    register_workload(Workload(name, ("linearizable",), lambda env: StaleRegister(env)))
+    register_workload(Workload(name, ("linearizable",), StaleRegister, checker_options=REGISTER.checker_options))
     yield name
     WORKLOADS.pop(name, None)
 

@@ -56,3 +56,25 @@ def test_image_dump_is_canonical_json_with_its_digest() -> None:
     assert (doc["last_offset"], doc["last_epoch"]) == (image.last_offset, image.last_epoch)
     assert doc["image"] == json.loads(image.to_json(with_position=False))
     assert hashlib.sha256(image.to_json().encode()).hexdigest() == image.digest()
+
+
+def test_dumps_with_records_carry_each_record_and_its_batch_and_the_snapshot_they_follow() -> None:
+    import base64
+    from types import SimpleNamespace
+
+    from node.metadata.dump import node_dump, snapshot_dump
+    from node.metadata.snapshot import load_snapshot, snapshot_bytes, snapshot_id
+
+    log = RandomController(random.Random(5)).batches(30)
+    entries = list(log_entries(log[10:], with_records=True))
+    assert [base64.b64decode(e["record"]) for e in entries] == [r for b in log[10:] for r in b.records]
+    assert [e["batch"] for e in entries] == [b.base_offset for b in log[10:] for _ in b.records]
+    assert all(e["digest"] == hashlib.sha256(base64.b64decode(e["record"])).hexdigest() for e in entries)
+    image = build_image(log[:10])
+    snapshot = SimpleNamespace(snapshot_id=snapshot_id(image), data=snapshot_bytes(image))
+    doc = snapshot_dump(snapshot)
+    assert doc["end_offset"] == log[9].last_offset + 1 and load_snapshot(base64.b64decode(doc["data"])) == image
+    assert snapshot_dump(None) == {"end_offset": 0, "epoch": 0, "data": None}
+    whole = node_dump(build_image(log), snapshot, log[10:])
+    assert whole["committed_log"] == entries and whole["snapshot"] == doc
+    assert whole["image"]["digest"] == build_image(log).digest()

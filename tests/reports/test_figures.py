@@ -134,6 +134,32 @@ def test_info_rates_and_p99_trend_match(report, runs) -> None:
         assert row.ops == len(lat) and _close(row.p99_ms, oracle.quantile(lat, 0.99))
 
 
+def test_pass_rates_and_anomalies_by_workload_match(report, runs) -> None:
+    workloads = {r.test["workload"] for r in runs}
+    assert len(workloads) > 1
+    table = report.data.tables["pass_rate_by_workload"]
+    got = {row.workload: (row.runs, row.passed, row.failed, row.pass_rate) for row in table.itertuples(index=False)}
+    want = oracle.pass_rates(runs, lambda r: r.test["workload"])
+    assert set(got) == workloads
+    for workload, (n, passed, rate) in want.items():
+        failed = sum(r.verdict == "false" for r in runs if r.test["workload"] == workload)
+        assert got[workload][:3] == (n, passed, failed) and _close(got[workload][3], rate), workload
+    by_workload = report.data.tables["anomalies_by_workload"].set_index(["workload", "checker"])
+    for workload in workloads:
+        mine = [r for r in runs if r.test["workload"] == workload]
+        for checker in {c for r in mine for c in r.results["checkers"]}:
+            verdicts = [r.results["checkers"][checker]["valid"] for r in mine if checker in r.results["checkers"]]
+            row = by_workload.loc[(workload, checker)]
+            assert (row["runs"], row["invalid"]) == (len(verdicts), sum(v is False for v in verdicts)), checker
+    loss = report.data.tables["loss_by_workload"].set_index("workload")
+    assert loss["runs"].sum() == len(runs)
+    summary = {row["workload"]: row for row in report.summary["pass_rate_by_workload"]}
+    assert set(summary) == workloads and all(summary[w]["runs"] == want[w][0] for w in workloads)
+    assert {(row["workload"], row["checker"]) for row in report.summary["anomalies_by_workload"]} == set(
+        by_workload.index
+    )
+
+
 def test_anomalies_by_checker(report, runs) -> None:
     table = report.data.tables["anomalies_by_checker"].set_index("checker")
     for checker in ("set-full", "elle", "committed-loss"):
