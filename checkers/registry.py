@@ -24,6 +24,9 @@ CHECKERS: dict[str, str] = {
     "elle-rw-register": "checkers.elle.commands:rw_register_from_args",
     "set-full": "checkers.set_full:check_from_args",
     "log-agreement": "checkers.log_agreement:check_from_args",
+    "registrations": "checkers.registrations:check_from_args",
+    "partition-state": "checkers.partition_state:check_from_args",
+    "partition-cas": "checkers.partition_cas:check_from_args",
 }
 
 
