@@ -49,10 +49,11 @@ IMAGE_DUMP_NAME = "metadata-image.json"
 MAX_EXAMPLES = 8
 INF = float("inf")
 
-# Fault kinds after which time-based rules cannot be judged: a controller's clock, a paused or
-# stalled process (its timers fire late), a restart (its sessions start over). Partitions and packet
-# faults change no controller's sense of time, so they are no reason to skip.
-TIME_NEUTRAL_FAULTS = frozenset({"partition", "packet"})
+# Fault kinds that leave every running controller's sense of time alone: partitions and packet faults
+# change no clock or timer, and a killed controller restarts in a new epoch, whose fresh sessions the
+# session rules bound through DescribeQuorum brackets. Any other kind (clock skew, a paused or stalled
+# process whose timers fire late, anything unknown) makes the session rules skip the interval.
+TIME_NEUTRAL_FAULTS = frozenset({"partition", "packet", "kill"})
 
 
 class BrokerOpsError(ValueError):

@@ -70,7 +70,7 @@ def checker_names(
             raise UserError(f"{run.test_json}: 'checkers' must be a list of checker names")
         names = list(named)
     else:
-        table = {**DEFAULT_CHECKERS, **(mapping or {})}
+        table = {**DEFAULT_CHECKERS, **_workload_checkers(), **(mapping or {})}
         names = list(table.get(str(test.get("workload")), ()))
         if any(run.nodes.glob(f"*/{DUMP_NAME}")) and "log-agreement" not in names:
             names.append("log-agreement")
@@ -78,6 +78,14 @@ def checker_names(
     if unknown:
         raise UserError(f"{run.test_json}: unknown checker {unknown[0]!r} (known: {', '.join(sorted(CHECKERS))})")
     return list(dict.fromkeys(names))
+
+
+def _workload_checkers() -> dict[str, tuple[str, ...]]:
+    """Each registered workload's own checkers (so `kchaos analyze` knows every workload)."""
+    from workloads import WORKLOADS, workload_names
+
+    workload_names()  # loads the built-in workloads
+    return {name: w.checkers for name, w in WORKLOADS.items()}
 
 
 def checker_args(run: store.RunDir, options: Mapping[str, Mapping[str, Any]] | None = None) -> argparse.Namespace:

@@ -85,4 +85,4 @@ def workload_names() -> tuple[str, ...]:
 
 
 def _load_builtin() -> None:
-    from workloads import config_register  # noqa: F401 - registers itself
+    from workloads import config_register, isr_changes, registrations  # noqa: F401 - register themselves

@@ -166,6 +166,17 @@ class AdminClient:
         response, _ = await self._send(request, target, idempotent, timeout_ms)
         return response
 
+    async def send_traced(
+        self,
+        request: Any,
+        *,
+        target: Target = Target.ANY,
+        idempotent: bool | None = None,
+        timeout_ms: int | None = None,
+    ) -> tuple[Any, str]:
+        """`send`, also returning the server ("host:port") that answered: a history records who did."""
+        return await self._send(request, target, idempotent, timeout_ms)
+
     async def _send(
         self, request: Any, target: Target, idempotent: bool | None, timeout_ms: int | None
     ) -> tuple[Any, str]:

@@ -64,6 +64,7 @@ class SyncAdminClient:
         return self.async_client.principal
 
     send = _blocking(AdminClient.send)
+    send_traced = _blocking(AdminClient.send_traced)
     api_versions = _blocking(AdminClient.api_versions)
     describe_cluster = _blocking(AdminClient.describe_cluster)
     list_brokers = _blocking(AdminClient.list_brokers)
