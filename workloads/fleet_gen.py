@@ -135,7 +135,7 @@ class FleetGen(Gen):
         """The slot most overdue for its heartbeat or its next phase step, if any."""
         if self.quorum_due:
             return Op("quorum", {"node": None}), replace(self, quorum_due=False)
-        hb = self.params.heartbeat_ms * MS
+        hb = self.params.heartbeat_ms * MS * 4 // 5  # a little early: the rate limiter may delay it
         due = [s for s in self.slots if s.busy is None and s.due_at(hb) <= now]
         if not due:
             return None
