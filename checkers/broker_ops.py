@@ -412,6 +412,14 @@ def _image_read(op: Op) -> ImageRead:
     return ImageRead(at, offset, "describe-cluster", brokers=views_b, unfenced=unfenced)
 
 
+def dumps_of(history: History, args: Any) -> Path | None:
+    """Where a checker finds the image dumps: `--dumps`, else the history's own directory."""
+    dumps = getattr(args, "dumps", None)
+    if dumps is None and history.source not in ("<memory>", ""):
+        return Path(history.source).parent
+    return None if dumps is None else Path(dumps)
+
+
 def find_image_dumps(directory: str | Path) -> dict[str, Path]:
     """node -> metadata-image.json under a run directory, its `nodes/` folder, or a folder of nodes."""
     root = Path(directory)

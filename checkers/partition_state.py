@@ -35,6 +35,7 @@ from checkers.broker_ops import (
     OffsetClock,
     PartitionView,
     Timed,
+    dumps_of,
     read_broker_history,
     summarize_anomalies,
 )
@@ -333,10 +334,7 @@ def check_partition_state(history: History, dumps: str | Path | None = None) -> 
 
 
 def check_from_args(history: History, args: Any) -> Verdict:
-    dumps = getattr(args, "dumps", None)
-    if dumps is None and history.source not in ("<memory>", ""):
-        dumps = Path(history.source).parent
-    return check_partition_state(history, dumps)
+    return check_partition_state(history, dumps_of(history, args))
 
 
 def summarize(verdict: Verdict) -> list[str]:

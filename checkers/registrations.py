@@ -36,6 +36,7 @@ from checkers.broker_ops import (
     OffsetClock,
     Registration,
     Timed,
+    dumps_of,
     read_broker_history,
     summarize_anomalies,
 )
@@ -642,10 +643,7 @@ def add_check_arguments(parser: Any) -> None:
 
 
 def check_from_args(history: History, args: Any) -> Verdict:
-    dumps = getattr(args, "dumps", None)
-    if dumps is None and history.source not in ("<memory>", ""):
-        dumps = Path(history.source).parent
-    return check_registrations(history, dumps, fence_slack_ms=getattr(args, "fence_slack_ms", None))
+    return check_registrations(history, dumps_of(history, args), fence_slack_ms=getattr(args, "fence_slack_ms", None))
 
 
 def summarize(verdict: Verdict) -> list[str]:

@@ -230,3 +230,33 @@ def test_malformed_ops_name_the_op(bad):
 def test_b2_is_played_and_others_are_not():
     verdict = check_registrations(valid_run().history())
     assert verdict.details["brokers"] == [B0, B1, B2]
+
+
+def test_kchaos_check_runs_the_played_broker_checkers(tmp_path, capsys):
+    from harness.cli import main
+
+    good = valid_run().write(tmp_path / "good.jsonl")
+    argv = [
+        "check",
+        str(good),
+        "--checker",
+        "registrations",
+        "--checker",
+        "partition-state",
+        "--checker",
+        "partition-cas",
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "registrations: valid" in out and "partition-state: valid" in out and "partition-cas: valid" in out
+    h = valid_run()
+    h.answer("probe", value={"fenced": False})
+    bad = h.write(tmp_path / "bad.jsonl")
+    assert main(["check", str(bad), "--checker", "registrations", "--fence-slack-ms", "500"]) == 1
+    assert "not-fenced-after-session" in capsys.readouterr().out
+    h = valid_run()
+    h.op("alter", {"topic": "isr-0"}, None, inv=50, type="fail")
+    broken = h.write(tmp_path / "broken.jsonl")
+    assert main(["check", str(broken), "--checker", "partition-state"]) == 254
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "(alter)" in err and "Traceback" not in err
