@@ -363,7 +363,8 @@ class PartitionCasModel(Model):
 
     Ops: f "alter", invoke value {topic, partition, broker, leader_epoch, partition_epoch, isr}; an
     `ok` carries `result` {leader, leader_epoch, isr, partition_epoch}; `fail` ops did not happen and
-    are dropped (a refusal may come from a deposed controller's stale state, so it is no observation).
+    are dropped (a refusal may come from a deposed controller's stale state, so it is no observation),
+    and so are `ok` ops that changed nothing (see `keep`).
     Between the compare-and-sets the controller may move the partition on by itself (fencing, shutdown,
     elections): such hidden changes only raise the partition epoch, and the leader epoch never falls.
     So an op naming partition epoch p is legal when the state is older than p (hidden changes got it
@@ -377,7 +378,16 @@ class PartitionCasModel(Model):
         return None
 
     def keep(self, op: Op) -> bool:
-        return op.f == "alter" and op.type in ("ok", "info")
+        """`ok` changes and `info` ops. An `ok` that changed nothing wrote no record, so a deposed
+        controller may have answered it from a stale state: like a refusal, it is no observation."""
+        if op.f != "alter" or op.type not in ("ok", "info"):
+            return False
+        if op.type == "ok":
+            try:
+                return int(op.value["result"]["partition_epoch"]) != int(op.invoke_value["partition_epoch"])
+            except (KeyError, TypeError, ValueError):
+                return True  # malformed: `compile` says what is wrong with it
+        return True
 
     def partition(self, ops: Iterable[Op]) -> dict[Any, list[Op]]:
         parts: dict[Any, list[Op]] = {}

@@ -193,10 +193,11 @@ class TestCasModel:
         if legal:
             assert new == (3, 0, B0, (B0, B1))
 
-    def test_unchanged_isr_keeps_the_version(self):
+    def test_unchanged_isr_keeps_the_version_and_is_no_observation(self):
         m = PartitionCasModel()
         op = self.op(2, 0, [B0], result={"leader": B0, "leader_epoch": 0, "isr": [B0], "partition_epoch": 2})
         assert m.step((2, 0, B0, (B0,)), op) == (True, (2, 0, B0, (B0,)))
+        assert not m.keep(op)  # no record was written: a deposed controller may have answered it
 
     def test_failed_ops_are_dropped(self):
         m = PartitionCasModel()
