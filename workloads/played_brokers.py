@@ -56,7 +56,7 @@ from workloads.fleet_gen import ACTIONS, READS, FleetGen, Params, Part, Slot
 
 SETUP_TIMEOUT_S = 60.0
 TOPIC_PREFIX = "played-"
-BARRIER_CONFIG = "retention.ms"
+BARRIER_CONFIG = "background.threads"
 
 # --- options ---------------------------------------------------------------------------------------
 
@@ -92,7 +92,7 @@ class Options:
         return Options(
             brokers=brokers,
             broker_id_base=integer("broker_id_base", 1000, 100),
-            topics=integer("topics", 1, 0),
+            topics=integer("topics", 1, 1),
             partitions=integer("partitions", 2, 1),
             replication_factor=min(integer("replication_factor", min(3, brokers), 1), brokers),
             request_timeout_ms=integer("request_timeout_ms", 2_000, 100),
@@ -160,8 +160,8 @@ def request_of(op_f: str, v: Mapping[str, Any], cluster_id: str, topics: Sequenc
         return DescribeClusterRequest(True)
     if op_f == "quorum":
         return DescribeQuorumRequest()
-    if op_f == "barrier":
-        config = DescribeConfigsResource(ConfigResourceType.TOPIC, topics[0], (BARRIER_CONFIG,))
+    if op_f == "barrier":  # the cluster-wide broker config resource: there whatever topics exist
+        config = DescribeConfigsResource(ConfigResourceType.BROKER, "", (BARRIER_CONFIG,))
         return DescribeConfigsRequest((config,))
     raise ValueError(f"played brokers have no op {op_f!r}")
 
