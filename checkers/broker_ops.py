@@ -183,6 +183,8 @@ class ImageRead:
 
 @dataclass(frozen=True, slots=True)
 class QuorumView:
+    """A DescribeQuorum answer of the node `at.node`; leader and epoch -1 when it failed."""
+
     at: Timed
     leader: int
     epoch: int
@@ -379,6 +381,8 @@ def read_broker_history(history: History, dumps: str | Path | None = None) -> Br
             images.append(_image_read(op))
         elif f == "quorum" and op.type == "ok":
             quorum.append(QuorumView(_timed(op), _get(op.value, "leader", op), _get(op.value, "epoch", op)))
+        elif f == "quorum":  # not answered as the leader (or not at all): breaks a run of answers
+            quorum.append(QuorumView(_timed(op), -1, -1))
         elif f == "barrier" and op.type == "ok":
             barriers.append(Barrier(_timed(op), _get(op.value, "offset", op)))
     end = history.end_time

@@ -261,52 +261,71 @@ class _Checker:
                 break
 
     def duplicates(self) -> None:
-        """A new incarnation accepted by N within the session of an unfenced one N had just heard from."""
+        """A new incarnation accepted by N within the session of an unfenced one N had just heard from.
+
+        Both answers must fall in one of N's quorum brackets (one activation): a controller activated
+        in between would start from the committed image, which may have fenced the old incarnation
+        meanwhile, and a fenced broker has no valid session in Kafka."""
+        spans = self._quorum_spans()
         for broker, regs in self.regs.items():
             beats = self.beats.get(broker, [])
             disturbing = [r.at for r in regs if r.outcome != "fail"]
             disturbing += [h.at for h in beats if h.outcome != "fail" and (h.want_fence or h.want_shut_down)]
             for r2 in regs:
-                if r2.outcome != "ok" or r2.at.op_id is None or r2.at.node is None or r2.at.cmp is None:
+                if r2.at.op_id is None or r2.at.node is None or r2.at.cmp is None:
                     continue
-                for h in beats:
-                    if not (
-                        h.outcome == "ok"
-                        and h.at.node == r2.at.node
-                        and h.incarnation is not None
-                        and h.incarnation != r2.incarnation
-                        and h.fenced is False
-                        and not h.shut_down
-                        and not h.want_fence
-                        and not h.want_shut_down
-                        and h.at.cmp is not None
-                        and h.at.cmp <= r2.at.inv
-                        and h.at.inv + self.session_ns - self.slack_ns > r2.at.cmp
-                    ):
-                        continue
-                    if any(
-                        d is not r2.at and d.inv < r2.at.cmp and (d.cmp is None or d.cmp > h.at.inv) for d in disturbing
-                    ):
-                        self.coverage["duplicates_skipped"] += 1
-                        continue
-                    if _dist(self.bh.faults_between(h.at.inv, r2.at.cmp, ignore=())):
-                        self.coverage["duplicates_skipped"] += 1
-                        continue
-                    self.coverage["duplicates_judged"] += 1
-                    gap = (r2.at.cmp - h.at.inv) / 1e6
-                    self.out.add(
-                        "duplicate-registration-accepted",
-                        {
-                            "broker": broker,
-                            "registration": self._why(r2.at),
-                            "live_incarnation": h.incarnation,
-                            "heartbeat": self._why(h.at),
-                            "why": f"{self._why(r2.at)} registered incarnation {r2.incarnation} of broker {broker} "
-                            f"{gap:.0f} ms after {self._why(h.at)} had kept incarnation {h.incarnation} unfenced "
-                            f"(session {self.s.session_timeout_ms} ms, slack {self.slack_ms} ms)",
-                        },
-                    )
-                    break
+                if r2.outcome != "ok" and r2.error != "DUPLICATE_BROKER_REGISTRATION":
+                    continue
+                h = self._live_witness(r2, beats, disturbing, spans.get(r2.at.node, ()))
+                if h is None:
+                    continue
+                self.coverage["duplicates_judged"] += 1
+                if r2.outcome != "ok":
+                    continue
+                gap = (r2.at.cmp - h.at.inv) / 1e6
+                self.out.add(
+                    "duplicate-registration-accepted",
+                    {
+                        "broker": broker,
+                        "registration": self._why(r2.at),
+                        "live_incarnation": h.incarnation,
+                        "heartbeat": self._why(h.at),
+                        "why": f"{self._why(r2.at)} registered incarnation {r2.incarnation} of broker {broker} "
+                        f"{gap:.0f} ms after {self._why(h.at)} had kept incarnation {h.incarnation} unfenced "
+                        f"(session {self.s.session_timeout_ms} ms, slack {self.slack_ms} ms)",
+                    },
+                )
+
+    def _live_witness(
+        self, r2: Registration, beats: list[Heartbeat], disturbing: list[Timed], spans: Any
+    ) -> Heartbeat | None:
+        """A heartbeat of another incarnation that N answered 'unfenced' so shortly before r2 that its
+        session at N certainly still ran when N decided r2, with nothing in between that could fence it."""
+        assert r2.at.cmp is not None
+        for h in beats:
+            if not (
+                h.outcome == "ok"
+                and h.at.node == r2.at.node
+                and h.incarnation is not None
+                and h.incarnation != r2.incarnation
+                and h.fenced is False
+                and not h.shut_down
+                and not h.want_fence
+                and not h.want_shut_down
+                and h.at.cmp is not None
+                and h.at.cmp <= r2.at.inv
+                and h.at.inv + self.session_ns - self.slack_ns > r2.at.cmp
+            ):
+                continue
+            if not any(s <= h.at.inv and r2.at.cmp <= e for s, e in spans):
+                self.coverage["duplicates_without_quorum_bracket"] += 1
+                continue
+            if any(d is not r2.at and d.inv < r2.at.cmp and (d.cmp is None or d.cmp > h.at.inv) for d in disturbing):
+                continue
+            if _dist(self.bh.faults_between(h.at.inv, r2.at.cmp, ignore=())):
+                continue
+            return h
+        return None
 
     def sessions(self) -> None:
         """Not-caught-up heartbeats answered 'unfenced' after the session had lapsed at that controller."""
@@ -369,19 +388,26 @@ class _Checker:
             )
 
     def _quorum_spans(self) -> dict[str, list[tuple[int, int]]]:
-        """node -> intervals during which it was certainly leader of one epoch (two DescribeQuorum
-        answers of its own naming it leader of the same epoch), so activated at most once."""
-        by: dict[tuple[str, int], list[Timed]] = defaultdict(list)
+        """node -> intervals during which it was certainly leader of one epoch, so activated at most once:
+        from the completion of the first to the invocation of the last of a run of its own DescribeQuorum
+        answers naming it leader of the same epoch, with no other answer (or failure) of it between."""
+        by_node: dict[str, list[Any]] = defaultdict(list)
         for q in self.bh.quorum:
-            node = q.at.node
-            if node is not None and self.s.nodes.get(node) == q.leader and q.at.cmp is not None:
-                by[(node, q.epoch)].append(q.at)
+            if q.at.node is not None:
+                by_node[q.at.node].append(q)
         spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
-        for (node, _epoch), obs in by.items():
-            start = min(t.cmp for t in obs)  # type: ignore[type-var]
-            end = max(t.inv for t in obs)
-            if start < end:
-                spans[node].append((start, end))
+        for node, views in by_node.items():
+            views.sort(key=lambda q: q.at.inv)
+            run: list[Any] = []
+            for q in [*views, None]:
+                leads = q is not None and q.at.cmp is not None and q.leader == self.s.nodes.get(node)
+                if run and not (leads and q.epoch == run[0].epoch):
+                    start, end = min(v.at.cmp for v in run), max(v.at.inv for v in run)
+                    if start < end:
+                        spans[node].append((start, end))
+                    run = []
+                if leads:
+                    run.append(q)
         return spans
 
     def catch_up(self) -> None:

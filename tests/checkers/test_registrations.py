@@ -260,3 +260,18 @@ def test_kchaos_check_runs_the_played_broker_checkers(tmp_path, capsys):
     assert main(["check", str(broken), "--checker", "partition-state"]) == 254
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "(alter)" in err and "Traceback" not in err
+
+
+def test_a_controller_that_may_have_been_activated_again_in_between_proves_nothing():
+    """A failed DescribeQuorum (or another epoch) at c1 breaks its bracket: a new activation would start
+    c1 from the committed image, where the old incarnation may have been fenced meanwhile."""
+    h = valid_run()
+    h.answer("duplicate", type="ok", value={"epoch": 15, "error": None})
+    h.op("quorum", {"node": "c1"}, {"error": "NOT_LEADER_OR_FOLLOWER"}, inv=2_900, type="fail", node="c1")
+    found = anomalies(h)
+    assert "duplicate-registration-accepted" not in found
+    h = valid_run()
+    h.answer("probe", value={"fenced": False})
+    h.quorum(at=6_950, epoch=4)  # c1 leads a new epoch just before the probe: its sessions restarted
+    verdict = check_registrations(h.history())
+    assert "not-fenced-after-session" not in verdict.details["anomalies"]
