@@ -57,7 +57,12 @@ class Params:
         return self.session_ms + self.slack_ms + 500
 
     def incarnation(self, broker: int, generation: int) -> str:
-        return str(uuid.uuid5(uuid.NAMESPACE_OID, f"kchaos/{self.seed}/{broker}/{generation}"))
+        return incarnation_id(self.seed, broker, generation)
+
+
+def incarnation_id(seed: int, broker: int, generation: int) -> str:
+    """A played broker's incarnation id: a new one per process start, the same for the same seed."""
+    return str(uuid.uuid5(uuid.NAMESPACE_OID, f"kchaos/{seed}/{broker}/{generation}"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,7 +52,7 @@ from node.protocol.broker_api import (
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import DescribeQuorumRequest
 from workloads import WorkloadEnv, WorkloadRun
-from workloads.fleet_gen import ACTIONS, READS, FleetGen, Params, Part, Slot
+from workloads.fleet_gen import ACTIONS, READS, FleetGen, Params, Part, Slot, incarnation_id
 
 SETUP_TIMEOUT_S = 60.0
 TOPIC_PREFIX = "played-"
@@ -451,13 +451,10 @@ def cluster_timing(db: Any) -> tuple[int, int]:
 class Preparation:
     """Registers and unfences the played brokers and creates their topics, before the history starts."""
 
-    def __init__(
-        self, transport: SimTransport | RealTransport, opts: Options, seed: int, say: Callable[[str], None]
-    ) -> None:
+    def __init__(self, transport: SimTransport | RealTransport, opts: Options, seed: int) -> None:
         self.t = transport
         self.opts = opts
         self.seed = seed
-        self.say = say
         self.brokers = [opts.broker_id_base + i for i in range(opts.brokers)]
         self.epochs: dict[int, int] = {}
         self.controller: str | None = None  # the node whose image names the topic ids
@@ -543,16 +540,14 @@ class Preparation:
     def run(self, nodes: Sequence[str]) -> dict[str, Any]:
         self.controller = next(n for n in nodes if n[0] in "cn")
         cluster_id = self.cluster_id()
-        params_incarnation = Params(self.seed, 0, 0, 0, (), (), ())
         registrations = []
         for b in self.brokers:
-            incarnation = params_incarnation.incarnation(b, 0)
+            incarnation = incarnation_id(self.seed, b, 0)
             self.epochs[b] = self.register(cluster_id, b, incarnation)
             registrations.append({"broker": b, "incarnation": incarnation, "epoch": self.epochs[b]})
         self._until("unfencing the played brokers", lambda: (True if self.heartbeat_all() else None, "fenced"))
         topics = self.create_topics()
         self.heartbeat_all()
-        self.say(f"played brokers {self.brokers[0]}..{self.brokers[-1]} registered; topics {', '.join(topics) or '-'}")
         return {"cluster_id": cluster_id, "registrations": registrations, "topics": topics}
 
 
@@ -585,7 +580,7 @@ class PlayedBrokersRun(WorkloadRun):
         slack = self.opts.fence_slack_ms
         if slack is None:
             slack = 1_000 if getattr(db, "sim", None) is not None else max(1_000, session_ms)
-        prepared = Preparation(self._transport(), self.opts, self.env.seed, lambda _t: None).run(list(db.nodes))
+        prepared = Preparation(self._transport(), self.opts, self.env.seed).run(list(db.nodes))
         self.facts = {
             "cluster_id": prepared["cluster_id"],
             "session_timeout_ms": session_ms,

@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.generators import Op, Rng, rate, run_virtual, time_limit
 from harness.generators.interpreter import Outcome
-from workloads.fleet_gen import FleetGen, Params, Part, Slot
+from workloads.fleet_gen import FleetGen, Params, Part, Slot, incarnation_id
 
 MS = 1_000_000
 SESSION, HEARTBEAT, SLACK = 3_000, 500, 1_000
@@ -99,7 +99,7 @@ def test_a_crash_is_silence_then_a_probe_then_a_new_incarnation():
         assert earlier[-1]["value"]["epoch"] == epoch
     restarts = [e for e in client_ops(history, "register") if e["value"]["kind"] == "restart"]
     assert restarts
-    first = {b: Params(1, 0, 0, 0, (), (), ()).incarnation(b, 0) for b in BROKERS}
+    first = {b: incarnation_id(1, b, 0) for b in BROKERS}
     assert all(e["value"]["incarnation"] != first[e["value"]["broker"]] for e in restarts)
     # after a registration the broker lags (offset below its epoch) before it catches up
     after = [e for e in client_ops(history, "heartbeat") if e["value"]["kind"] == "lagging"]
