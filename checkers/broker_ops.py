@@ -82,17 +82,6 @@ class PartitionView:
         """What a partition epoch names: equal epochs must mean equal states (the ISR as a set)."""
         return (self.leader, self.leader_epoch, frozenset(self.isr))
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "leader": self.leader,
-            "leader_epoch": self.leader_epoch,
-            "isr": list(self.isr),
-            "partition_epoch": self.partition_epoch,
-        }
-        if self.replicas is not None:
-            out["replicas"] = list(self.replicas)
-        return out
-
 
 @dataclass(frozen=True, slots=True)
 class BrokerView:
