@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -531,10 +531,15 @@ class Anomalies:
         }
 
 
-def summarize_anomalies(checker: str, valid: Any, details: Mapping[str, Any], headline: str) -> list[str]:
-    """Console lines: the verdict, a headline, then each anomaly with its first example."""
+def summarize_anomalies(
+    checker: str, valid: Any, details: Mapping[str, Any], headline: Callable[[Mapping[str, Any]], str]
+) -> list[str]:
+    """Console lines: the verdict, a headline made from the counts, then each anomaly with its first
+    example (or the reason nothing was checked)."""
+    if "reason" in details:
+        return [f"{checker}: {valid} ({details['reason']})"]
     word = {True: "valid", False: "INVALID"}.get(valid, "unknown")
-    lines = [f"{checker}: {word} — {headline}"]
+    lines = [f"{checker}: {word} — {headline(details['counts'])}"]
     for name, found in (details.get("anomalies") or {}).items():
         lines.append(f"  {name}: {found['count']} — {found['explanation']}")
         if found["examples"]:

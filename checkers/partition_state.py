@@ -338,12 +338,12 @@ def check_from_args(history: History, args: Any) -> Verdict:
 
 
 def summarize(verdict: Verdict) -> list[str]:
-    d = verdict.details
-    if "reason" in d:
-        return [f"{CHECKER}: {verdict.valid} ({d['reason']})"]
-    c = d["counts"]
-    headline = (
-        f"{len(d['partitions'])} partitions, {c['versions']} versions seen in {c['observations']} answers; "
-        f"{c['alters_changed']} of {c['alters']} AlterPartitions changed the ISR"
-    )
-    return summarize_anomalies(CHECKER, verdict.valid, d, headline)
+    partitions = len(verdict.details.get("partitions", ()))
+
+    def headline(c: Any) -> str:
+        return (
+            f"{partitions} partitions, {c['versions']} versions seen in {c['observations']} answers; "
+            f"{c['alters_changed']} of {c['alters']} AlterPartitions changed the ISR"
+        )
+
+    return summarize_anomalies(CHECKER, verdict.valid, verdict.details, headline)

@@ -673,13 +673,13 @@ def check_from_args(history: History, args: Any) -> Verdict:
 
 
 def summarize(verdict: Verdict) -> list[str]:
-    d = verdict.details
-    if "reason" in d:
-        return [f"{CHECKER}: {verdict.valid} ({d['reason']})"]
-    c = d["counts"]
-    headline = (
-        f"{c['registrations']} registrations, {c['heartbeats']} heartbeats, {c['images']} images of "
-        f"{len(d['brokers'])} played brokers; session rules judged {c.get('probes_judged', 0)} of "
-        f"{c.get('probes', 0)} not-caught-up heartbeats, {c.get('duplicates_judged', 0)} duplicates"
-    )
-    return summarize_anomalies(CHECKER, verdict.valid, d, headline)
+    brokers = len(verdict.details.get("brokers", ()))
+
+    def headline(c: Any) -> str:
+        return (
+            f"{c['registrations']} registrations, {c['heartbeats']} heartbeats, {c['images']} images of "
+            f"{brokers} played brokers; session rules judged {c.get('probes_judged', 0)} of "
+            f"{c.get('probes', 0)} not-caught-up heartbeats, {c.get('duplicates_judged', 0)} duplicates"
+        )
+
+    return summarize_anomalies(CHECKER, verdict.valid, verdict.details, headline)
