@@ -357,6 +357,100 @@ class KVModel(Model):
         return f"state == {_short(v)}" if f == "get" else None
 
 
+class PartitionCasModel(Model):
+    """A partition's (partition epoch, leader epoch, leader, ISR) under KIP-497 AlterPartition, a
+    compare-and-set on (leader epoch, partition epoch) sent by the partition's leader.
+
+    Ops: f "alter", invoke value {topic, partition, broker, leader_epoch, partition_epoch, isr}; an
+    `ok` carries `result` {leader, leader_epoch, isr, partition_epoch}; `fail` ops did not happen and
+    are dropped (a refusal may come from a deposed controller's stale state, so it is no observation),
+    and so are `ok` ops that changed nothing (see `keep`).
+    Between the compare-and-sets the controller may move the partition on by itself (fencing, shutdown,
+    elections): such hidden changes only raise the partition epoch, and the leader epoch never falls.
+    So an op naming partition epoch p is legal when the state is older than p (hidden changes got it
+    there, with a leader epoch no higher than the op's), or is exactly p with the op's leader and
+    leader epoch; never when the state is newer. The initial state is unknown (None: anything goes).
+    """
+
+    name = "partition-cas"
+
+    def init(self) -> Hashable:
+        return None
+
+    def keep(self, op: Op) -> bool:
+        """`ok` changes and `info` ops. An `ok` that changed nothing wrote no record, so a deposed
+        controller may have answered it from a stale state: like a refusal, it is no observation."""
+        if op.f != "alter" or op.type not in ("ok", "info"):
+            return False
+        if op.type == "ok":
+            try:
+                return int(op.value["result"]["partition_epoch"]) != int(op.invoke_value["partition_epoch"])
+            except (KeyError, TypeError, ValueError):
+                return True  # malformed: `compile` says what is wrong with it
+        return True
+
+    def partition(self, ops: Iterable[Op]) -> dict[Any, list[Op]]:
+        parts: dict[Any, list[Op]] = {}
+        for op in ops:
+            v = op.invoke_value
+            key = f"{v['topic']}/{v['partition']}" if isinstance(v, dict) and "topic" in v else op.key
+            parts.setdefault(key, []).append(op)
+        return parts
+
+    def _parts(self, op: Op) -> tuple[int, int, int, tuple[int, ...], tuple[int, int, int, tuple[int, ...]]]:
+        """(sender, leader epoch, partition epoch, asked ISR, state after it took effect)."""
+        v = op.invoke_value
+        try:
+            sender, le, pe = int(v["broker"]), int(v["leader_epoch"]), int(v["partition_epoch"])
+            isr = tuple(sorted(int(b) for b in v["isr"]))
+            if op.type == "ok":
+                r = op.value["result"]
+                after = (int(r["partition_epoch"]), int(r["leader_epoch"]), int(r["leader"]), tuple(sorted(r["isr"])))
+            else:
+                after = (pe + 1, le, sender, isr)
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"partition-cas: op {op.id} is not an AlterPartition op: {op.invoke_value!r}") from None
+        return sender, le, pe, isr, after
+
+    def compile(self, op: Op) -> StepFn:
+        sender, le, pe, isr, after = self._parts(op)
+        unchanged_ok = op.type == "ok" and after[0] == pe
+
+        def step(s: Any) -> Any:
+            if s is None:
+                return after
+            spe, sle, sleader, sisr = s
+            if pe < spe or le < sle:
+                return ILLEGAL
+            if pe == spe:
+                if le != sle or sender != sleader:
+                    return ILLEGAL
+                if unchanged_ok or (op.type == "info" and isr == sisr):
+                    return s
+            return after
+
+        return step
+
+    def step(self, state: Any, op: Op) -> tuple[bool, Any]:
+        new = self.compile(op)(state)
+        return (False, state) if new is ILLEGAL else (True, new)
+
+    def describe_op(self, op: Op) -> str:
+        sender, le, pe, isr, after = self._parts(op)
+        outcome = f" -> epoch {after[0]}" if op.type == "ok" else " (info)"
+        return f"alter by {sender} at (leader epoch {le}, partition epoch {pe}) to ISR {list(isr)}{outcome}"
+
+    def describe_state(self, state: Any) -> str:
+        if state is None:
+            return "unknown"
+        pe, le, leader, isr = state
+        return f"epoch {pe}: leader {leader} (leader epoch {le}), ISR {list(isr)}"
+
+    def requirement(self, op: Op) -> str | None:
+        sender, le, pe, _, _ = self._parts(op)
+        return f"partition epoch < {pe}, or == {pe} with leader {sender} at leader epoch {le}"
+
+
 def _pending_setter(ws: list[int], lo: int, dmask: int, inv: list[int], deadline: Any) -> bool:
     """Whether some op of `ws` (indices, ascending) is not yet linearized and invoked by `deadline`."""
     for k in range(bisect_left(ws, lo), len(ws)):
@@ -406,6 +500,7 @@ def register_model(cls: type[Model]) -> type[Model]:
 
 register_model(RegisterModel)
 register_model(KVModel)
+register_model(PartitionCasModel)
 
 
 def get_model(name_or_model: str | Model) -> Model:

@@ -27,6 +27,9 @@ CHECKERS: dict[str, str] = {
     "committed-loss": "checkers.committed_loss:check_from_args",
     "availability": "checkers.availability:check_from_args",
     "image-reads": "checkers.image_reads:check_from_args",
+    "registrations": "checkers.registrations:check_from_args",
+    "partition-state": "checkers.partition_state:check_from_args",
+    "partition-cas": "checkers.partition_cas:check_from_args",
 }
 
 

@@ -96,4 +96,9 @@ def workload_names() -> tuple[str, ...]:
 
 
 def _load_builtin() -> None:
-    from workloads import config_append, config_register  # noqa: F401 - register themselves
+    from workloads import (  # noqa: F401 - register themselves
+        config_append,
+        config_register,
+        isr_changes,
+        registrations,
+    )
