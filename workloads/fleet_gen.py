@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.generators import PENDING, Context, Gen, Op, Rng
+from harness.generators import EXHAUSTED, PENDING, Context, Gen, Op, Rng
 
 MS = 1_000_000
 SETUP = "setup"
@@ -402,3 +402,26 @@ def _next_isr(rng: Rng, replicas: tuple[int, ...], isr: tuple[int, ...], leader:
         drop = rng.choice(followers)
         return tuple(r for r in isr if r != drop)
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered(Gen):
+    """`inner`, with its newest state after every event kept in `cell[0]`, so the recovery window can
+    continue the played brokers where the main phase left them (a fresh FleetGen would set them up
+    again from scratch: epochs and incarnations the cluster has long moved past). Only `update` records:
+    `op` is a query that combinators may discard, while `update` follows the op that was taken."""
+
+    inner: Gen
+    cell: list[Gen | None]
+
+    def op(self, ctx: Context) -> Any:
+        step = self.inner.op(ctx)
+        if step is PENDING or step is EXHAUSTED:
+            return step
+        op, inner = step
+        return op, Remembered(inner, self.cell)
+
+    def update(self, ctx: Context, event: Op) -> Gen:
+        inner = self.inner.update(ctx, event)
+        self.cell[0] = inner
+        return self if inner is self.inner else Remembered(inner, self.cell)

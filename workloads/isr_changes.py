@@ -16,7 +16,7 @@ Checkers: `partition-cas` (linearizability of the compare-and-sets per partition
 from __future__ import annotations
 
 from workloads import Workload, register_workload
-from workloads.played_brokers import PlayedBrokersRun
+from workloads.played_brokers import PLAYED_BROKER_CHECKER_OPTIONS, PlayedBrokersRun
 
 NAME = "isr-changes"
 DEFAULT_MIX = {
@@ -45,5 +45,6 @@ WORKLOAD = register_workload(
         ("partition-cas", "partition-state", "registrations"),
         IsrChanges,
         "AlterPartition compare-and-sets as the leader of the workload's own partitions (KIP-497)",
+        checker_options=PLAYED_BROKER_CHECKER_OPTIONS,
     )
 )

@@ -52,7 +52,7 @@ from node.protocol.broker_api import (
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import DescribeQuorumRequest
 from workloads import WorkloadEnv, WorkloadRun
-from workloads.fleet_gen import ACTIONS, READS, FleetGen, Params, Part, Slot, incarnation_id
+from workloads.fleet_gen import ACTIONS, READS, FleetGen, Params, Part, Remembered, Slot, incarnation_id
 
 SETUP_TIMEOUT_S = 60.0
 TOPIC_PREFIX = "played-"
@@ -554,6 +554,13 @@ class Preparation:
 # --- the workload run ------------------------------------------------------------------------------
 
 
+# Liveness for played brokers: a registration, a heartbeat or an AlterPartition answered `ok` needs the
+# active controller (each writes or is decided there), so after the final heal one of them must succeed.
+PLAYED_BROKER_CHECKER_OPTIONS: dict[str, dict[str, Any]] = {
+    "availability": {"write_f": ["register", "heartbeat", "alter"]},
+}
+
+
 class PlayedBrokersRun(WorkloadRun):
     """One run of a played-broker workload; `name` and `default_mix` come from the subclass."""
 
@@ -566,6 +573,7 @@ class PlayedBrokersRun(WorkloadRun):
         self.transport: SimTransport | RealTransport | None = None
         self.facts: dict[str, Any] | None = None
         self._client: PlayedBrokersClient | None = None
+        self._latest: list[Any] = [None]  # the main phase's FleetGen after its last event
 
     def _transport(self) -> SimTransport | RealTransport:
         if self.transport is None:
@@ -612,7 +620,14 @@ class PlayedBrokersRun(WorkloadRun):
             for name, t in sorted(facts["topics"].items())
             for p, ids in sorted(t["replicas"].items(), key=lambda kv: int(kv[0]))
         )
-        return FleetGen(params, slots, parts)
+        return Remembered(FleetGen(params, slots, parts), self._latest)
+
+    def recovery_generator(self) -> Any:
+        """The played brokers carry on from where the main phase left them (their epochs and
+        incarnations are the cluster's now), so heartbeats and registrations after the heal show
+        whether the controller came back."""
+        latest = self._latest[0]
+        return self.generator() if latest is None else latest
 
     def final_generator(self) -> Any:
         """After the heal: a barrier, then every node's image (Metadata and DescribeCluster)."""

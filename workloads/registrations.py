@@ -15,7 +15,7 @@ made of the partitions).
 from __future__ import annotations
 
 from workloads import Workload, register_workload
-from workloads.played_brokers import PlayedBrokersRun
+from workloads.played_brokers import PLAYED_BROKER_CHECKER_OPTIONS, PlayedBrokersRun
 
 NAME = "registrations"
 DEFAULT_MIX = {
@@ -43,5 +43,6 @@ WORKLOAD = register_workload(
         ("registrations", "partition-state"),
         Registrations,
         "played brokers register, heartbeat, fence, shut down and crash; fencing and epochs checked (KIP-631)",
+        checker_options=PLAYED_BROKER_CHECKER_OPTIONS,
     )
 )

@@ -22,7 +22,7 @@ def sim_spec(seed: int = 7, **changes: Any) -> TestSpec:
         time_limit_s=8.0,
         concurrency=4,
         rate=40.0,
-        recovery_s=2.0,
+        recovery_s=10.0,  # the availability window: a whole cluster killed needs ~5 s to come back
     )
     return dataclasses.replace(base, **changes)
 

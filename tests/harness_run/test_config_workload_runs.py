@@ -65,10 +65,11 @@ def test_with_snapshots_every_broker_read_is_still_checked_against_the_log(tmp_p
     assert result.valid is True, result.checker_lines
     checkers = _results(result)["checkers"]
     assert checkers["image-reads"]["verified"] == checkers["image-reads"]["reads"] > 5
-    first_dumped = min(
-        json.loads(next(iter((result.run.path / "nodes" / n / "committed-log.jsonl").open())))["offset"]
-        for n in ("c1", "c2", "c3", "b1", "b2")
-    )
+    dumps = [
+        (result.run.path / "nodes" / n / "committed-log.jsonl").read_text() for n in ("c1", "c2", "c3", "b1", "b2")
+    ]
+    # a dump starts after the node's newest snapshot (empty when the snapshot covers the whole log)
+    first_dumped = min(json.loads(d.splitlines()[0])["offset"] for d in dumps if d.strip())
     assert first_dumped > 100  # the final logs alone would have covered only the end of the run
     tap = [json.loads(line) for line in (result.run.path / "log-tap.jsonl").read_text().splitlines()]
     assert any("snapshot" in line for line in tap) or tap[0]["offset"] == 0
@@ -167,4 +168,4 @@ def test_a_cluster_that_never_comes_back_after_the_heal_fails_the_run(tmp_path, 
     assert result.valid is False and result.exit_code == EXIT_INVALID
     availability = _results(result)["checkers"]["availability"]
     assert availability["valid"] is False and availability["time_to_recover_s"] is None
-    assert availability["writes_after_heal"] > 0 and "no write committed within 2 s" in availability["reason"]
+    assert availability["writes_after_heal"] > 0 and "no write committed within 10 s" in availability["reason"]

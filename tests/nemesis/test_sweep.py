@@ -29,7 +29,7 @@ def sweep_spec(seed: int) -> TestSpec:
         time_limit_s=30.0,
         concurrency=4,
         rate=40.0,
-        recovery_s=2.0,
+        recovery_s=10.0,  # the availability window (a power loss of every node needs several seconds)
     )
 
 

@@ -17,9 +17,10 @@ from harness.runner import run_test
 from tests.harness_run.helpers import history_lines, sim_spec
 from tests.workloads import planted
 
+END_OF_RUN = {"log-agreement", "availability", "image-replay"}  # every workload gets these
 CHECKERS = {
-    "registrations": {"registrations", "partition-state", "log-agreement"},
-    "isr-changes": {"partition-cas", "partition-state", "registrations", "log-agreement"},
+    "registrations": {"registrations", "partition-state"} | END_OF_RUN,
+    "isr-changes": {"partition-cas", "partition-state", "registrations"} | END_OF_RUN,
 }
 
 
@@ -40,6 +41,7 @@ def test_valid_and_deterministic_under_partition_and_kill(tmp_path, workload):
     assert history == (second.run.path / "history.jsonl").read_bytes()
     results = json.loads((first.run.path / "results.json").read_text())
     assert set(results["checkers"]) == CHECKERS[workload]
+    assert results["checkers"]["availability"]["valid"] is True  # played brokers heartbeat after the heal
     ops = events(first.run.path)
     assert {"start-partition", "start-kill"} <= {e["f"] for e in ops if e["process"] == "nemesis"}
     done = [e for e in ops if e["process"] != "nemesis" and e["type"] != "invoke"]
