@@ -464,6 +464,8 @@ class Simulation:
         queued, host.buffered = host.buffered, []
         for event in queued:
             self.queue.after(0, self._deliver, node_id, host.incarnation, event)
+        if host.timer_at is None and host.timer_local is not None:
+            self._arm_timer(host, host.timer_local)  # it came due while paused
 
     def skew(self, node_id: int, jump_ms: int = 0, rate: float | None = None) -> None:
         """Jump the node's clock (monotonic: a backward jump makes it stand still) and/or set its rate."""
@@ -915,7 +917,13 @@ class Simulation:
         host = self.nodes[node_id]
         if host.incarnation != incarnation or host.timer_at != at:
             return  # superseded by an earlier deadline, or the process is gone
-        host.timer_at = host.timer_local = None
+        host.timer_at = None
+        if host.paused:
+            return  # resume() re-arms it: by then the node's clock may read another time (a jump)
+        if host.timer_local is not None and host.clock.local(self.now) < host.timer_local:
+            self._arm_timer(host, host.timer_local)  # not yet on the node's clock, as in the real runtime
+            return
+        host.timer_local = None
         self._deliver(node_id, incarnation, Tick())
 
     def _flush(self, host: SimNode, end_offset: int, report: Event | None = None) -> None:

@@ -99,12 +99,31 @@ def test_kind_options_drive_the_injector():
         FaultConfig(kinds=("partition",), options={"clock": {"weight": 1}})
 
 
-def test_storage_kinds_need_the_simulated_storage():
-    sim = Simulation(SimConfig(seed=1))
-    for kind in ("disk_fail", "corrupt"):
-        if not hasattr(sim, "set_disk_fault" if kind == "disk_fail" else "corrupt_storage"):
-            with pytest.raises(ValueError, match="needs the simulated storage"):
-                FaultInjector(sim, FaultConfig(kinds=(kind,)))
+def test_a_timer_due_while_paused_survives_a_backward_jump_before_the_resume():
+    """Regression (sweep seed 105): an observer's fetch timer came due while it was paused, its clock was
+    set back 10 s, and on resume the core got that Tick at a time before its deadline. The core re-arms
+    only when its deadline changes, so the node never woke again and never found the new leader. A
+    timer now fires only once the node's own clock reads its deadline, as in the real runtime."""
+    sim = Simulation(SimConfig(seed=3, voters=3, observers=1))
+    sim.start()
+    assert sim.run_until_true(lambda: sim.leader() is not None, 30_000)
+    sim.run_for(2_000)
+    observer = 4
+    host = sim.nodes[observer]
+    assert host.timer_local is not None
+    sim.pause(observer)
+    sim.run_for(3_000)  # its timer comes due while it is paused
+    sim.skew(observer, jump_ms=-10_000)
+    sim.kill(sim.leader())  # a new leader the observer must discover by itself
+    sim.run_for(1_000)
+    sim.resume(observer)
+    sim.reset_clock(observer)
+    assert host.timer_local is not None and host.timer_at is not None  # still armed
+    ticks_before = sim.stats.events
+    sim.run_for(20_000)
+    assert sim.stats.events > ticks_before
+    leader = sim.leader()
+    assert leader is not None and sim.raft(observer).leader_id == leader
 
 
 def test_cli_fault_names_the_old_disk_alias_and_errors(capsys):
