@@ -32,6 +32,7 @@ from pathlib import Path
 
 import crc32c
 
+from node.bugs import NO_BUGS, Bugs
 from node.protocol.messages import SnapshotId
 from node.raft.quorum_state import QuorumStateData
 from node.raft.records import (
@@ -75,13 +76,15 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace `path` so that a crash leaves either the old or the new content, never a mix."""
+def write_atomically(path: Path, data: bytes, *, sync_data: bool = True) -> None:
+    """Replace `path` so that a crash leaves either the old or the new content, never a mix.
+    (`sync_data=False` exists only for a planted bug: without it a crash may leave an empty file.)"""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         _write_all(fd, data)
-        os.fsync(fd)
+        if sync_data:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -279,6 +282,7 @@ class FileStorage(RaftStorage):
         cluster_id: str | None = None,
         *,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        bugs: Bugs = NO_BUGS,
     ) -> None:
         if segment_bytes <= 0:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
@@ -286,6 +290,7 @@ class FileStorage(RaftStorage):
         self.node_id = node_id
         self.expected_cluster_id = cluster_id
         self.segment_bytes = segment_bytes
+        self.bugs = bugs  # planted bugs switched on (node/bugs.py); empty in every real deployment
         self.log_dir = self.data_dir / LOG_DIR_NAME
         self.quorum_state_path = self.log_dir / QUORUM_STATE_NAME
         self.meta_path = self.data_dir / META_NAME
@@ -383,7 +388,8 @@ class FileStorage(RaftStorage):
     # --- quorum state ---
 
     def write_quorum_state(self, state: QuorumStateData) -> None:
-        write_atomically(self.quorum_state_path, encode_quorum_state(state))
+        sync = "storage-quorum-state-rename-without-fsync" not in self.bugs
+        write_atomically(self.quorum_state_path, encode_quorum_state(state), sync_data=sync)
 
     def _read_quorum_state(self) -> QuorumStateData | None:
         tmp = self.quorum_state_path.with_name(QUORUM_STATE_NAME + ".tmp")
@@ -514,7 +520,7 @@ class FileStorage(RaftStorage):
                     f"{self._segments[-1].next_offset}; refusing to start"
                 )
             data = path.read_bytes()
-            scan = _scan(data, base, last_epoch)
+            scan = _scan(data, base, last_epoch, verify_crc="storage-crc-not-checked-on-load" not in self.bugs)
             seg = _Segment(base, path)
             for batch, pos, stop in scan.batches:
                 seg.add(batch, pos, stop - pos)
@@ -602,7 +608,7 @@ class FileStorage(RaftStorage):
         seg = _Segment(base_offset, self.log_dir / segment_name(base_offset))
         self._fd = os.open(seg.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o644)
         self._segments.append(seg)
-        self._dir_dirty = True
+        self._dir_dirty = "storage-segment-roll-no-dir-fsync" not in self.bugs
         return seg
 
     def truncate(self, offset: int) -> None:
@@ -653,7 +659,7 @@ class FileStorage(RaftStorage):
 
     def flush(self) -> None:
         self._require_loaded()
-        if self._dirty and self._fd is not None:
+        if self._dirty and self._fd is not None and "storage-flush-skips-fsync" not in self.bugs:
             # fdatasync: appends only need the data and the file size durable, not the mtime.
             os.fdatasync(self._fd)
         self._dirty = False
@@ -685,7 +691,7 @@ class FileStorage(RaftStorage):
         self.close()
 
 
-def _scan(data: bytes, base_offset: int, last_epoch: int) -> _ScanResult:
+def _scan(data: bytes, base_offset: int, last_epoch: int, verify_crc: bool = True) -> _ScanResult:
     """Decode a segment's batches until the first defect (bad bytes, an offset gap, an epoch going back)."""
     view = memoryview(data)
     result = _ScanResult([])
@@ -693,7 +699,7 @@ def _scan(data: bytes, base_offset: int, last_epoch: int) -> _ScanResult:
     pos = 0
     while pos < len(data):
         try:
-            batch, stop = decode_batch(view, pos)
+            batch, stop = decode_batch(view, pos, verify_crc=verify_crc)
         except CorruptBatchError as e:
             result.bad_pos, result.reason = pos, str(e)
             break
