@@ -79,6 +79,7 @@ def resolve(args: argparse.Namespace) -> Any:
         "leave_db_running": True if args.leave_db_running else None,
         "recovery_s": args.recovery,
         "workload_options": _options(args.workload_option),
+        "bugs": ",".join(args.bug) if args.bug else None,
     }
     registries = Registries(
         backends=("sim", "netns"), suts=tuple(SUTS), workloads=workload_names(), nemeses=IMPLEMENTED
@@ -139,6 +140,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--recovery", help="quiet time after the heal, before the final reads (e.g. 10s)")
     p.add_argument("--name", help="test name (default: <workload>-<nemesis kinds>)")
     p.add_argument("--workload-option", action="append", metavar="KEY=VALUE", help="workload option (repeatable)")
+    p.add_argument(
+        "--bug", action="append", metavar="NAME", help="switch a planted bug on in every node (repeatable; kchaos bugs)"
+    )
     p.add_argument("--leave-db-running", action="store_true", help="do not stop the cluster at the end")
     p.add_argument("--results", metavar="DIR", help="results root (default: $KCHAOS_RESULTS or ./results)")
     p.add_argument("--no-progress", action="store_true", help="no live progress line")

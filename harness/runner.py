@@ -58,10 +58,13 @@ class RunResult:
 
 def make_backend(spec: Any, run_dir: Path) -> Backend:
     if spec.backend == "sim":
-        from harness.backends.sim import SimBackend
+        from harness.backends.sim import SimBackend, run_cluster_options
 
         c = spec.cluster
-        return SimBackend(controllers=c.controllers, brokers=c.brokers, combined=c.combined, seed=spec.seed)
+        options = run_cluster_options(spec.bugs)
+        return SimBackend(
+            controllers=c.controllers, brokers=c.brokers, combined=c.combined, seed=spec.seed, cluster_options=options
+        )
     if spec.backend == "netns":
         from harness.backends.netns import NetnsBackend
 

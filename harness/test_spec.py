@@ -18,6 +18,7 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     leave_db_running = false
     recovery_s = 10                  # after healing, before the final reads
     final_reads = true
+    bugs = []                        # planted bugs (node/bugs.py) switched on in every node
 
     [cluster]                        # either combined nodes, or controllers (+ brokers)
     controllers = 3
@@ -76,6 +77,7 @@ FLAGS: dict[str, str] = {
     "recovery_s": "--recovery",
     "final_reads": "--final-reads",
     "workload_options": "--workload-option",
+    "bugs": "--bug",
 }
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._-]{0,99}$")
@@ -144,6 +146,7 @@ class TestSpec:
     leave_db_running: bool = False
     recovery_s: float = 10.0
     final_reads: bool = True
+    bugs: tuple[str, ...] = ()  # planted bugs switched on in every node (node/bugs.py); () = the correct node
 
     @property
     def nodes(self) -> list[str]:
@@ -180,6 +183,8 @@ class TestSpec:
             recovery_s=self.recovery_s,
             final_reads=self.final_reads,
         )
+        if self.bugs:
+            out["bugs"] = list(self.bugs)
         return out
 
     def to_toml(self) -> str:
@@ -364,6 +369,18 @@ def _modes(value: Any, where: _Where, flag: bool) -> dict[str, tuple[str, ...]]:
     return out
 
 
+def _bug_names(value: Any, where: str) -> tuple[str, ...]:
+    """Planted bug names: a list or "a,b"; each must be in the catalogue (node/bugs.py)."""
+    from node.bugs import UnknownBugError, parse_bugs
+
+    if not isinstance(value, str) and not (isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)):
+        raise _fail(where, f"expected a list of planted bug names, got {_type_name(value)} {value!r}")
+    try:
+        return tuple(parse_bugs(value))
+    except UnknownBugError as exc:
+        raise _fail(where, str(exc)) from None
+
+
 def _type_name(value: Any) -> str:
     return {dict: "table", list: "array", str: "string", bool: "boolean", float: "float", int: "integer"}.get(
         type(value), type(value).__name__
@@ -388,6 +405,7 @@ _SCALARS: dict[str, _Parser] = {
     "leave_db_running": lambda v, w, r: _boolean(v, w),
     "recovery_s": lambda v, w, r: _duration(v, w, positive=False),
     "final_reads": lambda v, w, r: _boolean(v, w),
+    "bugs": lambda v, w, r: _bug_names(v, w),
 }
 _TABLES = ("cluster", "workload_options", "nemesis_modes")
 # test.json keys that are derived or added by the runner: accepted and ignored by from_dict

@@ -129,7 +129,7 @@ class SimClient:
         self.db = db
         self.brokers = broker_endpoints([db.node_id(b) for b in db.brokers])
         self.controllers = controller_endpoints([db.node_id(c) for c in db.controllers])
-        self.admin = SimAdminClient(sim, self.brokers, principal="User:admin", request_timeout_ms=timeout_ms)
+        self.admin = SimAdminClient(sim, self.brokers, principal=db.admin_principal, request_timeout_ms=timeout_ms)
         self.rng = random.Random(env.seed ^ 0xC11E)
 
     def invoke(self, op: Op, done: DoneFn) -> None:
@@ -166,8 +166,9 @@ class RealClient:
         db = env.db
         self.db = db
         self.loop = env.scheduler.loop  # type: ignore[attr-defined]
+        login = db.login()  # type: ignore[attr-defined]  # SASL/PLAIN as the harness's admin
         self.brokers = [
-            (b, AdminClient(db.broker_address(b), request_timeout_ms=timeout_ms, connect_timeout_ms=1_000))  # type: ignore[attr-defined]
+            (b, AdminClient(db.broker_address(b), request_timeout_ms=timeout_ms, connect_timeout_ms=1_000, **login))  # type: ignore[attr-defined]
             for b in db.brokers  # type: ignore[attr-defined]
         ]
         self.controller = AdminClient(
@@ -175,6 +176,7 @@ class RealClient:
             request_timeout_ms=timeout_ms,
             connect_timeout_ms=1_000,
             attempt_timeout_ms=max(500, timeout_ms // 4),
+            **login,
         )
         self.rng = random.Random(env.seed ^ 0xC11E)
 
@@ -252,7 +254,8 @@ class ConfigRegister(WorkloadRun):
 
         db = self.env.db
         sim = db.sim  # type: ignore[attr-defined]
-        admin = SimAdminClient(sim, broker_endpoints([db.node_id(b) for b in db.brokers]))  # type: ignore[attr-defined]
+        endpoints = broker_endpoints([db.node_id(b) for b in db.brokers])  # type: ignore[attr-defined]
+        admin = SimAdminClient(sim, endpoints, principal=db.admin_principal)  # type: ignore[attr-defined]
         for topic in self.topics:
             call = admin.send(CreateTopicsRequest((CreatableTopic(topic, 1, replicas),)), idempotent=False)
             if not sim.run_until_true(lambda call=call: call.done, 30_000) or not call.ok:
@@ -268,7 +271,7 @@ class ConfigRegister(WorkloadRun):
         db = self.env.db
         bootstrap = [db.broker_address(b) for b in db.brokers]  # type: ignore[attr-defined]
         deadline = time.monotonic() + 60
-        with SyncAdminClient(bootstrap, request_timeout_ms=10_000) as admin:
+        with SyncAdminClient(bootstrap, request_timeout_ms=10_000, **db.login()) as admin:  # type: ignore[attr-defined]
             missing = list(self.topics)
             while missing:
                 results = admin.create_topics([NewTopic(t, 1, replicas) for t in missing])

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -30,8 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends import Backend
-from harness.backends.sim import SimBackend, sim_layout
+from harness.backends.sim import ADMIN_PRINCIPAL, RUN_SNAPSHOT_EVERY_RECORDS, SimBackend, sim_layout
 from harness.db import DB, DBError
+from node.bugs import BUGS_KEY, TEST_CLUSTER_KEY
+from node.runtime.local_cluster import sasl_settings
 
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093
@@ -39,23 +42,44 @@ METRICS_PORT = 9100
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STOP_TIMEOUT_S = 20.0
 
-# Settings every node gets: quick failure detection, so a 60 s run sees faults and recoveries.
+# Settings every node gets: quick failure detection, so a 60 s run sees faults and recoveries; and the
+# whole node exercised (issue 13): snapshots every few records, so catch-up from a snapshot happens in
+# every run; SASL/PLAIN on both listeners with the ACL authorizer (see `KraftDB.__init__`); and the
+# test-cluster mark without which a node refuses planted bugs (node/bugs.py).
 NODE_SETTINGS: dict[str, str] = {
     "broker.heartbeat.interval.ms": "500",
     "broker.session.timeout.ms": "3000",
+    "metadata.log.max.snapshot.interval.records": str(RUN_SNAPSHOT_EVERY_RECORDS),
+    TEST_CLUSTER_KEY: "true",
 }
+NODE_USER = "node"  # the principal nodes log in to each other with: a super user (ClusterAction)
+ADMIN_USER = "admin"  # the harness's clients: a super user (ADMIN_PRINCIPAL)
+FORGER_USER = "mallory"  # logs in fine but holds no ACL: the forger's principal (harness/forger.py)
+NODE_STATS = "node-stats.json"  # what each node did that a run should exercise (snapshot catch-ups, ...)
 
 
 class KraftDB(DB):
-    """See the module docstring. `cluster` has `controllers`, `brokers`, `combined` counts."""
+    """See the module docstring. `cluster` has `controllers`, `brokers`, `combined` counts; `bugs` are
+    planted bugs switched on in every node (node/bugs.py)."""
 
     name = "kraft"
 
-    def __init__(self, cluster: Any, settings: dict[str, str] | None = None) -> None:
+    def __init__(self, cluster: Any, settings: dict[str, str] | None = None, bugs: Sequence[str] = ()) -> None:
         self.ids = sim_layout(cluster.controllers, cluster.combined, cluster.brokers)
-        self.settings = {**NODE_SETTINGS, **(settings or {})}
+        self.passwords = {user: secrets.token_hex(12) for user in (NODE_USER, ADMIN_USER, FORGER_USER)}
+        security = sasl_settings(self.passwords, NODE_USER, (ADMIN_PRINCIPAL,))
+        planted = {BUGS_KEY: ",".join(bugs)} if bugs else {}
+        self.settings = {**NODE_SETTINGS, **security, **planted, **(settings or {})}
         self.backend: Backend | None = None
         self.run_dir: Path | None = None
+
+    # -- who the harness's clients are ----------------------------------------------------------------
+
+    admin_principal = ADMIN_PRINCIPAL
+
+    def login(self, user: str = ADMIN_USER) -> dict[str, str]:
+        """AdminClient keyword arguments that log `user` in over SASL/PLAIN (real backends)."""
+        return {"username": user, "password": self.passwords[user]}
 
     # -- shape ------------------------------------------------------------------------------------
 
@@ -185,7 +209,9 @@ class KraftDB(DB):
         if not bootstrap:
             return None
         try:
-            with SyncAdminClient(bootstrap, request_timeout_ms=2_000, connect_timeout_ms=1_000) as admin:
+            with SyncAdminClient(
+                bootstrap, request_timeout_ms=2_000, connect_timeout_ms=1_000, **self.login()
+            ) as admin:
                 described = admin.describe_cluster(include_fenced=True)
         except KafkaError as exc:
             return f"DescribeCluster through the brokers failed: {exc}"
@@ -243,6 +269,7 @@ class KraftDB(DB):
         if self.sim is not None:
             return self._collect_sim(run_dir)
         warnings: list[str] = []
+        stats = {node: self.status(node) for node in self.ids}  # before the nodes stop
         if stop:
             warnings += self.stop_all()
         from node.metadata.dump import COMMITTED_LOG_DUMP, IMAGE_DUMP
@@ -250,6 +277,8 @@ class KraftDB(DB):
         for node in self.ids:
             target = run_dir / "nodes" / node
             target.mkdir(parents=True, exist_ok=True)
+            if stats[node] is not None:
+                (target / NODE_STATS).write_text(json.dumps(stats[node], sort_keys=True) + "\n", encoding="utf-8")
             data = self.data_dir(node)
             listing = sorted(str(p.relative_to(data)) for p in data.rglob("*")) if data.is_dir() else []
             (target / "data-dir.txt").write_text("\n".join(listing) + "\n", encoding="utf-8")
@@ -272,6 +301,17 @@ class KraftDB(DB):
                 warnings.append(f"{node}: down at the end of the run, no dumps")
                 continue
             write_dumps(run_dir / "nodes" / node, process)
+            raft = process.raft
+            stats = {
+                "node_id": node_id,
+                "role": raft.role.value,
+                "epoch": raft.epoch,
+                "high_watermark": raft.high_watermark,
+                "metadata_offset": process.image.last_offset + 1,
+                "snapshots_fetched": raft.metrics_state.snapshots_fetched_total,
+                "snapshots_written": raft.metrics_state.snapshots_written_total,
+            }
+            (run_dir / "nodes" / node / NODE_STATS).write_text(json.dumps(stats, sort_keys=True) + "\n")
         return warnings
 
     def stop_all(self) -> list[str]:

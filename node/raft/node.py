@@ -1228,8 +1228,10 @@ class RaftNode:
         if snapshot_id.end_offset <= self._snapshot_end():
             return  # superseded while it was written
         if pending.fetched:
+            self.metrics_state.snapshots_fetched_total += 1
             self._install_snapshot(now, snapshot_id, pending)
         else:
+            self.metrics_state.snapshots_written_total += 1
             self._adopt_local_snapshot(snapshot_id, pending.data)
 
     def _adopt_local_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
