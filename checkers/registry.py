@@ -24,6 +24,7 @@ CHECKERS: dict[str, str] = {
     "elle-rw-register": "checkers.elle.commands:rw_register_from_args",
     "set-full": "checkers.set_full:check_from_args",
     "log-agreement": "checkers.log_agreement:check_from_args",
+    "forgery": "checkers.forgery:check_from_args",
 }
 
 

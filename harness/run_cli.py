@@ -80,6 +80,7 @@ def resolve(args: argparse.Namespace) -> Any:
         "recovery_s": args.recovery,
         "workload_options": _options(args.workload_option),
         "bugs": ",".join(args.bug) if args.bug else None,
+        "forger": False if args.no_forger else None,
     }
     registries = Registries(
         backends=("sim", "netns"), suts=tuple(SUTS), workloads=workload_names(), nemeses=IMPLEMENTED
@@ -143,6 +144,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--bug", action="append", metavar="NAME", help="switch a planted bug on in every node (repeatable; kchaos bugs)"
     )
+    p.add_argument("--no-forger", action="store_true", help="no side process sending forged requests")
     p.add_argument("--leave-db-running", action="store_true", help="do not stop the cluster at the end")
     p.add_argument("--results", metavar="DIR", help="results root (default: $KCHAOS_RESULTS or ./results)")
     p.add_argument("--no-progress", action="store_true", help="no live progress line")

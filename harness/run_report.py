@@ -192,6 +192,8 @@ def analyze_run(
     names = list(only) if only else checker_names(test, run, checkers)
     read = store.read_history(run.history_jsonl)
     history = read.paired()
+    if history.side and not only and test.get("checkers") is None and "forgery" not in names:
+        names.append("forgery")  # the run had a forger: judge what it sent
     table = store.history_table(read.events)
     store.write_history_parquet(table, run.history_parquet)
     warnings = [read.truncated] if read.truncated else []

@@ -150,6 +150,7 @@ class Run:
         self.writer = HistoryWriter(self.run.history_jsonl)
         the_nemesis = Nemesis(self.backend, db, scheduler, spec.seed) if spec.nemesis else None
         timeout = int(spec.workload_options.get("request_timeout_ms", 5_000)) / 1000 + OP_TIMEOUT_MARGIN_S
+        forger = self._forger()
         scheduler.reset()
         progress = Progress(
             spec.time_limit_s,
@@ -168,8 +169,10 @@ class Run:
             on_event=progress.on_event,
         )
         self.say(f"running {spec.workload} for {spec.time_limit_s:g} s, nemesis {'+'.join(spec.nemesis) or 'none'}")
-        with progress if not scheduler.virtual else contextlib.nullcontext():
+        with progress if not scheduler.virtual else contextlib.nullcontext(), self._side(forger):
             self.stats = driver.run(build_main_generator(spec, workload), spec.seed)
+            if forger is not None:
+                forger.stop()
             if self._simulation_stopped():
                 return
             progress.phase = "recover"
@@ -182,6 +185,28 @@ class Run:
                 progress.phase = "final reads"
                 self.stats = driver.run(clients(final), spec.seed + 1)
             self._simulation_stopped()
+
+    def _forger(self) -> Any:
+        """The forger side process (harness/forger.py) when the test has one and the cluster is kraft."""
+        if not getattr(self.spec, "forger", False) or self.spec.sut != "kraft":
+            return None
+        from harness.forger import make_forger
+
+        assert self.writer is not None and self.scheduler is not None
+        forger = make_forger(self.db, self.backend, self.scheduler, self.writer.write, self.spec.seed)
+        forger.setup()
+        return forger
+
+    @contextlib.contextmanager
+    def _side(self, forger: Any) -> Any:
+        """The forger runs beside the main phase; whatever it still waits for when the run ends is `info`."""
+        if forger is not None:
+            forger.start()
+        try:
+            yield
+        finally:
+            if forger is not None:
+                forger.close()
 
     def _simulation_stopped(self) -> bool:
         """True when the simulation stopped on an invariant violation (the run is then invalid)."""

@@ -19,6 +19,7 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     recovery_s = 10                  # after healing, before the final reads
     final_reads = true
     bugs = []                        # planted bugs (node/bugs.py) switched on in every node
+    forger = true                    # a side process sending forged requests (harness/forger.py)
 
     [cluster]                        # either combined nodes, or controllers (+ brokers)
     controllers = 3
@@ -78,6 +79,7 @@ FLAGS: dict[str, str] = {
     "final_reads": "--final-reads",
     "workload_options": "--workload-option",
     "bugs": "--bug",
+    "forger": "--no-forger",
 }
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._-]{0,99}$")
@@ -147,6 +149,7 @@ class TestSpec:
     recovery_s: float = 10.0
     final_reads: bool = True
     bugs: tuple[str, ...] = ()  # planted bugs switched on in every node (node/bugs.py); () = the correct node
+    forger: bool = True  # the forger side process (harness/forger.py) runs beside the workload
 
     @property
     def nodes(self) -> list[str]:
@@ -185,6 +188,8 @@ class TestSpec:
         )
         if self.bugs:
             out["bugs"] = list(self.bugs)
+        if not self.forger:
+            out["forger"] = False
         return out
 
     def to_toml(self) -> str:
@@ -406,6 +411,7 @@ _SCALARS: dict[str, _Parser] = {
     "recovery_s": lambda v, w, r: _duration(v, w, positive=False),
     "final_reads": lambda v, w, r: _boolean(v, w),
     "bugs": lambda v, w, r: _bug_names(v, w),
+    "forger": lambda v, w, r: _boolean(v, w),
 }
 _TABLES = ("cluster", "workload_options", "nemesis_modes")
 # test.json keys that are derived or added by the runner: accepted and ignored by from_dict

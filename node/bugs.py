@@ -140,6 +140,16 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "each ConfigRecord of a request is appended as a batch of its own",
     ),
     PlantedBug(
+        "ctl-envelope-unauthorized",
+        "controller",
+        "KIP-590: the controller serves an Envelope only from a forwarder with ClusterAction, then "
+        "authorizes the inner request as the client the Envelope names",
+        "KAFKA-10181 / KAFKA-12168 (Envelope parsing and authorization split between two layers)",
+        "authorization: any authenticated client that can reach a controller runs requests as any "
+        "principal it names, super users included",
+        "the forwarder's ClusterAction is not checked; only the inner (claimed) principal is",
+    ),
+    PlantedBug(
         "ctl-read-without-barrier",
         "controller",
         "KIP-595 linearizable reads: the active controller confirms its leadership with a majority "

@@ -177,6 +177,33 @@ class KraftDB(DB):
         chosen = self._backend().data_dir(node)
         return Path(chosen) if chosen else self._run_dir() / "nodes" / node / "data"
 
+    def create_topics(self, names: Sequence[str], partitions: int = 1, timeout_s: float = 60.0) -> None:
+        """Create topics as the harness's admin (an existing one is fine), replicated on up to 3
+        brokers; raises DBError when one cannot be created in time."""
+        from node.protocol.admin import CreatableTopic, CreateTopicsRequest
+        from node.protocol.errors import ErrorCode
+
+        replicas = max(1, min(3, len(self.brokers)))
+        request = CreateTopicsRequest(tuple(CreatableTopic(n, partitions, replicas) for n in names))
+        done = (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)
+        if self.sim is not None:
+            from node.sim.admin_client import SimAdminClient, broker_endpoints
+
+            endpoints = broker_endpoints([self.ids[b] for b in self.brokers or self.controllers])
+            admin = SimAdminClient(self.sim, endpoints, principal=ADMIN_PRINCIPAL)
+            call = admin.send(request, idempotent=False, timeout_ms=int(timeout_s * 1000))
+            if not self.sim.run_until_true(lambda: call.done, int(timeout_s * 1000)) or not call.ok:
+                raise DBError(f"creating topics {list(names)} failed: {call.error or 'no answer'}")
+            codes = [t.error_code for t in call.response.topics]
+        else:
+            from node.client import SyncAdminClient
+
+            bootstrap = [self.broker_address(b) for b in self.brokers]
+            with SyncAdminClient(bootstrap, request_timeout_ms=int(timeout_s * 1000), **self.login()) as admin:
+                codes = [t.error_code for t in admin.send(request, idempotent=False).topics]
+        if any(code not in done for code in codes):
+            raise DBError(f"creating topics {list(names)} failed: {[ErrorCode(c).name for c in codes]}")
+
     # -- readiness -------------------------------------------------------------------------------------
 
     def wait_ready(self, timeout_s: float) -> None:

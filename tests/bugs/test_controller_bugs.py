@@ -7,6 +7,8 @@ import uuid
 from node.bugs import Bugs
 from node.controller import ControllerConfig
 from node.metadata.records import FenceBrokerRecord
+from node.process.ports import RequestContext
+from node.protocol import forwarding
 from node.protocol.admin import (
     AlterableConfig,
     ConfigOperation,
@@ -19,7 +21,9 @@ from node.protocol.admin import (
     IncrementalAlterConfigsResource,
 )
 from node.protocol.broker_api import AlterPartitionPartitionData, AlterPartitionRequest, AlterPartitionTopicData
+from node.protocol.codec import BinaryCodec
 from node.protocol.errors import ErrorCode
+from node.security.authorizer import Authorizer
 from tests.controller.harness import BROKER, Harness
 
 TIMEOUT = ControllerConfig().broker_session_timeout_ms
@@ -159,3 +163,19 @@ def test_read_without_barrier() -> None:
 
     assert read() == (False, 1)  # waits for the read barrier (a majority confirms the leadership)
     assert read("ctl-read-without-barrier") == (True, 0)  # answered from the local image at once
+
+
+def test_envelope_unauthorized_kafka_10181() -> None:
+    """A plain client sends an Envelope straight to the controller, claiming to carry the admin."""
+
+    def forged(*names: str) -> tuple[int, list[str]]:
+        authorizer = Authorizer(super_users=("User:broker", "User:admin"))
+        h = Harness(ControllerConfig(bugs=Bugs(frozenset(names))), authorizer)
+        h.online_broker(1)
+        frame = BinaryCodec().encode_request(77, CreateTopicsRequest((CreatableTopic("stolen", 1, 1),)))
+        envelope = forwarding.wrap(frame, "User:admin", "10.1.2.3", "PLAINTEXT", "PLAINTEXT")
+        response = h.call(envelope, RequestContext(principal="User:mallory"))
+        return response.error_code, list(h.port.image.topic_ids)
+
+    assert forged() == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    assert forged("ctl-envelope-unauthorized") == (ErrorCode.NONE, ["stolen"])  # run as the admin it claimed
