@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "harness.doctor_cli",
     "analyze": "harness.analyze_cli",
     "results": "harness.results_cli",
+    "bugs": "harness.bugs_cli",
 }
 
 

@@ -50,12 +50,19 @@ def _options(pairs: list[str] | None) -> dict[str, Any] | None:
     return out
 
 
-def resolve(args: argparse.Namespace) -> Any:
-    """The TestSpec from --test and the flags (flags win); the backend defaults to netns as root."""
+def registries() -> Any:
+    """The names a test may use: what the backends, adapters, workloads and nemesis implement."""
     from harness.db import SUTS
     from harness.nemesis import IMPLEMENTED
-    from harness.test_spec import Registries, load_test
+    from harness.test_spec import Registries
     from workloads import workload_names
+
+    return Registries(backends=("sim", "netns"), suts=tuple(SUTS), workloads=workload_names(), nemeses=IMPLEMENTED)
+
+
+def resolve(args: argparse.Namespace) -> Any:
+    """The TestSpec from --test and the flags (flags win); the backend defaults to netns as root."""
+    from harness.test_spec import load_test
 
     backend = args.backend
     if backend is None and not _file_sets(args.test, "backend"):
@@ -82,10 +89,7 @@ def resolve(args: argparse.Namespace) -> Any:
         "bugs": ",".join(args.bug) if args.bug else None,
         "forger": False if args.no_forger else None,
     }
-    registries = Registries(
-        backends=("sim", "netns"), suts=tuple(SUTS), workloads=workload_names(), nemeses=IMPLEMENTED
-    )
-    return load_test(args.test, overrides, registries)
+    return load_test(args.test, overrides, registries())
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -208,6 +208,15 @@ class Run:
             if forger is not None:
                 forger.close()
 
+    def simulation_violation(self) -> str | None:
+        """The simulator's invariant violation, if the run is on the simulator and one happened."""
+        from harness.backends.sim import SimBackend
+
+        if isinstance(self.backend, SimBackend) and self.backend.sim is not None:
+            violation = self.backend.sim.violation
+            return None if violation is None else str(violation)
+        return None
+
     def _simulation_stopped(self) -> bool:
         """True when the simulation stopped on an invariant violation (the run is then invalid)."""
         if isinstance(self.scheduler, VirtualScheduler) and self.scheduler.stopped_by_simulation:
@@ -268,8 +277,10 @@ def run_test(
     say: Callable[[str], None] | None = None,
     progress: bool | None = None,
     extra_test: Mapping[str, Any] | None = None,
+    draw_plots: bool = True,
 ) -> RunResult:
-    """Run one test (a resolved `TestSpec`) and analyse it; see the module docstring."""
+    """Run one test (a resolved `TestSpec`) and analyse it; see the module docstring. `draw_plots=False`
+    leaves the plots out of the analysis (batch runs; `kchaos analyze RUN_DIR` draws them later)."""
     from harness.run_report import analyze_run
 
     say = say or (lambda text: print(f"kchaos run: {text}", file=sys.stderr, flush=True))
@@ -281,7 +292,14 @@ def run_test(
     error: str | None = None
     try:
         state.execute()
-    except (DBError, UserError) as exc:
+    except DBError as exc:
+        error = str(exc)
+        if state.simulation_violation() is not None:
+            # The cluster never got ready because the simulator stopped on an invariant violation
+            # (a bug that breaks safety at start-up): that is a verdict, not a failed run.
+            state.sim_violation, error = state.simulation_violation(), None
+            run.history_jsonl.touch(exist_ok=True)
+    except UserError as exc:
         error = str(exc)
     except Exception as exc:  # the run failed; its history so far is still analysed
         error = f"{type(exc).__name__}: {exc}"
@@ -290,7 +308,7 @@ def run_test(
     if not run.history_jsonl.exists():
         return result
     with state._phase("analyze"):
-        analysis = analyze_run(run, checkers={spec.workload: workload.checkers})
+        analysis = analyze_run(run, checkers={spec.workload: workload.checkers}, draw_plots=draw_plots)
     result.valid = analysis.valid
     result.exit_code = analysis.exit_code if error is None else EXIT_ERROR
     result.warnings += analysis.warnings
