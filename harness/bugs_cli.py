@@ -46,11 +46,10 @@ def config_from(args: argparse.Namespace) -> Any:
 
     known = registries()
     try:
-        bugs = tuple(parse_bugs(args.bug)) if args.bug else tuple(BY_NAME)
+        chosen = parse_bugs(args.bug) if args.bug else None  # "--bug none": the sweep only
     except ValueError as exc:
         raise UserError(f"--bug: {exc}") from None
-    if args.bug:  # keep the catalogue's order
-        bugs = tuple(name for name in BY_NAME if name in bugs)
+    bugs = tuple(BY_NAME) if chosen is None else tuple(n for n in BY_NAME if n in chosen.names)  # catalogue order
     workloads = tuple(args.workload) if args.workload else tuple(known.workloads)
     for name in workloads:
         if name not in known.workloads:
@@ -125,7 +124,9 @@ def register(subparsers: Any) -> None:
         help="run the planted-bug matrix in the simulator and print which runs catch each bug",
         description=__doc__.split("\n\n")[0],
     )
-    p.add_argument("--bug", action="append", metavar="NAME", help="a planted bug (repeatable; default: all)")
+    p.add_argument(
+        "--bug", action="append", metavar="NAME", help="a planted bug (repeatable; default: all; none: the sweep only)"
+    )
     p.add_argument("--workload", action="append", metavar="NAME", help="a workload (repeatable; default: all)")
     p.add_argument(
         "--nemesis",

@@ -22,7 +22,7 @@ from node.sim.world import SimConfig, Simulation
 # Runs exercise the whole node (issue 13): a snapshot every this many committed records, so that a node
 # that was cut off or down for a fault window catches up from a snapshot (KIP-630 FetchSnapshot) in
 # every run; netns runs use the same threshold (harness/db/kraft.py).
-RUN_SNAPSHOT_EVERY_RECORDS = 100
+RUN_SNAPSHOT_EVERY_RECORDS = 20
 ADMIN_PRINCIPAL = "User:admin"  # the harness's own clients: a super user (ClusterConfig.super_users)
 
 
