@@ -8,9 +8,10 @@ cd "$(dirname "$0")"
 
 verb="${1:-run}"; shift || true
 
-# System packages: Python tooling, Java for Spark, Chromium for report rendering tests, and the
-# network tools the netns backend drives. apt-get only runs when something is missing.
-apt_pkgs=(python3-venv python3-dev gcc openjdk-17-jre-headless chromium iproute2 iptables nftables procps)
+# System packages: Python tooling, Java for Spark, Chromium for report rendering tests, the
+# network tools the netns backend drives, and libfaketime for its clock faults (gcc builds the
+# preload shims). apt-get only runs when something is missing.
+apt_pkgs=(python3-venv python3-dev gcc openjdk-17-jre-headless chromium iproute2 iptables nftables procps faketime)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -32,6 +33,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test]'
+# The netns backend's clock and disk preload shims, compiled once into ~/.cache/kchaos/native.
+.venv/bin/python -m harness.backends.native >/dev/null
 export PATH="$PWD/.venv/bin:$PATH"
 
 case "$verb" in

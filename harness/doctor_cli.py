@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.backends import fault_checks
 from harness.backends.firewall import detect_firewall, forward_policy_drops, iptables_backend
 from harness.backends.ledger import Ledger, LedgerError
 from harness.backends.netns import free_subnet
@@ -31,6 +32,7 @@ from harness.errors import EXIT_ERROR
 # Ports the real runtime listens on when nodes share loopback instead of having namespaces of their own.
 LOOPBACK_PORTS = (9092, 9093, 9400)
 PYTHON_DEPS = ("pyspark", "pyarrow")
+NFQUEUE_FIX = "apt-get install iptables; a kernel with CONFIG_NETFILTER_NETLINK_QUEUE and the NFQUEUE target"
 # Ledgers of the doctor's throwaway namespaces (`kchaos heal FILE` also takes one of these).
 DOCTOR_LEDGERS = Path(tempfile.gettempdir()) / "kchaos-doctor"
 
@@ -169,6 +171,7 @@ def run_checks() -> list[Check]:
         ("bridge + veth", True, "a kernel with bridge and veth support", _links_probe),
         ("nft in a namespace", False, "apt-get install nftables", _nft_probe),
         ("iptables in a namespace", False, "apt-get install iptables", _iptables_probe),
+        ("packet faults (loss, delay)", False, NFQUEUE_FIX, fault_checks.nfqueue_probe),
     ]
     ns_rows: list[Check] = []
     if not is_root:
@@ -192,6 +195,8 @@ def run_checks() -> list[Check]:
     checks.append(_try("root FORWARD chain", False, "", _forward_probe) if is_root else _skip("root FORWARD chain"))
     checks.append(_try("free private subnet", True, "remove an unused route", _subnet_probe))
     checks.append(_try("free loopback ports", False, "stop what listens there", _ports_probe))
+    checks.append(_try("clock faults (libfaketime)", False, "apt-get install faketime gcc", fault_checks.clock_probe))
+    checks.append(_try("disk faults (preload shim)", False, "apt-get install gcc", fault_checks.disk_probe))
     checks.append(_try("java", False, "apt-get install openjdk-17-jre-headless", _java_probe))
     checks.append(_try("python packages", True, "pip install -e . (in the project's venv)", _python_deps_probe))
     return checks

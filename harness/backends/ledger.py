@@ -33,6 +33,8 @@ _UNDO: dict[str, Undo] = {}
 
 # Modules that register undo functions; heal imports them so a fresh process knows every kind.
 UNDO_MODULES: list[str] = ["harness.backends.resources", "harness.backends.firewall"]
+# Packet, clock, pause and disk faults of the netns backend.
+UNDO_MODULES += [f"harness.backends.{m}" for m in ("packets", "clocks", "pauses", "disks")]
 
 
 def register_undo(kind: str) -> Callable[[Undo], Undo]:

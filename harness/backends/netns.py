@@ -4,6 +4,8 @@ Layout for a run with tag T (random hex, unique per run):
   bridge  kcT        with the first address of a free private /24 (how the harness reaches nodes)
   netns   kcT-NODE   loopback up, `eth0` (peer of veth kcTvI on the bridge) with the node's address
   filter  nft table `inet kchaos` (or iptables chain KCHAOS) inside each namespace for partitions
+  faults  packet, clock, pause and disk faults: harness.backends.host_faults (enable_faults first for
+          clock and disk faults, which preload shims into the node's process)
 Everything is ledgered (harness.backends.ledger) before it is created; teardown(), Ctrl-C and SIGTERM
 (while used as a context manager) and `kchaos heal` after a crash undo it.
 """
@@ -19,14 +21,16 @@ import secrets
 import signal
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import IO
 
 from harness.backends import Backend, Grudge, check_grudge
+from harness.backends.faults import ClockFault, DiskFault, Links, PacketFault
 from harness.backends.firewall import Firewall, allow_bridge_forwarding, firewall_named, record_block
+from harness.backends.host_faults import HostFaults
 from harness.backends.ledger import LEDGER_NAME, HealReport, Ledger
 from harness.backends.procs import kill_verified, start_time
 from harness.backends.resources import create_bridge, create_netns, create_veth, link_names, netns_names
@@ -104,6 +108,8 @@ def free_subnet(seed: str, tries: int = 256) -> ipaddress.IPv4Network:
 class NetnsBackend(Backend):
     """One network namespace per node on a bridge; see the module docstring."""
 
+    faults = frozenset({"partition", "packet", "clock", "kill", "pause", "disk_stall", "disk_fail"})
+
     def __init__(
         self,
         run_dir: Path | str,
@@ -131,6 +137,7 @@ class NetnsBackend(Backend):
         self._blocks: list[int] = []
         self._lock = threading.RLock()
         self._signals: contextlib.ExitStack | None = None
+        self._host_faults: HostFaults | None = None
 
     # -- Backend -------------------------------------------------------------------------------------
 
@@ -181,6 +188,8 @@ class NetnsBackend(Backend):
         with self._lock, deferred_termination():
             if self.ledger is None:
                 return HealReport()
+            if self._host_faults is not None:
+                self._host_faults.stop()
             report = self.ledger.undo_all()
             for proc in self._procs.values():
                 _reap(proc)
@@ -254,7 +263,7 @@ class NetnsBackend(Backend):
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
-                env=spec.env,
+                env=self._spawn_env(node, spec),
                 cwd=spec.cwd,
                 start_new_session=True,
             )
@@ -309,6 +318,74 @@ class NetnsBackend(Backend):
             timeout=timeout,
             check=False,
         )
+
+    # -- packet, clock, pause and disk faults (harness.backends.host_faults) ---------------------------
+
+    def enable_faults(self, kinds: Collection[str]) -> None:
+        """Prepare clock and disk faults (shims, control files) before the nodes start."""
+        self._faults_ready().enable(kinds, self._nodes)
+
+    def packet(self, links: Links, fault: PacketFault) -> None:
+        if links is None:
+            links = {node: frozenset(p for p in self._nodes if p != node) for node in self._nodes}
+        check_grudge(links, self._nodes)
+        targets = {self._host(node).netns: [self.address(p) for p in peers] for node, peers in links.items() if peers}
+        self._faults_ready().packets.apply(targets, fault, seed=int(self.tag, 16))
+
+    def heal_packet(self) -> None:
+        self._faults_ready().packets.heal()
+
+    def packet_rules(self, node: str) -> list[str]:
+        """The node's packet-fault rules as iptables lists them (empty when its links are healthy)."""
+        return self._faults_ready().packets.active(self._host(node).netns)
+
+    def clock(self, node: str, fault: ClockFault) -> None:
+        self._host(node)
+        self._faults_ready().clock(node).apply(fault)
+
+    def clock_reset(self, node: str) -> None:
+        """The true time again (a no-op where clock faults were never enabled: nothing to reset)."""
+        self._host(node)
+        control = self._faults_ready().clocks.get(node)
+        if control is not None:
+            control.apply(ClockFault("reset"))
+
+    def pause(self, node: str) -> None:
+        self._host(node)
+        with self._lock:
+            proc = self._procs.get(node)
+            if proc is not None and proc.starttime is not None and proc.popen.poll() is None:
+                self._faults_ready().pauses.pause(node, proc.pid, proc.starttime)
+
+    def resume(self, node: str) -> None:
+        self._host(node)
+        with self._lock:
+            self._faults_ready().pauses.resume(node)
+
+    def is_paused(self, node: str) -> bool:
+        self._host(node)
+        return self._host_faults is not None and self._host_faults.pauses.is_paused(node)
+
+    def disk(self, node: str, fault: DiskFault) -> None:
+        self._host(node)
+        self._faults_ready().disk(node, f"disk_{fault.kind}").apply(fault)
+
+    def disk_heal(self, node: str) -> None:
+        self._host(node)
+        control = self._faults_ready().disks.get(node)
+        if control is not None:
+            control.heal()
+
+    def _faults_ready(self) -> HostFaults:
+        ledger, _ = self._ready()
+        if self._host_faults is None:
+            self._host_faults = HostFaults(self.run_dir, ledger)
+        return self._host_faults
+
+    def _spawn_env(self, node: str, spec: ProcessSpec) -> Mapping[str, str] | None:
+        """The process's environment: its spec's, plus the clock/disk preloads when those are enabled."""
+        data_dir = self.data_dir(node) or self.run_dir / "nodes" / node / "data"
+        return self._faults_ready().spawn_env(node, spec.env, Path(data_dir))
 
     # -- context manager: teardown on exit, Ctrl-C and SIGTERM ---------------------------------------
 

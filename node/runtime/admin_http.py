@@ -58,6 +58,9 @@ async def start_admin_endpoint(server: NodeServer, host: str, port: int) -> Http
                 "cluster_id": node.cluster_id,
                 # how far the metadata image has replayed the committed log (its next offset)
                 "metadata_offset": server.process.image.last_offset + 1 if server.process is not None else 0,
+                # the process's wall clock (skewed under clock faults) and the node's never-backwards clock
+                "wall_clock_ms": server.clock.wall_ms(),
+                "clock_ms": server.clock.now_ms(),
                 # KIP-630: snapshots this node copied from the leader (catch-up) and wrote of its own state
                 "snapshots_fetched": node.metrics_state.snapshots_fetched_total,
                 "snapshots_written": node.metrics_state.snapshots_written_total,

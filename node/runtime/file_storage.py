@@ -20,6 +20,7 @@ older snapshot or the log still covers every record it held; otherwise the node 
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -27,6 +28,8 @@ import re
 import struct
 from array import array
 from bisect import bisect_right
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,27 +70,44 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}.log"
 
 
+@contextmanager
+def io_failure(what: str, path: Path) -> Iterator[None]:
+    """An OSError inside becomes a StorageError naming the operation, the file and the errno: a write
+    or fsync that failed must stop the node (never retried: after a failed fsync the kernel may have
+    dropped the dirty pages, so a later fsync that succeeds proves nothing)."""
+    try:
+        yield
+    except OSError as exc:
+        code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        raise StorageError(f"{what} {path}: {code} ({exc.strerror})") from exc
+
+
 def fsync_dir(path: Path) -> None:
     """Make creations, renames and deletions inside `path` durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with io_failure("fsync of directory", path):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def write_atomically(path: Path, data: bytes, *, sync_data: bool = True) -> None:
     """Replace `path` so that a crash leaves either the old or the new content, never a mix.
     (`sync_data=False` exists only for a planted bug: without it a crash may leave an empty file.)"""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with io_failure("write", tmp):
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        _write_all(fd, data)
+        with io_failure("write", tmp):
+            _write_all(fd, data)
         if sync_data:
-            os.fsync(fd)
+            with io_failure("fsync", tmp):
+                os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    with io_failure("rename to", path):
+        os.replace(tmp, path)
     fsync_dir(path.parent)
 
 
@@ -595,7 +615,8 @@ class FileStorage(RaftStorage):
             if seg is None or (seg.size > 0 and seg.size + len(data) > self.segment_bytes):
                 seg = self._roll(batch.base_offset)
             assert self._fd is not None
-            _write_all(self._fd, data)
+            with io_failure("write", seg.path):
+                _write_all(self._fd, data)
             seg.add(batch, seg.size, len(data))
             self._dirty = True
 
@@ -603,10 +624,12 @@ class FileStorage(RaftStorage):
         """Start a new segment. The old one is fsynced first, so only the last segment can be torn."""
         if self._fd is not None:
             if self._dirty:
-                os.fsync(self._fd)
+                with io_failure("fsync", self._segments[-1].path):
+                    os.fsync(self._fd)
             os.close(self._fd)
         seg = _Segment(base_offset, self.log_dir / segment_name(base_offset))
-        self._fd = os.open(seg.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o644)
+        with io_failure("create", seg.path):
+            self._fd = os.open(seg.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o644)
         self._segments.append(seg)
         self._dir_dirty = "storage-segment-roll-no-dir-fsync" not in self.bugs
         return seg
@@ -643,8 +666,9 @@ class FileStorage(RaftStorage):
         if keep is not None and cut is not None:
             assert self._fd is not None
             position = keep.positions[cut]
-            os.ftruncate(self._fd, position)
-            os.fsync(self._fd)
+            with io_failure("truncate", keep.path):
+                os.ftruncate(self._fd, position)
+                os.fsync(self._fd)
             del keep.offsets[cut:]
             del keep.positions[cut:]
             keep.size = position
@@ -661,7 +685,8 @@ class FileStorage(RaftStorage):
         self._require_loaded()
         if self._dirty and self._fd is not None and "storage-flush-skips-fsync" not in self.bugs:
             # fdatasync: appends only need the data and the file size durable, not the mtime.
-            os.fdatasync(self._fd)
+            with io_failure("fdatasync", self._segments[-1].path if self._segments else self.log_dir):
+                os.fdatasync(self._fd)
         self._dirty = False
         if self._dir_dirty:
             fsync_dir(self.log_dir)

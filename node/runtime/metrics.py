@@ -29,6 +29,11 @@ GAUGES: dict[str, str] = {
     "fetch-records-rate": "Records fetched from the leader per second (followers and observers).",
     "append-records-rate": "Records appended per second (leader only).",
     "poll-idle-ratio-avg": "Fraction of the window the node's event loop spent waiting for work.",
+    "wall-clock-ms": "The wall clock as the node's process reads it (ms since the epoch; may be skewed).",
+    "node-clock-ms": "The node's clock: the largest wall-clock reading so far (never goes back).",
+    "fsync-latency-avg": "Average time of the log's fsyncs in the window, ms.",
+    "fsync-latency-max": "Longest fsync of the log in the window, ms.",
+    "fsync-total": "fsyncs of the log since the node started.",
 }
 
 
@@ -62,7 +67,8 @@ class Window:
 
 
 class RuntimeMetrics:
-    """What only the runtime sees: how busy its event loop is (`poll-idle-ratio-avg`).
+    """What only the runtime sees: how busy its event loop is (`poll-idle-ratio-avg`) and how long the
+    log's fsyncs take (`fsync-latency-*`, the effect of a slow or stalled disk).
 
     The core measures the rest (elections, commit latency, record rates: `RaftNode.metrics`).
     """
@@ -71,13 +77,24 @@ class RuntimeMetrics:
         self.window_ms = window_ms
         self.start_ms = start_ms
         self.busy = Window(window_ms)  # ms spent handling each event
+        self.fsync = Window(window_ms)  # ms each fsync of the log took
+        self.fsync_total = 0
+
+    def record_fsync(self, now: int, elapsed_ms: float) -> None:
+        self.fsync.record(now, elapsed_ms)
+        self.fsync_total += 1
 
     def poll_idle_ratio(self, now: int) -> float:
         elapsed = min(self.window_ms, max(1, now - self.start_ms))
         return max(0.0, 1.0 - self.busy.total(now) / elapsed)
 
     def snapshot(self, now: int) -> dict[str, float]:
-        return {"poll-idle-ratio-avg": self.poll_idle_ratio(now)}
+        return {
+            "poll-idle-ratio-avg": self.poll_idle_ratio(now),
+            "fsync-latency-avg": self.fsync.avg(now),
+            "fsync-latency-max": self.fsync.max(now),
+            "fsync-total": self.fsync_total,
+        }
 
 
 def metric_name(kip_name: str) -> str:

@@ -1,7 +1,8 @@
 """The real runtime: one node process (`NodeProcess`: the Raft core plus a controller and/or a broker)
 driven by asyncio, TCP, files with real fsync and the process clock.
 
-`NodeServer` feeds the process events stamped with the monotonic clock (ms) and carries out the actions
+`NodeServer` feeds the process events stamped with the node's clock (`WallClock`: the wall clock in ms,
+never going backwards, as Kafka reads `Time.milliseconds()`) and carries out the actions
 it returns, in order, against `FileStorage`. fsync runs in a worker thread so appends keep arriving while
 it runs; whatever arrives meanwhile is made durable by the next fsync (group commit). Only one fsync is
 in flight at a time, and `FlushCompleted` reports the log end at the moment that fsync started.
@@ -58,6 +59,7 @@ from node.runtime.metrics import RuntimeMetrics
 from node.runtime.peers import Backoff, PeerLink
 from node.runtime.roles import build_process
 from node.runtime.server_config import Listener, ServerConfig
+from node.runtime.wall_clock import WallClock
 from node.security.sasl import SaslServerSession, Verdict
 
 log = logging.getLogger("kchaos.node")
@@ -65,10 +67,14 @@ log = logging.getLogger("kchaos.node")
 MAX_INBOUND_WRITE_BYTES = 64 << 20
 SHUTDOWN_GRACE_S = 0.5
 CONTROLLED_SHUTDOWN_S = 5.0  # how long a stopping broker waits for the controller's SHUTDOWN answer
+# The core's deadlines are on the wall clock, asyncio's timers on the monotonic one: a timer looks at
+# the wall clock again at least this often, so a clock that jumps or runs fast or slow is noticed.
+TIMER_RECHECK_MS = 50
 
 
-def now_ms() -> int:
-    """The process's monotonic clock in ms (the same clock asyncio's loop.time() reads)."""
+def monotonic_ms() -> int:
+    """The runtime's own measurements (event-loop busy time, fsync latency) are windowed on the real
+    monotonic clock: a skewed or frozen node clock must not distort what they measure."""
     return time.monotonic_ns() // 1_000_000
 
 
@@ -100,7 +106,7 @@ class _Inbound:
 
 @dataclass(slots=True)
 class _FlushState:
-    future: Future[None] | None = None  # the fsync running in the worker thread
+    future: Future[float] | None = None  # the fsync running in the worker thread (its duration, ms)
     started_end: int = 0  # log end when it started
     cap: int | None = None  # a truncation below started_end while it ran
     wanted: bool = False  # a Flush arrived while one was running
@@ -132,7 +138,8 @@ class NodeServer:
         self.node: RaftNode | None = None
         self.process: NodeProcess | None = None
         self.shutdown_reason: str | None = None
-        self.metrics = RuntimeMetrics(config.metrics_window_ms, now_ms())
+        self.clock = WallClock()
+        self.metrics = RuntimeMetrics(config.metrics_window_ms, monotonic_ms())
         self.fatal: str | None = None
         self.listen_port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -367,7 +374,7 @@ class NodeServer:
         """KIP-595 metric values: the core's where it reports them, the runtime's measurements else."""
         node = self.node
         assert node is not None
-        now = now_ms()
+        now = self.clock.now_ms()
         state = node.role.value if self.config.is_voter else "observer"
         values: dict[str, float | int | str] = {
             "current-leader": node.leader_id,
@@ -378,7 +385,9 @@ class NodeServer:
             "high-watermark": node.high_watermark,
             "current-state": state,
             "number-unknown-voter-connections": 0,  # voters are static: every address is known
-            **self.metrics.snapshot(now),
+            "wall-clock-ms": self.clock.wall_ms(),
+            "node-clock-ms": now,
+            **self.metrics.snapshot(monotonic_ms()),
         }
         with contextlib.suppress(NotImplementedError):
             values.update(node.metrics(now))
@@ -410,7 +419,7 @@ class NodeServer:
     def _handle(self, event: Event | InboundRequest | BeginShutdown) -> None:
         assert self.node is not None and self.process is not None
         started = time.perf_counter()
-        now = now_ms()
+        now = self.clock.now_ms()
         try:
             actions = self.process.handle(now, event)
             for action in actions:
@@ -426,7 +435,7 @@ class NodeServer:
             return
         if self._waiters.high_watermark:
             self._wake_high_watermark(self.node.high_watermark)
-        self.metrics.busy.record(now, (time.perf_counter() - started) * 1000)
+        self.metrics.busy.record(monotonic_ms(), (time.perf_counter() - started) * 1000)
 
     def _carry_out(self, now: int, action: object) -> None:
         storage = self.storage
@@ -519,12 +528,20 @@ class NodeServer:
             return
         if self._timer is not None:
             self._timer.cancel()
-        assert self._loop is not None
         self._timer_deadline = deadline
+        self._arm_timer(deadline)
+
+    def _arm_timer(self, deadline: int) -> None:
+        assert self._loop is not None
         # +1 ms: the loop may fire a hair early, and the core compares whole milliseconds.
-        self._timer = self._loop.call_at((deadline + 1) / 1000, self._on_timer)
+        wait_ms = min(max(deadline - self.clock.now_ms(), 0) + 1, TIMER_RECHECK_MS)
+        self._timer = self._loop.call_later(wait_ms / 1000, self._on_timer)
 
     def _on_timer(self) -> None:
+        deadline = self._timer_deadline
+        if deadline is not None and self.clock.now_ms() < deadline:
+            self._arm_timer(deadline)  # not yet on the node's clock (it ran slow, or was set back)
+            return
         self._timer = None
         self._timer_deadline = None
         self._enqueue(Tick())
@@ -546,10 +563,17 @@ class NodeServer:
             state.pending.clear()
         state.started_end = state.log_end
         state.cap = None
-        state.future = self._executor.submit(self.storage.flush)
+        state.future = self._executor.submit(self._timed_flush)
         asyncio.wrap_future(state.future, loop=self._loop).add_done_callback(self._flush_done)
 
-    def _flush_done(self, fut: asyncio.Future[None]) -> None:
+    def _timed_flush(self) -> float:
+        """The fsync (in the worker thread); returns how long it took, in ms."""
+        assert self.storage is not None
+        started = time.perf_counter()
+        self.storage.flush()
+        return (time.perf_counter() - started) * 1000
+
+    def _flush_done(self, fut: asyncio.Future[float]) -> None:
         state = self._flush
         state.future = None
         if self._closed:
@@ -558,6 +582,7 @@ class NodeServer:
         if exc is not None:
             self._die(f"fsync failed: {exc}")
             return
+        self.metrics.record_fsync(monotonic_ms(), fut.result())
         end = state.started_end if state.cap is None else min(state.started_end, state.cap)
         if state.wanted or state.pending:
             try:

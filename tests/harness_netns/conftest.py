@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import socket
@@ -109,3 +110,29 @@ def reach_matrix(backend, pairs: list[tuple[str, str]]) -> dict[tuple[str, str],
         for src, dst in pairs
     }
     return {pair: p.wait(timeout=PROBE_TIMEOUT + 30) == 0 for pair, p in procs.items()}
+
+
+def run_bridge(run_dir: Path) -> str:
+    """The bridge a run created, read from its ledger (every netns run names its resources after it)."""
+    for line in (Path(run_dir) / "ledger.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("kind") == "link" and rec.get("type") == "bridge":
+            return rec["name"]
+    raise AssertionError(f"{run_dir}: the ledger names no bridge")
+
+
+def run_leftovers(root: Path) -> set[str]:
+    """Everything left on the host by the netns runs under `root` (blind to other runs at the same time)."""
+    left: set[str] = set()
+    for ledger in Path(root).glob("*/*/ledger.jsonl"):
+        left |= leftovers(run_bridge(ledger.parent))
+    return left
+
+
+def leftovers(bridge: str) -> set[str]:
+    """What is left on the host of the run whose bridge is `bridge`: its namespaces and links, and any
+    root rule naming it. Unlike `snapshot`, blind to other runs on this machine at the same time."""
+    netns = {line.split()[0] for line in _out(["ip", "netns", "list"]).splitlines() if line.strip()}
+    links = {line.split(":")[1].strip().split("@")[0] for line in _out(["ip", "-o", "link"]).splitlines()}
+    rules = {line.strip() for line in _out(["nft", "list", "ruleset"]).splitlines() if bridge in line}
+    return {n for n in netns | links if n.startswith(bridge)} | rules
