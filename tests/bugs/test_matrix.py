@@ -8,6 +8,8 @@ one that they cannot); the `slow` test runs the whole catalogue and a 200-seed s
 from __future__ import annotations
 
 import json
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,15 @@ from node.bugs import BY_NAME, CATALOGUE
 CAUGHT_TODAY = ("raft-follower-fetch-before-flush", "ctl-envelope-unauthorized", "metadata-snapshot-omits-configs")
 
 
-def small(tmp_path: Path, **changes) -> MatrixConfig:
+@pytest.fixture
+def results() -> Iterator[Path]:
+    """A results root of our own: pytest's numbered tmp dirs are rotated away by other pytest sessions
+    on a shared machine (only the newest few survive), which would pull a long matrix's runs from under it."""
+    with tempfile.TemporaryDirectory(prefix="kchaos-bugs-") as root:
+        yield Path(root)
+
+
+def small(root: Path, **changes) -> MatrixConfig:
     base = dict(
         workloads=("config-register",),
         nemeses=(("partition", "kill"),),
@@ -32,7 +42,7 @@ def small(tmp_path: Path, **changes) -> MatrixConfig:
         cluster=Cluster(controllers=3, brokers=2),
         time_limit_s=20.0,
         jobs=1,
-        results=str(tmp_path),
+        results=str(root),
     )
     return MatrixConfig(**{**base, **changes})
 
@@ -66,9 +76,9 @@ def test_verdict_line_names_the_failing_checker() -> None:
     assert verdict_line(["simulator invariants: False (x)"], ["sim-invariants"]) == "simulator invariants: False (x)"
 
 
-def test_the_matrix_catches_todays_bugs_misses_a_storage_bug_and_the_sweep_is_clean(tmp_path) -> None:
+def test_the_matrix_catches_todays_bugs_misses_a_storage_bug_and_the_sweep_is_clean(results) -> None:
     missed = "storage-flush-skips-fsync"  # needs the simulated FileStorage and power loss
-    config = small(tmp_path, bugs=(*CAUGHT_TODAY, missed), budget_s=60.0)
+    config = small(results, bugs=(*CAUGHT_TODAY, missed), budget_s=60.0)
     result = Matrix(config).run()
     by_name = {b.bug.name: b for b in result.bugs}
     for name in CAUGHT_TODAY:
@@ -107,7 +117,7 @@ def test_cli_list_and_bad_input(capsys) -> None:
 
 
 @pytest.mark.slow
-def test_the_whole_matrix_and_a_200_seed_sweep(tmp_path) -> None:
+def test_the_whole_matrix_and_a_200_seed_sweep(results) -> None:
     """Every bug of the catalogue through every registered workload and fault kind, then the correct
     cluster over 200 seeds: no false alarm, today's bugs caught, each within 5 simulated minutes."""
     from harness.bug_matrix import default_nemeses
@@ -119,7 +129,7 @@ def test_the_whole_matrix_and_a_200_seed_sweep(tmp_path) -> None:
         nemeses=default_nemeses(tuple(known.nemeses)),
         sweep=200,
         jobs=2,
-        results=str(tmp_path),
+        results=str(results),
     )
     result = Matrix(config).run()
     assert not result.sweep.false_alarms, [(r.cell.label, r.line) for r in result.sweep.false_alarms]
@@ -127,4 +137,4 @@ def test_the_whole_matrix_and_a_200_seed_sweep(tmp_path) -> None:
     by_name = {b.bug.name: b for b in result.bugs}
     for name in CAUGHT_TODAY:
         assert by_name[name].first is not None and by_name[name].sim_to_catch_s <= 300, name
-    (tmp_path / "matrix.md").write_text(markdown(result))
+    (results / "matrix.md").write_text(markdown(result))
