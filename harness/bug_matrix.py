@@ -7,8 +7,9 @@ bug of node/bugs.py on in a simulated cluster and runs the ordinary `kchaos run`
 order: every workload under every nemesis profile at seed 1, then at seed 2, and so on. A run whose
 verdict is invalid caught the bug; its checkers say how. A bug stops at its first catch (in that
 order, so the result does not depend on `--jobs`) unless `--all`, or when its budget of simulated
-time is spent. Then the correct cluster runs `--sweep` seeds (workloads and profiles in turn): any
-invalid verdict there is a false alarm.
+time is spent (the budget over the planned length of a run is the number of cells it may use). Then
+the correct cluster runs `--sweep` seeds (workloads and profiles in turn): any invalid verdict there
+is a false alarm.
 
 Workloads and nemesis kinds are picked up by name from the registries `kchaos run` uses, so what other
 parts of kraft-chaos add (workloads, fault kinds) joins the matrix without a change here. Runs go to
@@ -306,7 +307,10 @@ class Matrix:
             raise ValueError(f"unknown planted bug {unknown[0]!r} (known: {', '.join(sorted(BY_NAME))})")
         self.config = config
         self.say = on_progress or (lambda _text: None)
-        self.run_estimate_s = config.time_limit_s + config.recovery_s + 2.0  # a run's simulated seconds
+        # A run's simulated seconds, as planned: the budget allows floor(budget / this) cells per bug, a
+        # number fixed in advance so that which cells run never depends on how fast others finished.
+        self.run_estimate_s = config.time_limit_s + config.recovery_s + 2.0
+        self.max_cells = max(1, int(config.budget_s // self.run_estimate_s))
 
     def run(self, executor: cf.Executor | None = None) -> MatrixResult:
         start = time.perf_counter()
@@ -324,7 +328,7 @@ class Matrix:
         config = self.config
         results = {name: BugResult(BY_NAME[name]) for name in config.bugs}
         queues = {name: enumerate(config.cells()) for name in config.bugs}
-        committed = dict.fromkeys(config.bugs, 0.0)  # simulated seconds spent or in flight per bug
+        submitted = dict.fromkeys(config.bugs, 0)
         inflight: dict[cf.Future[RunOutcome], str] = {}
         open_bugs = list(config.bugs)
 
@@ -332,7 +336,7 @@ class Matrix:
             result = results[name]
             if result.first is not None and not config.all_catches:
                 return False
-            if committed[name] + self.run_estimate_s > config.budget_s:
+            if submitted[name] >= self.max_cells:
                 result.budget_spent = True
                 return False
             return True
@@ -348,7 +352,7 @@ class Matrix:
                         open_bugs.remove(name)
                         continue
                     position, cell = step
-                    committed[name] += self.run_estimate_s
+                    submitted[name] += 1
                     inflight[pool.submit(run_cell, config, name, cell, position)] = name
 
         while True:
@@ -359,7 +363,6 @@ class Matrix:
             for future in done:
                 name = inflight.pop(future)
                 outcome = future.result()
-                committed[name] += outcome.sim_s - self.run_estimate_s
                 results[name].runs.append(outcome)
                 verdict = "CAUGHT" if outcome.caught else str(outcome.valid)
                 self.say(f"{name}: {outcome.cell.label}: {verdict} ({outcome.sim_s:.0f} s simulated)")
