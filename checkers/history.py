@@ -3,7 +3,10 @@
 Semantics (BRIEF §3): a process has at most one outstanding operation, completed by that process's
 next event; `fail` means it certainly did not happen; `info` means it may take effect at any later
 time (its interval stays open to the end of the history) and the process never issues again. An
-invoke with no completion by the end counts as `info`. The nemesis (process "nemesis") is kept apart.
+invoke with no completion by the end counts as `info`. The nemesis (process "nemesis") is kept apart,
+and so are side processes (a string process starting with one of SIDE_PROCESSES, e.g. the forger's
+"forger", "forger-2", ...): their ops are paired the same way but go to `History.side`, so a
+workload's checkers never see them.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import gc
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,7 @@ except ImportError:  # pragma: no cover - depends on the environment
     _JSONError = (ValueError,)
 
 NEMESIS = "nemesis"
+SIDE_PROCESSES = ("forger",)  # prefixes of processes that are neither clients nor the nemesis
 EVENT_TYPES = frozenset({"invoke", "ok", "fail", "info"})
 COMPLETION_TYPES = frozenset({"ok", "fail", "info"})
 
@@ -73,6 +77,7 @@ class History:
     ops: list[Op]  # client operations, in invoke order
     nemesis: list[Event]  # the nemesis's events, in history order
     source: str = "<memory>"
+    side: list[Op] = field(default_factory=list)  # side processes' ops (SIDE_PROCESSES), in invoke order
 
     def keys(self) -> list[Any]:
         """The keys the ops touch, in order of first appearance."""
@@ -271,12 +276,17 @@ def _pair_rows(rows: Iterable[Row], source: str) -> History:
                 i_time, t, i_index, index, node if node is not None else i_node, error,
             )  # fmt: skip
     ops: list[Op] = []
+    side: list[Op] = []
     for slot in slots:
         if slot.__class__ is tuple:  # never completed: indeterminate
             index, t, process, _, f, value, key, node, error, _ = slot
             slot = Op(index, process, f, key, value, value, "info", t, None, index, None, node, error)
-        ops.append(slot)
-    return History(ops=ops, nemesis=nemesis, source=source)
+        (side if is_side_process(slot.process) else ops).append(slot)
+    return History(ops=ops, nemesis=nemesis, source=source, side=side)
+
+
+def is_side_process(process: int | str) -> bool:
+    return process.__class__ is str and process.startswith(SIDE_PROCESSES)  # type: ignore[union-attr]
 
 
 def load_history(path: str | Path) -> History:

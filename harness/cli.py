@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "analyze": "harness.analyze_cli",
     "results": "harness.results_cli",
     "nemeses": "nemesis.cli",
+    "bugs": "harness.bugs_cli",
 }
 
 

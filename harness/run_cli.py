@@ -69,12 +69,19 @@ def _nemesis_options(pairs: list[str] | None) -> dict[str, dict[str, Any]] | Non
     return out
 
 
-def resolve(args: argparse.Namespace) -> Any:
-    """The TestSpec from --test and the flags (flags win); the backend defaults to netns as root."""
+def registries() -> Any:
+    """The names a test may use: what the backends, adapters, workloads and nemesis implement."""
     from harness.db import SUTS
-    from harness.test_spec import Registries, load_test
+    from harness.test_spec import Registries
     from nemesis.catalogue import FAULT_KINDS
     from workloads import workload_names
+
+    return Registries(backends=("sim", "netns"), suts=tuple(SUTS), workloads=workload_names(), nemeses=FAULT_KINDS)
+
+
+def resolve(args: argparse.Namespace) -> Any:
+    """The TestSpec from --test and the flags (flags win); the backend defaults to netns as root."""
+    from harness.test_spec import load_test
 
     backend = args.backend
     if backend is None and not _file_sets(args.test, "backend"):
@@ -101,11 +108,10 @@ def resolve(args: argparse.Namespace) -> Any:
         "nemesis_options": _nemesis_options(args.nemesis_option),
         "nemesis_max_active": args.nemesis_max_active,
         "nemesis_buggify": False if args.no_buggify else None,
+        "bugs": ",".join(args.bug) if args.bug else None,
+        "forger": False if args.no_forger else None,
     }
-    registries = Registries(
-        backends=("sim", "netns"), suts=tuple(SUTS), workloads=workload_names(), nemeses=FAULT_KINDS
-    )
-    return load_test(args.test, overrides, registries)
+    return load_test(args.test, overrides, registries())
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -175,6 +181,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--recovery", help="recovery window after the heal: clients run on, a write must commit (10s)")
     p.add_argument("--name", help="test name (default: <workload>-<nemesis kinds>)")
     p.add_argument("--workload-option", action="append", metavar="KEY=VALUE", help="workload option (repeatable)")
+    p.add_argument(
+        "--bug", action="append", metavar="NAME", help="switch a planted bug on in every node (repeatable; kchaos bugs)"
+    )
+    p.add_argument("--no-forger", action="store_true", help="no side process sending forged requests")
     p.add_argument("--leave-db-running", action="store_true", help="do not stop the cluster at the end")
     p.add_argument("--results", metavar="DIR", help="results root (default: $KCHAOS_RESULTS or ./results)")
     p.add_argument("--no-progress", action="store_true", help="no live progress line")

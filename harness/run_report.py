@@ -227,17 +227,22 @@ def analyze_run(
     checkers: Mapping[str, Sequence[str]] | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     only: Sequence[str] | None = None,
+    draw_plots: bool = True,
 ) -> Analysis:
     """Check a run and write history.parquet, results.json, counterexample viewers, plots, report.html.
 
     `checkers` maps workloads to checker names (over DEFAULT_CHECKERS), `options` checkers to their
-    options (over DEFAULT_OPTIONS); `only` replaces the checker list altogether.
+    options (over DEFAULT_OPTIONS); `only` replaces the checker list altogether. `draw_plots=False`
+    skips the plots (most of the analysis time; batch runs such as `kchaos bugs` skip them, and
+    `kchaos analyze` draws them later).
     """
     run = run_dir if isinstance(run_dir, store.RunDir) else store.open_run(run_dir)
     test = store.read_test(run)
     names = list(only) if only else checker_names(test, run, checkers)
     read = store.read_history(run.history_jsonl)
     history = read.paired()
+    if history.side and not only and test.get("checkers") is None and "forgery" not in names:
+        names.append("forgery")  # the run had a forger: judge what it sent
     table = store.history_table(read.events)
     store.write_history_parquet(table, run.history_parquet)
     warnings = [read.truncated] if read.truncated else []
@@ -265,7 +270,9 @@ def analyze_run(
         "analyzed_at": store.iso_utc(store.utc_now()),
     }
     results_path = store.write_json_atomic(run.results_json, results)
-    drawn = plots.draw_all(figures.frames.ops, figures.frames.faults, figures.frames.end_ns, run.path)
+    drawn = (
+        plots.draw_all(figures.frames.ops, figures.frames.faults, figures.frames.end_ns, run.path) if draw_plots else {}
+    )
     analysis = Analysis(run, valid, verdicts, results_path, run.path / "report.html", viewers, drawn, warnings)
     analysis.end_of_run = sorted(ends)
     write_report(analysis, test, figures)

@@ -73,7 +73,7 @@ class RunResult:
 
 def make_backend(spec: Any, run_dir: Path) -> Backend:
     if spec.backend == "sim":
-        from harness.backends.sim import SimBackend
+        from harness.backends.sim import SimBackend, run_cluster_options
 
         c = spec.cluster
         return SimBackend(
@@ -82,6 +82,7 @@ def make_backend(spec: Any, run_dir: Path) -> Backend:
             combined=c.combined,
             seed=spec.seed,
             targeted=spec.nemesis_buggify and bool(spec.nemesis),
+            cluster_options=run_cluster_options(spec.bugs),
         )
     if spec.backend == "netns":
         from harness.backends.netns import NetnsBackend
@@ -178,6 +179,7 @@ class Run:
         options = all_options(spec.nemesis, spec.nemesis_modes, spec.nemesis_options)
         the_nemesis = Nemesis(self.backend, db, scheduler, spec.seed, options) if spec.nemesis else None
         timeout = int(spec.workload_options.get("request_timeout_ms", 5_000)) / 1000 + OP_TIMEOUT_MARGIN_S
+        forger = self._forger()
         scheduler.reset()
         progress = Progress(
             spec.time_limit_s,
@@ -200,8 +202,10 @@ class Run:
         tap = PeriodicTap(scheduler, db, self.warnings)
         tap.start()
         try:
-            with progress if not scheduler.virtual else contextlib.nullcontext():
+            with progress if not scheduler.virtual else contextlib.nullcontext(), self._side(forger):
                 self.stats = driver.run(build_main_generator(spec, workload, targeted), spec.seed)
+                if forger is not None:
+                    forger.stop()
                 if self._simulation_stopped():
                     return
                 self.stats = EndOfRun(spec, db, workload, driver, progress, self.warnings).run()
@@ -216,6 +220,37 @@ class Run:
         if start is None or not self.spec.nemesis:
             return False
         return bool(start(lambda action, value: driver.record_external(f"{action}-{TARGETED_KIND}", value)))
+
+    def _forger(self) -> Any:
+        """The forger side process (harness/forger.py) when the test has one and the cluster is kraft."""
+        if not getattr(self.spec, "forger", False) or self.spec.sut != "kraft":
+            return None
+        from harness.forger import make_forger
+
+        assert self.writer is not None and self.scheduler is not None
+        forger = make_forger(self.db, self.backend, self.scheduler, self.writer.write, self.spec.seed)
+        forger.setup()
+        return forger
+
+    @contextlib.contextmanager
+    def _side(self, forger: Any) -> Any:
+        """The forger runs beside the main phase; whatever it still waits for when the run ends is `info`."""
+        if forger is not None:
+            forger.start()
+        try:
+            yield
+        finally:
+            if forger is not None:
+                forger.close()
+
+    def simulation_violation(self) -> str | None:
+        """The simulator's invariant violation, if the run is on the simulator and one happened."""
+        from harness.backends.sim import SimBackend
+
+        if isinstance(self.backend, SimBackend) and self.backend.sim is not None:
+            violation = self.backend.sim.violation
+            return None if violation is None else str(violation)
+        return None
 
     def _simulation_stopped(self) -> bool:
         """True when the simulation stopped on an invariant violation (the run is then invalid)."""
@@ -340,8 +375,10 @@ def run_test(
     say: Callable[[str], None] | None = None,
     progress: bool | None = None,
     extra_test: Mapping[str, Any] | None = None,
+    draw_plots: bool = True,
 ) -> RunResult:
-    """Run one test (a resolved `TestSpec`) and analyse it; see the module docstring."""
+    """Run one test (a resolved `TestSpec`) and analyse it; see the module docstring. `draw_plots=False`
+    leaves the plots out of the analysis (batch runs; `kchaos analyze RUN_DIR` draws them later)."""
     from harness.run_report import analyze_run
 
     say = say or (lambda text: print(f"kchaos run: {text}", file=sys.stderr, flush=True))
@@ -353,7 +390,14 @@ def run_test(
     error: str | None = None
     try:
         state.execute()
-    except (DBError, UserError) as exc:
+    except DBError as exc:
+        error = str(exc)
+        if state.simulation_violation() is not None:
+            # The cluster never got ready because the simulator stopped on an invariant violation
+            # (a bug that breaks safety at start-up): that is a verdict, not a failed run.
+            state.sim_violation, error = state.simulation_violation(), None
+            run.history_jsonl.touch(exist_ok=True)
+    except UserError as exc:
         error = str(exc)
     except Exception as exc:  # the run failed; its history so far is still analysed
         error = f"{type(exc).__name__}: {exc}"
@@ -362,7 +406,7 @@ def run_test(
     if not run.history_jsonl.exists():
         return result
     with state._phase("analyze"):
-        analysis = analyze_run(run, checkers={spec.workload: workload.checkers})
+        analysis = analyze_run(run, checkers={spec.workload: workload.checkers}, draw_plots=draw_plots)
     result.valid = analysis.valid
     result.exit_code = analysis.exit_code if error is None else EXIT_ERROR
     result.warnings += analysis.warnings

@@ -20,6 +20,8 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     leave_db_running = false
     recovery_s = 10                  # recovery window: clients run on after the heal (availability checker)
     final_reads = true
+    bugs = []                        # planted bugs (node/bugs.py) switched on in every node
+    forger = true                    # a side process sending forged requests (harness/forger.py)
 
     [cluster]                        # either combined nodes, or controllers (+ brokers)
     controllers = 3
@@ -93,6 +95,8 @@ FLAGS: dict[str, str] = {
     "nemesis_options": "--nemesis-option",
     "nemesis_max_active": "--nemesis-max-active",
     "nemesis_buggify": "--no-buggify",
+    "bugs": "--bug",
+    "forger": "--no-forger",
 }
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._-]{0,99}$")
@@ -164,6 +168,8 @@ class TestSpec:
     leave_db_running: bool = False
     recovery_s: float = 10.0
     final_reads: bool = True
+    bugs: tuple[str, ...] = ()  # planted bugs switched on in every node (node/bugs.py); () = the correct node
+    forger: bool = True  # the forger side process (harness/forger.py) runs beside the workload
 
     @property
     def nodes(self) -> list[str]:
@@ -203,6 +209,10 @@ class TestSpec:
             recovery_s=self.recovery_s,
             final_reads=self.final_reads,
         )
+        if self.bugs:
+            out["bugs"] = list(self.bugs)
+        if not self.forger:
+            out["forger"] = False
         return out
 
     def to_toml(self) -> str:
@@ -424,6 +434,18 @@ def _nemesis_options(value: Any, where: _Where, flag: bool) -> dict[str, dict[st
     return out
 
 
+def _bug_names(value: Any, where: str) -> tuple[str, ...]:
+    """Planted bug names: a list or "a,b"; each must be in the catalogue (node/bugs.py)."""
+    from node.bugs import UnknownBugError, parse_bugs
+
+    if not isinstance(value, str) and not (isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)):
+        raise _fail(where, f"expected a list of planted bug names, got {_type_name(value)} {value!r}")
+    try:
+        return tuple(parse_bugs(value))
+    except UnknownBugError as exc:
+        raise _fail(where, str(exc)) from None
+
+
 def _type_name(value: Any) -> str:
     return {dict: "table", list: "array", str: "string", bool: "boolean", float: "float", int: "integer"}.get(
         type(value), type(value).__name__
@@ -450,6 +472,8 @@ _SCALARS: dict[str, _Parser] = {
     "final_reads": lambda v, w, r: _boolean(v, w),
     "nemesis_max_active": lambda v, w, r: _integer(v, w, minimum=0),
     "nemesis_buggify": lambda v, w, r: _boolean(v, w),
+    "bugs": lambda v, w, r: _bug_names(v, w),
+    "forger": lambda v, w, r: _boolean(v, w),
 }
 _TABLES = ("cluster", "workload_options", "nemesis_modes", "nemesis_options")
 # test.json keys that are derived or added by the runner: accepted and ignored by from_dict

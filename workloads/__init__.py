@@ -21,6 +21,13 @@ from harness.invocation import Handler
 from harness.schedulers import Scheduler
 
 
+def client_login(db: Any) -> dict[str, str]:
+    """AdminClient keyword arguments that log the harness's clients in (SASL/PLAIN) when the cluster
+    adapter has logins (`db.login()`, e.g. the kraft adapter); none otherwise."""
+    login = getattr(db, "login", None)
+    return dict(login()) if callable(login) else {}
+
+
 @dataclass
 class WorkloadEnv:
     """What a workload may use: the test, the cluster adapter, the backend and the run's scheduler."""

@@ -24,7 +24,7 @@ from typing import Any
 from harness.invocation import Completion, error_text
 from node.client.errors import KafkaError
 from node.protocol.errors import ErrorCode
-from workloads import WorkloadRun
+from workloads import WorkloadRun, client_login
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,13 +37,6 @@ class Answer:
 
 
 Done = Callable[[Answer], None]
-
-
-def credentials(db: Any) -> dict[str, str]:
-    """SASL login options for real clients when the adapter has them (`db.client_credentials()`, a
-    dict with username / password; none today: the reference cluster runs without SASL)."""
-    get = getattr(db, "client_credentials", None)
-    return dict(get() or {}) if callable(get) else {}
 
 
 def failed(error: BaseException, node: str | None) -> Completion:
@@ -115,7 +108,7 @@ class RealCalls(Calls):
         self.db = db
         self.loop = env.scheduler.loop
         self.brokers = list(db.brokers)
-        login = credentials(db)
+        login = client_login(db)
         self._admins = {
             b: AdminClient(db.broker_address(b), request_timeout_ms=timeout_ms, connect_timeout_ms=1_000, **login)
             for b in db.brokers
@@ -217,7 +210,7 @@ def _create_real(db: Any, topics: Sequence[str], replicas: int) -> None:
 
     bootstrap = [db.broker_address(b) for b in db.brokers]
     deadline = time.monotonic() + 60
-    with SyncAdminClient(bootstrap, request_timeout_ms=10_000, **credentials(db)) as admin:
+    with SyncAdminClient(bootstrap, request_timeout_ms=10_000, **client_login(db)) as admin:
         missing = list(topics)
         while missing:
             results = admin.create_topics([NewTopic(t, 1, replicas) for t in missing])

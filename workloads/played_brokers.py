@@ -51,7 +51,7 @@ from node.protocol.broker_api import (
 )
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import DescribeQuorumRequest
-from workloads import WorkloadEnv, WorkloadRun
+from workloads import WorkloadEnv, WorkloadRun, client_login
 from workloads.fleet_gen import ACTIONS, READS, FleetGen, Params, Part, Remembered, Slot, incarnation_id
 
 SETUP_TIMEOUT_S = 60.0
@@ -327,7 +327,7 @@ class RealTransport:
         db = env.db
         self.db = db
         self.loop: asyncio.AbstractEventLoop = env.scheduler.loop  # type: ignore[attr-defined]
-        login = _login(db)
+        login = client_login(db)
         common = {"request_timeout_ms": timeout_ms, "connect_timeout_ms": min(1_000, timeout_ms), **login}
         self.controllers = AdminClient([db.controller_address(c) for c in db.controllers], **common)  # type: ignore[attr-defined]
         self.nodes = {
@@ -381,13 +381,6 @@ class RealTransport:
 
 class CancelledOp(Exception):
     """The run ended with the op in flight: its outcome is unknown."""
-
-
-def _login(db: Any) -> dict[str, str]:
-    """SASL credentials when the cluster adapter offers them (`db.client_login()` -> (user, password))."""
-    login = getattr(db, "client_login", None)
-    pair = login() if callable(login) else None
-    return {"username": pair[0], "password": pair[1]} if pair else {}
 
 
 # --- the client ------------------------------------------------------------------------------------

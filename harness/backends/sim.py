@@ -15,14 +15,36 @@ With `targeted`, the simulator's targeted faults (`node.sim.buggify`) run during
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from harness.backends import Backend, ClockFault, DiskFault, Grudge, Links, PacketFault, check_grudge
 from harness.schedulers import VirtualScheduler
+from node.bugs import warning_lines
 from node.sim.buggify import Buggify, Listener
 from node.sim.cluster import ClusterConfig, host_address
 from node.sim.world import SimConfig, Simulation
+
+# Runs exercise the whole node (issue 13): a snapshot every this many committed records, so that a node
+# that was cut off or down for a fault window catches up from a snapshot (KIP-630 FetchSnapshot) in
+# every run; netns runs use the same threshold (harness/db/kraft.py).
+RUN_SNAPSHOT_EVERY_RECORDS = 20
+ADMIN_PRINCIPAL = "User:admin"  # the harness's own clients: a super user (ClusterConfig.super_users)
+
+
+def run_cluster_options(bugs: Sequence[str] = ()) -> dict[str, Any]:
+    """The `ClusterConfig` options of a `kchaos run` on the simulator: the ACL authorizer on (super users:
+    the nodes' principals and ADMIN_PRINCIPAL; anyone else needs ACLs), snapshots every
+    RUN_SNAPSHOT_EVERY_RECORDS records, and the planted bugs of the test (none by default). The
+    simulator does not model SASL: a simulated client simply has a principal."""
+    return {
+        "authorizer": True,
+        "super_users": (ADMIN_PRINCIPAL,),
+        "security_protocol": "SASL_PLAINTEXT",
+        "snapshot_every_records": RUN_SNAPSHOT_EVERY_RECORDS,
+        "bugs": tuple(bugs),
+    }
 
 
 def sim_layout(controllers: int, combined: int, brokers: int) -> dict[str, int]:
@@ -74,6 +96,9 @@ class SimBackend(Backend):
     def setup(self) -> None:
         if self.sim is None:
             self.sim = Simulation(SimConfig(seed=self.seed, cluster=self.cluster_config, raft=self.raft))
+            for line in warning_lines(self.cluster_config.bugs):
+                logging.getLogger("kchaos.sim").warning("%s", line)
+                self.sim.trace.record(self.sim.now, "harness", "planted-bug", line)
 
     def teardown(self) -> None:
         if self.sim is not None:

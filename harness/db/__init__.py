@@ -94,7 +94,7 @@ SUTS: dict[str, Callable[[Any], DB]] = {}
 def _kraft(spec: Any) -> DB:
     from harness.db.kraft import KraftDB
 
-    return KraftDB(spec.cluster)
+    return KraftDB(spec.cluster, bugs=getattr(spec, "bugs", ()))
 
 
 SUTS["kraft"] = _kraft

@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import random
+import secrets
 import shutil
 import signal
 import subprocess
@@ -42,11 +43,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends import Backend, FaultNotSupported
-from harness.backends.sim import SimBackend, sim_layout
+from harness.backends.sim import ADMIN_PRINCIPAL, RUN_SNAPSHOT_EVERY_RECORDS, SimBackend, sim_layout
 from harness.db import DB, DBError
 from harness.db.kraft_tap import LogTap
+from node.bugs import BUGS_KEY, TEST_CLUSTER_KEY
 from node.runtime.corruption import Corruption, NothingToCorrupt, corrupt_data_dir, restore_corruption
 from node.runtime.fs import OS_FS
+from node.runtime.local_cluster import sasl_settings
 
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093
@@ -56,23 +59,36 @@ STOP_TIMEOUT_S = 20.0
 DUMP_TIMEOUT_S = 10.0
 SNAPSHOT_INTERVAL = "metadata.log.max.snapshot.interval.records"
 
-# Settings every node gets: quick failure detection, so a 60 s run sees faults and recoveries.
+# Settings every node gets: quick failure detection, so a 60 s run sees faults and recoveries; and the
+# whole node exercised (issue 13): snapshots every few records, so catch-up from a snapshot happens in
+# every run; SASL/PLAIN on both listeners with the ACL authorizer (see `KraftDB.__init__`); and the
+# test-cluster mark without which a node refuses planted bugs (node/bugs.py).
 NODE_SETTINGS: dict[str, str] = {
     "broker.heartbeat.interval.ms": "500",
     "broker.session.timeout.ms": "3000",
     # Small segments, so that runs roll, delete whole segments and give `corrupt truncate-log` a target.
     "metadata.log.segment.bytes": "65536",
+    "metadata.log.max.snapshot.interval.records": str(RUN_SNAPSHOT_EVERY_RECORDS),
+    TEST_CLUSTER_KEY: "true",
 }
+NODE_USER = "node"  # the principal nodes log in to each other with: a super user (ClusterAction)
+ADMIN_USER = "admin"  # the harness's clients: a super user (ADMIN_PRINCIPAL)
+FORGER_USER = "mallory"  # logs in fine but holds no ACL: the forger's principal (harness/forger.py)
+NODE_STATS = "node-stats.json"  # what each node did that a run should exercise (snapshot catch-ups, ...)
 
 
 class KraftDB(DB):
-    """See the module docstring. `cluster` has `controllers`, `brokers`, `combined` counts."""
+    """See the module docstring. `cluster` has `controllers`, `brokers`, `combined` counts; `bugs` are
+    planted bugs switched on in every node (node/bugs.py)."""
 
     name = "kraft"
 
-    def __init__(self, cluster: Any, settings: dict[str, str] | None = None) -> None:
+    def __init__(self, cluster: Any, settings: dict[str, str] | None = None, bugs: Sequence[str] = ()) -> None:
         self.ids = sim_layout(cluster.controllers, cluster.combined, cluster.brokers)
-        self.settings = {**NODE_SETTINGS, **(settings or {})}
+        self.passwords = {user: secrets.token_hex(12) for user in (NODE_USER, ADMIN_USER, FORGER_USER)}
+        security = sasl_settings(self.passwords, NODE_USER, (ADMIN_PRINCIPAL,))
+        planted = {BUGS_KEY: ",".join(bugs)} if bugs else {}
+        self.settings = {**NODE_SETTINGS, **security, **planted, **(settings or {})}
         self.backend: Backend | None = None
         self.run_dir: Path | None = None
         self.recovered: bool | None = None  # how the last `recover` ended
@@ -80,6 +96,14 @@ class KraftDB(DB):
         self._tap_lock = threading.Lock()  # a real-backend tap runs on a worker thread
         self._tap_closed = False  # set by `collect`: the timeline is built, the tap file is final
         self._corruptions: dict[str, list[Corruption]] = {}  # node -> damage done to its files (real nodes)
+
+    # -- who the harness's clients are ----------------------------------------------------------------
+
+    admin_principal = ADMIN_PRINCIPAL
+
+    def login(self, user: str = ADMIN_USER) -> dict[str, str]:
+        """AdminClient keyword arguments that log `user` in over SASL/PLAIN (real backends)."""
+        return {"username": user, "password": self.passwords[user]}
 
     # -- shape ------------------------------------------------------------------------------------
 
@@ -177,6 +201,33 @@ class KraftDB(DB):
         chosen = self._backend().data_dir(node)
         return Path(chosen) if chosen else self._run_dir() / "nodes" / node / "data"
 
+    def create_topics(self, names: Sequence[str], partitions: int = 1, timeout_s: float = 60.0) -> None:
+        """Create topics as the harness's admin (an existing one is fine), replicated on up to 3
+        brokers; raises DBError when one cannot be created in time."""
+        from node.protocol.admin import CreatableTopic, CreateTopicsRequest
+        from node.protocol.errors import ErrorCode
+
+        replicas = max(1, min(3, len(self.brokers)))
+        request = CreateTopicsRequest(tuple(CreatableTopic(n, partitions, replicas) for n in names))
+        done = (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)
+        if self.sim is not None:
+            from node.sim.admin_client import SimAdminClient, broker_endpoints
+
+            endpoints = broker_endpoints([self.ids[b] for b in self.brokers or self.controllers])
+            admin = SimAdminClient(self.sim, endpoints, principal=ADMIN_PRINCIPAL)
+            call = admin.send(request, idempotent=False, timeout_ms=int(timeout_s * 1000))
+            if not self.sim.run_until_true(lambda: call.done, int(timeout_s * 1000)) or not call.ok:
+                raise DBError(f"creating topics {list(names)} failed: {call.error or 'no answer'}")
+            codes = [t.error_code for t in call.response.topics]
+        else:
+            from node.client import SyncAdminClient
+
+            bootstrap = [self.broker_address(b) for b in self.brokers]
+            with SyncAdminClient(bootstrap, request_timeout_ms=int(timeout_s * 1000), **self.login()) as admin:
+                codes = [t.error_code for t in admin.send(request, idempotent=False).topics]
+        if any(code not in done for code in codes):
+            raise DBError(f"creating topics {list(names)} failed: {[ErrorCode(c).name for c in codes]}")
+
     # -- readiness -------------------------------------------------------------------------------------
 
     def wait_ready(self, timeout_s: float) -> None:
@@ -209,7 +260,9 @@ class KraftDB(DB):
         if not bootstrap:
             return None
         try:
-            with SyncAdminClient(bootstrap, request_timeout_ms=2_000, connect_timeout_ms=1_000) as admin:
+            with SyncAdminClient(
+                bootstrap, request_timeout_ms=2_000, connect_timeout_ms=1_000, **self.login()
+            ) as admin:
                 described = admin.describe_cluster(include_fenced=True)
         except KafkaError as exc:
             return f"DescribeCluster through the brokers failed: {exc}"
@@ -355,12 +408,15 @@ class KraftDB(DB):
 
         warnings: list[str] = []
         fetched = {node: self._fetch_dump(node, run_dir / "nodes" / node) for node in self.ids}
+        stats = {node: self.status(node) for node in self.ids}  # before the nodes stop
         if stop:
             warnings += self.stop_all()
         names = (IMAGE_DUMP, SNAPSHOT_DUMP, COMMITTED_LOG_DUMP)
         for node in self.ids:
             target = run_dir / "nodes" / node
             target.mkdir(parents=True, exist_ok=True)
+            if stats[node] is not None:
+                (target / NODE_STATS).write_text(json.dumps(stats[node], sort_keys=True) + "\n", encoding="utf-8")
             data = self.data_dir(node)
             listing = sorted(str(p.relative_to(data)) for p in data.rglob("*")) if data.is_dir() else []
             (target / "data-dir.txt").write_text("\n".join(listing) + "\n", encoding="utf-8")
@@ -415,6 +471,17 @@ class KraftDB(DB):
                 warnings.append(f"{node}: down at the end of the run, no dumps")
                 continue
             write_dumps(run_dir / "nodes" / node, process)
+            raft = process.raft
+            stats = {
+                "node_id": node_id,
+                "role": raft.role.value,
+                "epoch": raft.epoch,
+                "high_watermark": raft.high_watermark,
+                "metadata_offset": process.image.last_offset + 1,
+                "snapshots_fetched": raft.metrics_state.snapshots_fetched_total,
+                "snapshots_written": raft.metrics_state.snapshots_written_total,
+            }
+            (run_dir / "nodes" / node / NODE_STATS).write_text(json.dumps(stats, sort_keys=True) + "\n")
         return warnings
 
     def stop_all(self) -> list[str]:

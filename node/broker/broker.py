@@ -61,7 +61,9 @@ class Broker:
         )
         self._forwarding = ForwardingManager(port, config, self._clock, codec)
         self._isr = IsrManager(port, config, self._clock, self._lifecycle)
-        self._reads = ReadHandler(port, authorizer, DEFAULTS if config_defaults is None else config_defaults)
+        self._reads = ReadHandler(
+            port, authorizer, DEFAULTS if config_defaults is None else config_defaults, config.bugs
+        )
 
     # --- what the process reads --------------------------------------------------------------------
 

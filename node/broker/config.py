@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from node.bugs import BUGS_KEY, NO_BUGS, Bugs, UnknownBugError, parse_bugs
 from node.protocol.broker_api import BrokerRegistrationFeature
 from node.raft.config import ConfigError
 
@@ -26,6 +27,7 @@ class BrokerConfig:
     replica_heartbeat_interval_ms: int = 500
     rack: str | None = None  # broker.rack
     features: tuple[BrokerRegistrationFeature, ...] = DEFAULT_FEATURES
+    bugs: Bugs = NO_BUGS  # planted bugs switched on (node/bugs.py); empty in every real deployment
 
     # Kafka's property names -> field names, for config files and `kchaos sim` flags.
     PROPERTY_NAMES = {
@@ -35,6 +37,7 @@ class BrokerConfig:
         "replica.lag.time.max.ms": "replica_lag_time_max_ms",
         "kchaos.replica.heartbeat.interval.ms": "replica_heartbeat_interval_ms",
         "broker.rack": "rack",
+        BUGS_KEY: "bugs",
     }
 
     def __post_init__(self) -> None:
@@ -66,7 +69,12 @@ class BrokerConfig:
             if key not in props:
                 continue
             value = props[key].strip()
-            if types[attr] == "int":
+            if attr == "bugs":
+                try:
+                    kwargs[attr] = parse_bugs(value)
+                except UnknownBugError as e:
+                    raise ConfigError(f"{where}: {key}: {e}") from None
+            elif types[attr] == "int":
                 try:
                     kwargs[attr] = int(value)
                 except ValueError:

@@ -158,6 +158,8 @@ class ForwardingManager:
         now = self._clock.now_ms
         f.in_flight = False
         self._remote_time.add(now - f.sent_at_ms)
+        if not isinstance(reply, EnvelopeResponse) and "broker-forward-resend-ambiguous" in self._config.bugs:
+            reply = EnvelopeResponse(ErrorCode.NOT_CONTROLLER)  # taken for a refusal: sent again below
         if not isinstance(reply, EnvelopeResponse):
             # Sent, and no (proper) answer: it may have been applied. At most once: do not resend.
             self.counters["timeouts_ambiguous"] += 1

@@ -4,6 +4,9 @@ offset a broker and a controller give the same answer."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from node.bugs import NO_BUGS, Bugs
 from node.metadata import describe
 from node.metadata.describe import Authorized, ConfigDefaults
 from node.process.ports import ProcessPort, RequestContext
@@ -21,14 +24,26 @@ from node.security.authorizer import Authorizer
 
 class ReadHandler:
     def __init__(
-        self, port: ProcessPort, authorizer: Authorizer | None, config_defaults: ConfigDefaults | None
+        self,
+        port: ProcessPort,
+        authorizer: Authorizer | None,
+        config_defaults: ConfigDefaults | None,
+        bugs: Bugs = NO_BUGS,
     ) -> None:
         self._port = port
         self._authorizer = authorizer
         self._defaults = config_defaults
+        self._bugs = bugs
 
     def answer(self, ctx: RequestContext, request: object) -> object | None:
         """The answer to a read request; None when `request` is not one."""
+        response = self._answer(ctx, request)
+        if "broker-read-offset-not-applied" in self._bugs and hasattr(response, "metadata_offset"):
+            # KAFKA-13836: the end of the fetched log, not what the image has applied
+            response = replace(response, metadata_offset=self._port.next_append_offset() - 1)  # type: ignore[type-var]
+        return response
+
+    def _answer(self, ctx: RequestContext, request: object) -> object | None:
         image = self._port.image
         authorized = self._authorized(ctx)
         if isinstance(request, DescribeConfigsRequest):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from node.bugs import BUGS_KEY, NO_BUGS, Bugs, UnknownBugError, parse_bugs
 from node.raft.config import ConfigError
 from node.raft.records import MAX_BATCH_BYTES
 from node.security.authorizer import Authorizer
@@ -30,6 +31,7 @@ class ControllerConfig:
     # before anything is appended. They match the Raft core's own limits.
     max_batch_records: int = 10_000
     max_batch_bytes: int = MAX_BATCH_BYTES - 64
+    bugs: Bugs = NO_BUGS  # planted bugs switched on (node/bugs.py); empty in every real deployment
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> ControllerConfig:
@@ -41,7 +43,12 @@ class ControllerConfig:
             if text is None:
                 continue
             text = text.strip()
-            if f.name == "super_users":
+            if f.name == "bugs":
+                try:
+                    values[f.name] = parse_bugs(text)
+                except UnknownBugError as exc:
+                    raise ConfigError(f"{key}: {exc}") from None
+            elif f.name == "super_users":
                 values[f.name] = tuple(p.strip() for p in text.split(";") if p.strip())
             elif f.type == "bool":
                 if text.lower() not in ("true", "false"):
@@ -83,6 +90,7 @@ PROPERTY_NAMES: dict[str, str] = {
     "allow_everyone_if_no_acl_found": "allow.everyone.if.no.acl.found",
     "max_batch_records": "controller.max.batch.records",
     "max_batch_bytes": "controller.max.batch.bytes",
+    "bugs": BUGS_KEY,
 }
 
 

@@ -146,6 +146,10 @@ def _alter(
         results.append(AlterConfigsResourceResponse(code, message, resource.resource_type, resource.resource_name))
     incremental = isinstance(request, IncrementalAlterConfigsRequest)
     response = (IncrementalAlterConfigsResponse if incremental else AlterConfigsResponse)(tuple(results))
+    if "ctl-config-change-not-atomic" in ctl.config.bugs and not request.validate_only:
+        for record in records[:-1]:  # one batch per record; the answer follows the last one
+            ctl.write(None, [record], None, lambda _outcome: None)
+        records = records[-1:]
     ctl.write(request, [] if request.validate_only else records, reply, lambda _outcome: response)
 
 

@@ -96,7 +96,7 @@ class QuorumController:
         self.config = config or ControllerConfig()
         self.authorizer = authorizer
         self.codec: Codec = codec or BinaryCodec()
-        self.sessions = registration.Sessions(self.config.broker_session_timeout_ms)
+        self.sessions = registration.Sessions(self.config.broker_session_timeout_ms, self.config.bugs)
         self._active = False
         self._generation = 0
         self._working: MetadataImage | None = None
@@ -205,7 +205,7 @@ class QuorumController:
 
     def _handle_envelope(self, now_ms: int, ctx: RequestContext, envelope: EnvelopeRequest, reply: Reply) -> None:
         """KIP-590: authorize the forwarding broker, then handle the client's request as the client."""
-        if not self.may_cluster_action(ctx):
+        if not self.may_cluster_action(ctx) and "ctl-envelope-unauthorized" not in self.config.bugs:
             reply(EnvelopeResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
             return
         if not self._active:
@@ -266,6 +266,9 @@ class QuorumController:
             else:
                 self._waiting_reads.append((outcome.read_offset, answer))
 
+        if "ctl-read-without-barrier" in self.config.bugs:  # it believes it is active: no barrier
+            answer()
+            return
         self.port.read_barrier(on_barrier)
 
     def _reader(self, ctx: RequestContext) -> describe.Authorized | None:

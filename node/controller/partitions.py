@@ -2,7 +2,9 @@
 
 AlterPartition is validated against the working state per partition, with the lessons of
 KAFKA-13916 and KAFKA-14617 (a fenced or shutting-down broker, or one that is not registered, may
-not join an ISR), and every accepted change of one request goes into one batch.
+not join an ISR) and of KAFKA-14154 (epochs ahead of this controller's state mean the controller is
+stale: NOT_CONTROLLER, never a definite refusal), and every accepted change of one request goes into
+one batch.
 
 When a broker is fenced or shuts down it leaves every ISR and loses every leadership, except that
 the last member of an ISR stays in it (with no leader) as Kafka does: emptying the ISR would forget
@@ -15,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from node.bugs import NO_BUGS, Bugs
 from node.metadata.image import MetadataImage, PartitionState
 from node.metadata.records import NO_LEADER, PartitionChangeRecord
 from node.process.ports import RequestContext
@@ -94,13 +97,22 @@ def elect_with(view: MetadataImage, broker_id: int) -> list[PartitionChangeRecor
 
 
 def _validate(
-    view: MetadataImage, request: AlterPartitionRequest, topic_id: str, data: AlterPartitionPartitionData
+    view: MetadataImage,
+    request: AlterPartitionRequest,
+    topic_id: str,
+    data: AlterPartitionPartitionData,
+    bugs: Bugs = NO_BUGS,
 ) -> ErrorCode:
     if view.topic_name(topic_id) is None:
         return ErrorCode.UNKNOWN_TOPIC_ID
     p = view.partition(topic_id, data.partition_index)
     if p is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    ahead = data.leader_epoch > p.leader_epoch or data.partition_epoch > p.partition_epoch
+    if ahead and "ctl-stale-alter-partition-answer" not in bugs:
+        # KAFKA-14154: the leader knows epochs this controller has not seen, so this controller is
+        # stale (its working state holds everything committed). Only the active one may judge.
+        return ErrorCode.NOT_CONTROLLER
     if p.leader != request.broker_id:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER  # a stale leader
     if data.leader_epoch != p.leader_epoch:
@@ -113,7 +125,7 @@ def _validate(
     if request.broker_id not in isr:
         return ErrorCode.INVALID_REQUEST  # the leader outside the ISR
     for joining in set(isr) - set(p.isr):
-        if not is_live(view, joining):
+        if not is_live(view, joining) and "ctl-fenced-replica-into-isr" not in bugs:
             return ErrorCode.INELIGIBLE_REPLICA  # KAFKA-13916 / KAFKA-14617: fenced, shutting down, unknown
     return ErrorCode.NONE
 
@@ -134,7 +146,9 @@ def handle_alter_partition(
         results = []
         for data in topic.partitions:
             key = (topic_id, data.partition_index)
-            error = ErrorCode.INVALID_REQUEST if key in seen else _validate(view, request, topic_id, data)
+            error = (
+                ErrorCode.INVALID_REQUEST if key in seen else _validate(view, request, topic_id, data, ctl.config.bugs)
+            )
             seen.add(key)
             p = view.partition(topic_id, data.partition_index)
             if error != ErrorCode.NONE or p is None:

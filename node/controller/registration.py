@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from node.bugs import NO_BUGS, Bugs
 from node.controller.partitions import elect_with, remove_broker
 from node.metadata.image import BrokerRegistration, MetadataImage
 from node.metadata.records import (
@@ -45,13 +46,16 @@ if TYPE_CHECKING:
 class Sessions:
     """Last contact per broker, as seen by this active controller, and the one timer it keeps armed."""
 
-    def __init__(self, timeout_ms: int) -> None:
+    def __init__(self, timeout_ms: int, bugs: Bugs = NO_BUGS) -> None:
         self.timeout_ms = timeout_ms
+        self.bugs = bugs
         self._last: dict[int, int] = {}
         self._armed: int | None = None
 
     def reset(self, now_ms: int, brokers: Mapping[int, BrokerRegistration]) -> None:
         self._last = dict.fromkeys(brokers, now_ms)
+        if "ctl-no-fence-after-failover" in self.bugs:  # KAFKA-13841: only brokers heard from are tracked
+            self._last = {}
         self._armed = None
 
     def clear(self) -> None:
@@ -67,7 +71,9 @@ class Sessions:
 
     def expired(self, view: MetadataImage, now_ms: int) -> list[int]:
         """Unfenced brokers whose session has lapsed."""
-        return [b for b, reg in sorted(view.brokers.items()) if not reg.fenced and not self.live(b, now_ms)]
+        tracked = self._last if "ctl-no-fence-after-failover" in self.bugs else view.brokers
+        lapsed = [b for b, reg in sorted(view.brokers.items()) if not reg.fenced and not self.live(b, now_ms)]
+        return [b for b in lapsed if b in tracked]
 
     def next_deadline(self, view: MetadataImage) -> int | None:
         last = self._last
@@ -154,12 +160,17 @@ def handle_heartbeat(
     if reg is None:
         ctl.answer_when_settled(request, reply, BrokerHeartbeatResponse(ErrorCode.BROKER_ID_NOT_REGISTERED))
         return
-    if reg.broker_epoch != request.broker_epoch:
+    stale = reg.broker_epoch != request.broker_epoch
+    if "ctl-stale-heartbeat-accepted" in ctl.config.bugs and request.broker_epoch < reg.broker_epoch:
+        stale = False
+    if stale:
         ctl.answer_when_settled(request, reply, BrokerHeartbeatResponse(ErrorCode.STALE_BROKER_EPOCH))
         return
     ctl.sessions.touch(reg.broker_id, now_ms)
     ctl.arm_session_timer(now_ms + ctl.sessions.timeout_ms)
     caught_up = request.current_metadata_offset >= reg.broker_epoch
+    if "ctl-unfence-before-catch-up" in ctl.config.bugs:  # KAFKA-13959
+        caught_up = request.current_metadata_offset >= 0
     records: list[MetadataRecord] = []
     fenced, shut_down = reg.fenced, False
     if request.want_shut_down:

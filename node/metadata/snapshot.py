@@ -31,8 +31,9 @@ from dataclasses import dataclass
 
 import crc32c
 
+from node.bugs import NO_BUGS, Bugs
 from node.metadata.image import MetadataDelta, MetadataImage, MetadataImageError
-from node.metadata.records import MetadataRecordError, encode_record
+from node.metadata.records import ConfigRecord, MetadataRecordError, encode_record
 from node.raft.records import (
     MAX_BATCH_BYTES,
     ClusterIdMessage,
@@ -85,7 +86,7 @@ def parse_snapshot_file_name(name: str) -> SnapshotId:
 # --- writing -----------------------------------------------------------------------------------
 
 
-def _batches(image: MetadataImage) -> Iterator[RecordBatch]:
+def _batches(image: MetadataImage, bugs: Bugs = NO_BUGS) -> Iterator[RecordBatch]:
     offset = 0
     if image.cluster_id is not None:
         yield RecordBatch(offset, image.last_epoch, (encode_control(ClusterIdMessage(image.cluster_id)),), True)
@@ -93,6 +94,8 @@ def _batches(image: MetadataImage) -> Iterator[RecordBatch]:
     pending: list[bytes] = []
     size = 0
     for record in image.to_records():
+        if isinstance(record, ConfigRecord) and "metadata-snapshot-omits-configs" in bugs:
+            continue
         payload = encode_record(record)
         if pending and (len(pending) >= RECORDS_PER_BATCH or size + len(payload) > _BATCH_BUDGET):
             yield RecordBatch(offset, image.last_epoch, tuple(pending))
@@ -104,13 +107,13 @@ def _batches(image: MetadataImage) -> Iterator[RecordBatch]:
         yield RecordBatch(offset, image.last_epoch, tuple(pending))
 
 
-def snapshot_bytes(image: MetadataImage) -> bytes:
+def snapshot_bytes(image: MetadataImage, bugs: Bugs = NO_BUGS) -> bytes:
     """The snapshot of `image` at (last_offset + 1, last_epoch)."""
     if image.last_offset < 0:
         raise SnapshotError("cannot snapshot an image that has applied nothing")
     parts = []
     count = 0
-    for batch in _batches(image):
+    for batch in _batches(image, bugs):
         parts.append(encode_batch(batch))
         count += 0 if batch.control else len(batch.records)
     body = b"".join(parts)

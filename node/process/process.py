@@ -514,7 +514,9 @@ class NodeProcess:
 
     def _arm_timer(self) -> None:
         deadline = min(self._raft_deadline, self._wakeups[0] if self._wakeups else NEVER)
-        if deadline != self._armed:
+        # A deadline that is due now is armed again even if it equals the last one: that timer has
+        # fired already (e.g. a candidate whose random backoff was 0 ms re-announces `now`).
+        if deadline != self._armed or deadline <= self._now:
             self._armed = deadline
             if deadline < NEVER:
                 self._out.append(A.SetTimer(deadline))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from node.bugs import NO_BUGS, Bugs
+
 
 class ConfigError(ValueError):
     """A bad or missing setting; the message names the key."""
@@ -53,6 +55,7 @@ class RaftConfig:
     fetch_max_wait_ms: int = 500  # how long a leader parks a Fetch with nothing new to send
     fetch_max_bytes: int = 1 << 20
     append_max_records: int = 10_000  # records per batch when concurrent appends are grouped
+    bugs: Bugs = NO_BUGS  # planted bugs switched on (node/bugs.py); empty in every real deployment
 
     def __post_init__(self) -> None:
         for name in (

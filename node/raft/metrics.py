@@ -42,6 +42,8 @@ class RaftMetrics:
     appended_records: _Window = field(default_factory=_Window)
     elections_total: int = 0
     committed_appends_total: int = 0
+    snapshots_fetched_total: int = 0  # snapshots copied from the leader and installed (KIP-630 catch-up)
+    snapshots_written_total: int = 0  # snapshots of its own state this node wrote
 
     def record_election(self, now: int, latency_ms: int) -> None:
         self.elections_total += 1
@@ -69,4 +71,6 @@ class RaftMetrics:
             "append-records-rate": self.appended_records.rate_per_s(now),
             "elections-total": self.elections_total,
             "committed-appends-total": self.committed_appends_total,
+            "snapshots-fetched-total": self.snapshots_fetched_total,
+            "snapshots-written-total": self.snapshots_written_total,
         }

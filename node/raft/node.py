@@ -19,7 +19,7 @@ import base64
 import random
 from collections import deque
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from node.protocol.errors import ErrorCode
@@ -413,6 +413,8 @@ class RaftNode:
             # The log knows a later epoch than the quorum-state file: trust the log's epoch.
             return Unattached(self.log.last_epoch, NEVER)
         if qs.leader_id == self.node_id and self.is_voter:
+            if "raft-leader-reelected-same-epoch" in self.config.bugs:  # KAFKA-10527
+                return Candidate(epoch, retries=1, election_deadline=NEVER, granted=set(self.voters))
             # A leader lost its in-memory state when it stopped: it may not lead this epoch again.
             return Resigned(epoch, self.node_id, NEVER, ())
         if qs.voted_id == self.node_id and self.is_voter:
@@ -501,6 +503,8 @@ class RaftNode:
         self._leave_role()
         self.state = Voted(epoch, candidate_id, now + self._random_election_timeout())
         self._persist(NO_ID, candidate_id)
+        if "raft-vote-not-persisted" in self.config.bugs:  # the vote lives in memory only
+            self._out[-1] = PersistQuorumState(replace(self.quorum_state, voted_id=NO_ID))
         self._announce()
 
     def _become_follower(self, now: int, epoch: int, leader_id: int) -> None:
@@ -1116,7 +1120,10 @@ class RaftNode:
         )
         candidate = offsets[self.config.majority - 1]
         # Never commit in an epoch before an entry of that epoch is committed (the Figure-8 rule).
-        if candidate > leader.epoch_start_offset and candidate > self.high_watermark:
+        own_epoch = candidate > leader.epoch_start_offset
+        if "raft-hwm-before-leader-change-committed" in self.config.bugs:  # KAFKA-12619
+            own_epoch = True
+        if own_epoch and candidate > self.high_watermark:
             self._advance_hwm(now, candidate)
 
     def _advance_hwm(self, now: int, hwm: int) -> None:
@@ -1226,8 +1233,10 @@ class RaftNode:
         if snapshot_id.end_offset <= self._snapshot_end():
             return  # superseded while it was written
         if pending.fetched:
+            self.metrics_state.snapshots_fetched_total += 1
             self._install_snapshot(now, snapshot_id, pending)
         else:
+            self.metrics_state.snapshots_written_total += 1
             self._adopt_local_snapshot(snapshot_id, pending.data)
 
     def _adopt_local_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
@@ -1425,7 +1434,10 @@ class RaftNode:
                     self._election_failed(now)
             case Leader() as leader if leader.check_quorum_deadline <= now:
                 # The zombie-leader rule: without Fetches from a majority in a fetch timeout, re-elect.
-                if len(leader.fetched_since_check) + 1 >= self.config.majority:
+                if (
+                    len(leader.fetched_since_check) + 1 >= self.config.majority
+                    or "raft-leader-never-resigns" in self.config.bugs  # KAFKA-15489
+                ):
                     leader.fetched_since_check = set()
                     leader.check_quorum_deadline = now + self.config.fetch_timeout_ms
                 else:
@@ -1519,11 +1531,10 @@ class RaftNode:
                     )
             case Follower():
                 # A voter acknowledges through its fetch offset, so it fetches again only once fsync'd.
-                if (
-                    self._can_send(now, state.leader_id)
-                    and not self._flush_in_flight
-                    and self._flushed_end == self.log.end_offset
-                ):
+                flushed = not self._flush_in_flight and self._flushed_end == self.log.end_offset
+                if "raft-follower-fetch-before-flush" in self.config.bugs:  # KAFKA-10533
+                    flushed = True
+                if self._can_send(now, state.leader_id) and flushed:
                     self._send(now, state.leader_id, self._fetch_request(self.config.fetch_max_wait_ms))
             case Unattached():
                 # Leader discovery: ask a random voter; its answer names the leader it knows.

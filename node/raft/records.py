@@ -82,8 +82,9 @@ def encoded_size(batch: RecordBatch) -> int:
     return HEADER_SIZE + sum(4 + len(r) for r in batch.records)
 
 
-def decode_batch(buf: bytes | memoryview, pos: int = 0) -> tuple[RecordBatch, int]:
-    """Decode one batch at `pos`; returns it and the position after it. Raises CorruptBatchError."""
+def decode_batch(buf: bytes | memoryview, pos: int = 0, *, verify_crc: bool = True) -> tuple[RecordBatch, int]:
+    """Decode one batch at `pos`; returns it and the position after it. Raises CorruptBatchError.
+    (`verify_crc=False` exists only for a planted bug: every real caller checks the CRC.)"""
     view = memoryview(buf)
     end = len(view)
     if end - pos < HEADER_SIZE:
@@ -98,7 +99,7 @@ def decode_batch(buf: bytes | memoryview, pos: int = 0) -> tuple[RecordBatch, in
     if magic != MAGIC:
         raise CorruptBatchError(f"bad magic {magic} at byte {pos}")
     crc_start = pos + _HEAD.size + 9
-    if crc32c.crc32c(view[crc_start:stop], _crc_seed(base_offset, epoch)) != crc:
+    if verify_crc and crc32c.crc32c(view[crc_start:stop], _crc_seed(base_offset, epoch)) != crc:
         raise CorruptBatchError(f"CRC32C mismatch in batch at byte {pos} (base offset {base_offset})")
     if count <= 0 or last_delta != count - 1:
         raise CorruptBatchError(f"bad record count {count} at byte {pos}")

@@ -64,6 +64,9 @@ async def start_admin_endpoint(server: NodeServer, host: str, port: int) -> Http
                 # the process's wall clock (skewed under clock faults) and the node's never-backwards clock
                 "wall_clock_ms": server.clock.wall_ms(),
                 "clock_ms": server.clock.now_ms(),
+                # KIP-630: snapshots this node copied from the leader (catch-up) and wrote of its own state
+                "snapshots_fetched": node.metrics_state.snapshots_fetched_total,
+                "snapshots_written": node.metrics_state.snapshots_written_total,
             },
         )
 

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import crc32c
 
+from node.bugs import NO_BUGS, Bugs
 from node.protocol.messages import SnapshotId
 from node.raft.quorum_state import QuorumStateData
 from node.raft.records import (
@@ -102,16 +103,18 @@ def fsync_dir(path: Path, fs: FileSystem = OS_FS) -> None:
         fs.fsync_dir(path)
 
 
-def write_atomically(path: Path, data: bytes, fs: FileSystem = OS_FS) -> None:
-    """Replace `path` so that a crash leaves either the old or the new content, never a mix."""
+def write_atomically(path: Path, data: bytes, fs: FileSystem = OS_FS, *, sync_data: bool = True) -> None:
+    """Replace `path` so that a crash leaves either the old or the new content, never a mix.
+    (`sync_data=False` exists only for a planted bug: without it a crash may leave an empty file.)"""
     tmp = path.with_name(path.name + ".tmp")
     with io_failure("write", tmp):
         fd = fs.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         with io_failure("write", tmp):
             _write_all(fs, fd, data)
-        with io_failure("fsync", tmp):
-            fs.fsync(fd)
+        if sync_data:
+            with io_failure("fsync", tmp):
+                fs.fsync(fd)
     finally:
         fs.close(fd)
     with io_failure("rename to", path):
@@ -313,6 +316,7 @@ class FileStorage(RaftStorage):
         *,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         fs: FileSystem = OS_FS,
+        bugs: Bugs = NO_BUGS,
     ) -> None:
         if segment_bytes <= 0:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
@@ -321,6 +325,7 @@ class FileStorage(RaftStorage):
         self.node_id = node_id
         self.expected_cluster_id = cluster_id
         self.segment_bytes = segment_bytes
+        self.bugs = bugs  # planted bugs switched on (node/bugs.py); empty in every real deployment
         self.log_dir = self.data_dir / LOG_DIR_NAME
         self.quorum_state_path = self.log_dir / QUORUM_STATE_NAME
         self.meta_path = self.data_dir / META_NAME
@@ -426,7 +431,8 @@ class FileStorage(RaftStorage):
     # --- quorum state ---
 
     def write_quorum_state(self, state: QuorumStateData) -> None:
-        write_atomically(self.quorum_state_path, encode_quorum_state(state), self.fs)
+        sync = "storage-quorum-state-rename-without-fsync" not in self.bugs
+        write_atomically(self.quorum_state_path, encode_quorum_state(state), self.fs, sync_data=sync)
 
     def _read_quorum_state(self) -> QuorumStateData | None:
         fs = self.fs
@@ -561,7 +567,7 @@ class FileStorage(RaftStorage):
                     f"{prev.next_offset} ({prev.path.name} is short or a segment is missing); refusing to start"
                 )
             data = self.fs.read_file(path)
-            scan = _scan(data, base, last_epoch)
+            scan = _scan(data, base, last_epoch, verify_crc="storage-crc-not-checked-on-load" not in self.bugs)
             seg = _Segment(base, path)
             for batch, pos, stop in scan.batches:
                 seg.add(batch, pos, stop - pos)
@@ -659,7 +665,7 @@ class FileStorage(RaftStorage):
         with io_failure("create", seg.path):
             self._fd = fs.open(seg.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o644)
         self._segments.append(seg)
-        self._dir_dirty = True
+        self._dir_dirty = "storage-segment-roll-no-dir-fsync" not in self.bugs
         return seg
 
     def truncate(self, offset: int) -> None:
@@ -712,7 +718,7 @@ class FileStorage(RaftStorage):
 
     def flush(self) -> None:
         self._require_loaded()
-        if self._dirty and self._fd is not None:
+        if self._dirty and self._fd is not None and "storage-flush-skips-fsync" not in self.bugs:
             # fdatasync: appends only need the data and the file size durable, not the mtime.
             with io_failure("fdatasync", self._segments[-1].path if self._segments else self.log_dir):
                 self.fs.fdatasync(self._fd)
@@ -754,7 +760,7 @@ def scan_segment(
     return result.batches, result.bad_pos
 
 
-def _scan(data: bytes, base_offset: int, last_epoch: int) -> _ScanResult:
+def _scan(data: bytes, base_offset: int, last_epoch: int, verify_crc: bool = True) -> _ScanResult:
     """Decode a segment's batches until the first defect (bad bytes, an offset gap, an epoch going back)."""
     view = memoryview(data)
     result = _ScanResult([])
@@ -762,7 +768,7 @@ def _scan(data: bytes, base_offset: int, last_epoch: int) -> _ScanResult:
     pos = 0
     while pos < len(data):
         try:
-            batch, stop = decode_batch(view, pos)
+            batch, stop = decode_batch(view, pos, verify_crc=verify_crc)
         except CorruptBatchError as e:
             result.bad_pos, result.reason = pos, str(e)
             break

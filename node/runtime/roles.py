@@ -8,6 +8,7 @@ being where other brokers reach it.
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 
@@ -83,7 +84,7 @@ def build_process(config: ServerConfig, raft: RaftNode, rng: random.Random) -> N
         cluster_action=authorizer.cluster_action if authorizer is not None else None,
         own_principal=own_principal(config),
         snapshot_every_records=_snapshot_every(config) if controller_config else 0,
-        snapshot_maker=snapshot_bytes,
+        snapshot_maker=functools.partial(snapshot_bytes, bugs=config.bugs) if config.bugs else snapshot_bytes,
         rng=random.Random(rng.getrandbits(64)),
     )
 

@@ -28,6 +28,7 @@ from collections.abc import Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from node.bugs import warning_lines
 from node.process.actions import MetadataApplied, ShutDown
 from node.process.events import BeginShutdown, InboundRequest
 from node.process.ports import RequestContext
@@ -166,8 +167,14 @@ class NodeServer:
     async def start(self) -> None:
         """Load the data dir (StorageError if it cannot be trusted), listen, and start the core."""
         self._loop = asyncio.get_running_loop()
+        for line in warning_lines(self.config.bugs, self.node_id):
+            log.warning("%s", line)
         self.storage = FileStorage(
-            self.config.data_dir, self.node_id, self.config.cluster_id, segment_bytes=self.config.segment_bytes
+            self.config.data_dir,
+            self.node_id,
+            self.config.cluster_id,
+            segment_bytes=self.config.segment_bytes,
+            bugs=self.config.bugs,
         )
         try:
             loaded = self.storage.load()

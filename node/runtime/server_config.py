@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from node.broker.config import BrokerConfig
+from node.bugs import BUGS_KEY, NO_BUGS, TEST_CLUSTER_KEY, Bugs, UnknownBugError, parse_bugs, refusal
 from node.controller.config import PROPERTY_NAMES as CONTROLLER_PROPERTY_NAMES
 from node.raft.config import ConfigError, RaftConfig, VoterAddress, parse_voters
 from node.runtime.file_storage import DEFAULT_SEGMENT_BYTES
@@ -75,6 +76,7 @@ KNOWN_KEYS = frozenset(
         "allow.everyone.if.no.acl.found",
         "metadata.log.max.snapshot.interval.records",
         "metadata.log.segment.bytes",
+        TEST_CLUSTER_KEY,
         *CONTROLLER_PROPERTY_NAMES.values(),
         *BrokerConfig.PROPERTY_NAMES,
         *TIMEOUT_KEYS,
@@ -114,6 +116,7 @@ class ServerConfig:
     super_users: frozenset[str] = frozenset()
     allow_everyone_if_no_acl_found: bool = False
     settings: dict[str, str] = field(default_factory=dict)  # every key as given, for component configs
+    bugs: Bugs = NO_BUGS  # kchaos.bugs: planted bugs (node/bugs.py), only with kchaos.test.cluster=true
 
     @property
     def is_voter(self) -> bool:
@@ -357,7 +360,19 @@ def _data_dir(props: _Props) -> Path:
     return Path(first)
 
 
-def _raft(props: _Props, node_id: int, voters: tuple[VoterAddress, ...]) -> RaftConfig:
+def _bugs(props: _Props) -> Bugs:
+    """`kchaos.bugs`, refused unless `kchaos.test.cluster=true` says this is a throw-away test cluster."""
+    try:
+        bugs = parse_bugs(props.get(BUGS_KEY))
+    except UnknownBugError as exc:
+        raise props.error(BUGS_KEY, str(exc)) from None
+    problem = refusal(bugs, props.boolean(TEST_CLUSTER_KEY))
+    if problem is not None:
+        raise props.error(BUGS_KEY, problem)
+    return bugs
+
+
+def _raft(props: _Props, node_id: int, voters: tuple[VoterAddress, ...], bugs: Bugs = NO_BUGS) -> RaftConfig:
     settings: dict[str, int] = {}
     for key, attr in TIMEOUT_KEYS.items():
         value = props.integer(key, 1)
@@ -369,7 +384,7 @@ def _raft(props: _Props, node_id: int, voters: tuple[VoterAddress, ...]) -> Raft
     if settings.get("retry_backoff_ms", 0) > settings.get("retry_backoff_max_ms", 1 << 62):
         raise props.error("quorum.retry.backoff.ms", "is larger than quorum.retry.backoff.max.ms")
     try:
-        return RaftConfig(node_id=node_id, voter_ids=frozenset(v.node_id for v in voters), **settings)
+        return RaftConfig(node_id=node_id, voter_ids=frozenset(v.node_id for v in voters), bugs=bugs, **settings)
     except ConfigError as exc:
         raise ConfigError(f"{props.source}: {exc}") from None
 
@@ -399,7 +414,8 @@ def build_server_config(entries: list[Property], source: str) -> ServerConfig:
     voters = _voters(props)
     listener = _controller_listener(props, node_id, roles, voters)
     data_dir = _data_dir(props)
-    raft = _raft(props, node_id, voters)
+    bugs = _bugs(props)
+    raft = _raft(props, node_id, voters, bugs)
     later = {key: props.integer(key, 1, default) for key, default in LATER_INT_KEYS.items()}
     warnings = props.warnings + [
         f"{source}:{entry.line}: unknown key '{key}' is ignored"
@@ -430,6 +446,7 @@ def build_server_config(entries: list[Property], source: str) -> ServerConfig:
         allow_everyone_if_no_acl_found=props.boolean("allow.everyone.if.no.acl.found"),
         settings={key: entry.value for key, entry in props.entries.items()},
         segment_bytes=props.integer("metadata.log.segment.bytes", 1024, DEFAULT_SEGMENT_BYTES) or DEFAULT_SEGMENT_BYTES,
+        bugs=bugs,
     )
 
 

@@ -19,12 +19,14 @@ quorum and controller APIs, "PLAINTEXT", the inter-broker listener, otherwise).
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from node.bugs import NO_BUGS, Bugs, parse_bugs
 from node.process.ports import RequestContext
 from node.process.process import CONTROLLER_LISTENER, NodeProcess
 from node.protocol import messages
@@ -75,10 +77,12 @@ class ClusterConfig:
     replica_lag_time_max_ms: int = 3000
     request_timeout_ms: int = 5000  # the broker's deadline for a forwarded request
     snapshot_every_records: int = 0  # 0: no snapshots
+    bugs: Bugs = NO_BUGS  # planted bugs in every process (node/bugs.py); names or "a,b" are accepted too
     controller_options: Mapping[str, Any] = field(default_factory=dict)  # extra controller config fields
     broker_options: Mapping[str, Any] = field(default_factory=dict)  # extra broker config fields
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "bugs", parse_bugs(self.bugs))
         if self.controllers < 0 or self.brokers < 0 or self.combined < 0:
             raise ValueError("controllers, brokers and combined must be >= 0")
         if self.voters < 1:
@@ -158,7 +162,7 @@ def build_process(
         from node.metadata.snapshot import snapshot_bytes
 
         kwargs.setdefault("snapshot_every_records", config.snapshot_every_records)
-        kwargs.setdefault("snapshot_maker", snapshot_bytes)
+        kwargs.setdefault("snapshot_maker", functools.partial(snapshot_bytes, bugs=config.bugs))
     return NodeProcess(raft, own_principal=config.principal(node_id), rng=random.Random(rng.getrandbits(64)), **kwargs)
 
 

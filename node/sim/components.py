@@ -50,6 +50,7 @@ def build(
             broker_heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
             authorizer_enabled=config.authorizer,
             super_users=super_users,
+            bugs=config.bugs,
             **dict(config.controller_options),
         )
         controller_config.validate()
@@ -61,6 +62,7 @@ def build(
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
             request_timeout_ms=config.request_timeout_ms,
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            bugs=config.bugs,
             **dict(config.broker_options),
         )
         protocol = SecurityProtocol[config.security_protocol]

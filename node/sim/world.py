@@ -238,6 +238,8 @@ class Simulation:
     def _add_node(self, host_id: int, node_id: int) -> SimNode:
         config = self.config
         params = {**config.raft, **config.node_raft.get(node_id, {})}
+        if self.cluster is not None and self.cluster.bugs:
+            params.setdefault("bugs", self.cluster.bugs)  # planted bugs reach the Raft core too
         raft_config = RaftConfig(node_id=node_id, voter_ids=frozenset(config.voter_ids), **params)
         if config.disk_factory is not None:
             disk = config.disk_factory(host_id)

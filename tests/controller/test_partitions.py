@@ -58,7 +58,11 @@ def test_every_rejection_rule() -> None:
     cases = [
         (follower, epochs[follower], (0, le, (follower,), pe), ErrorCode.NOT_LEADER_OR_FOLLOWER),
         (leader, epochs[leader], (0, le - 1, (leader,), pe), ErrorCode.FENCED_LEADER_EPOCH),
-        (leader, epochs[leader], (0, le, (leader,), pe + 5), ErrorCode.INVALID_UPDATE_VERSION),
+        (leader, epochs[leader], (0, le, (leader,), pe - 1), ErrorCode.INVALID_UPDATE_VERSION),
+        # KAFKA-14154: epochs ahead of this controller's state mean the controller is stale
+        (leader, epochs[leader], (0, le, (leader,), pe + 5), ErrorCode.NOT_CONTROLLER),
+        (leader, epochs[leader], (0, le + 1, (leader,), pe), ErrorCode.NOT_CONTROLLER),
+        (follower, epochs[follower], (0, le + 1, (follower,), pe + 1), ErrorCode.NOT_CONTROLLER),
         (leader, epochs[leader], (0, le, (leader, 9), pe), ErrorCode.INVALID_REQUEST),  # outside the replicas
         (leader, epochs[leader], (0, le, (follower,), pe), ErrorCode.INVALID_REQUEST),  # the leader outside the ISR
         (leader, epochs[leader], (0, le, (leader, leader), pe), ErrorCode.INVALID_REQUEST),

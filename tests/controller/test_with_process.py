@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import uuid
 
 from node.controller import ControllerConfig, QuorumController
@@ -26,8 +27,12 @@ from node.protocol.broker_api import (
     Listener,
 )
 from node.protocol.errors import ErrorCode
-from node.raft.actions import Flush, Respond
+from node.raft.actions import Flush, Respond, SetTimer
+from node.raft.config import RaftConfig
 from node.raft.events import FlushCompleted, Start, Tick
+from node.raft.node import RaftNode
+from node.raft.quorum_state import Role
+from node.raft.storage import LoadedState
 from tests.raft.helpers import LATE, make_node
 
 
@@ -87,3 +92,28 @@ def test_register_unfence_create_alter_and_describe_through_the_process() -> Non
     configs = {c.name: c.value for c in described.results[0].configs}
     assert configs["cleanup.policy"] == "delete,compact"
     assert described.metadata_offset == image.last_offset
+
+
+class LowestRandom(random.Random):
+    """Every random choice takes its lowest value: election timeouts of exactly the base, backoffs of 0."""
+
+    def randint(self, a: int, b: int) -> int:
+        return a
+
+
+def test_a_deadline_due_now_is_armed_again_so_a_zero_backoff_candidate_is_not_stuck() -> None:
+    """A candidate whose election times out and whose random backoff is 0 ms re-announces a deadline
+    equal to now. The process must pass that SetTimer on, or the runtime never wakes it again and the
+    voter stays a candidate for ever (found by a simulated run: a voter stuck 90 s after the heal)."""
+    raft = RaftNode(RaftConfig(1, frozenset({1, 2, 3})), LoadedState(None, (), None), LowestRandom(1))
+    proc = NodeProcess(raft)
+    timers = [a.deadline_ms for a in proc.handle(0, Start()) if isinstance(a, SetTimer)]
+    deadline = timers[-1]
+    proc.handle(deadline, Tick())  # election timeout: a candidate of epoch 1, votes go out, no answer comes
+    assert raft.role is Role.CANDIDATE and raft.epoch == 1
+    vote_deadline = raft.state.election_deadline
+    out = proc.handle(vote_deadline, Tick())  # the election failed: back off for 0 ms
+    assert raft.state.backing_off_until == vote_deadline
+    assert SetTimer(vote_deadline) in out  # the runtime is asked to wake it again at once
+    proc.handle(vote_deadline, Tick())
+    assert raft.role is Role.CANDIDATE and raft.epoch == 2  # it tries again instead of waiting for ever

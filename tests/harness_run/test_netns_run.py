@@ -52,6 +52,13 @@ def test_reference_cluster_under_partition_and_kill_is_valid_and_leaves_nothing(
     assert result.valid is True and result.exit_code == 0, result.checker_lines
     for node in ("c1", "c2", "c3", "b1", "b2"):
         assert (result.run.path / "nodes" / node / "committed-log.jsonl").is_file()
+        # the whole node is exercised: SASL/PLAIN listeners, the authorizer, snapshots
+        props = (result.run.path / "nodes" / node / "server.properties").read_text()
+        assert "CONTROLLER:SASL_PLAINTEXT,BROKER:SASL_PLAINTEXT" in props and "authorizer.class.name=" in props
+        assert "metadata.log.max.snapshot.interval.records=20" in props and "kchaos.test.cluster=true" in props
+    results = json.loads((result.run.path / "results.json").read_text())
+    forgery = results["checkers"]["forgery"]
+    assert forgery["valid"] is True and forgery["ops"] >= 5 and forgery["nodes_checked"] == 5
     assert not run_leftovers(tmp_path)
     assert not marked_pids(str(tmp_path))
 

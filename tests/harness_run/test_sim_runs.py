@@ -36,8 +36,10 @@ def test_run_dir_holds_history_faults_dumps_and_verdict(tmp_path):
     assert all(a["time"] <= b["time"] for a, b in itertools.pairwise(events))
     fs = {e["f"] for e in events if e["process"] == "nemesis"}
     assert {"start-partition", "stop-partition", "start-kill", "stop-kill"} <= fs
-    client = [e for e in events if e["process"] != "nemesis"]
+    client = [e for e in events if e["process"] != "nemesis" and not str(e["process"]).startswith("forger")]
     assert {e["f"] for e in client} == {"read", "write", "read-broker"} and all("key" in e for e in client)
+    forged = {e["f"] for e in events if str(e["process"]).startswith("forger")}  # the forger side process
+    assert len(forged) >= 2 and all(f.startswith("forge-") for f in forged)
     assert any(e["type"] == "ok" and e["f"] == "read" and e["value"] is not None for e in client)
     # every node's dumps are there, and the log-agreement checker ran on them
     for node in ("c1", "c2", "c3", "b1", "b2"):
@@ -51,6 +53,7 @@ def test_run_dir_holds_history_faults_dumps_and_verdict(tmp_path):
         "availability",
         "log-agreement",
         "image-replay",
+        "forgery",
     }
     assert results["checks"]["end_of_run"] == ["availability", "log-agreement", "image-replay"]
     reads = results["checkers"]["image-reads"]

@@ -1,0 +1,133 @@
+"""Targeted simulator scenarios: the fault that makes a planted bug visible, and the invariant that then
+fails. They show that bugs the random matrix does not catch yet are real and catchable once a nemesis
+produces the right moment (the nemesis, not the checker, is what they wait for)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from node.bugs import Bugs
+from node.process.process import CONTROLLER_LISTENER
+from node.protocol.admin import ConfigResourceType, DescribeConfigsRequest, DescribeConfigsResource
+from node.raft.node import RaftNode
+from node.sim.admin_client import Endpoint, SimAdminClient, broker_endpoints
+from node.sim.cluster import ClusterConfig
+from node.sim.cluster_run import active_controller, settled
+from node.sim.runner import converged
+from node.sim.world import SimConfig, Simulation
+from tests.sim.scenarios import figure8, wait
+from tests.sim_cluster.helpers import call, call_to, create_topic, set_config
+
+
+def bugged(*names: str):
+    """A node factory whose Raft cores run with planted bugs (as `kchaos.bugs` would switch them on)."""
+    on = Bugs(frozenset(names))
+
+    def factory(config, loaded, rng: random.Random, cluster_id_factory):
+        return RaftNode(replace(config, bugs=on), loaded, rng, cluster_id_factory)
+
+    return factory
+
+
+def test_figure8_catches_the_hwm_before_the_leader_change_is_committed_kafka_12619() -> None:
+    """Raft's Figure 8 (5 voters, one batch per fetch): the third leader may not count the old entry
+    committed. With the bug it does, and the fourth leader then overwrites a committed entry."""
+    with pytest.raises(AssertionError, match="invariant violated"):
+        out = figure8(node_factory=bugged("raft-hwm-before-leader-change-committed"))
+        assert out.sim.violation is None  # not reached: figure8 stops waiting at the violation
+    out = figure8()  # the correct core in the same scenario
+    assert out.sim.violation is None
+
+
+def power_loss_of_a_leader_with_a_slow_disk(*names: str) -> Simulation:
+    """3 voters. The leader's fsync stalls while both followers copy and fsync a new batch, which
+    commits on them. The leader loses power (its unsynced tail is gone) and restarts at once."""
+    sim = Simulation(SimConfig(seed=3, voters=3, raft={"bugs": Bugs(frozenset(names))}))
+    sim.start()
+    wait(sim, lambda: converged(sim), 30_000, "a first leader")
+    leader = sim.leader()
+    assert leader is not None
+    end = sim.raft(leader).log_end_offset
+    sim.stall_disk(leader, 10_000)
+    sim.submit_append(leader, (b"x",))
+    followers = [n for n in sim.nodes if n != leader]
+    wait(sim, lambda: all(sim.raft(f).high_watermark > end for f in followers), 5_000, "the batch committed")
+    sim.kill(leader, lose_unsynced=True, keep_unsynced=0)
+    sim.restart(leader)
+    sim.run_for(3_000)
+    return sim
+
+
+def test_a_leader_reelected_in_its_epoch_after_power_loss_breaks_log_matching_kafka_10527() -> None:
+    sim = power_loss_of_a_leader_with_a_slow_disk("raft-leader-reelected-same-epoch")
+    assert sim.violation is not None
+    assert "log matching" in sim.violation.message or "committed entry changed" in sim.violation.message
+    correct = power_loss_of_a_leader_with_a_slow_disk()
+    assert correct.violation is None, correct.violation
+
+
+def stale_read_from_a_slow_clocked_controller(*names: str):
+    """The active controller's clock runs at a tenth of real speed and it is cut off from the other
+    controllers (a client still reaches it). The others elect a new controller and a config write
+    commits there; then the client reads the key at the old controller."""
+    sim = Simulation(SimConfig(seed=5, cluster=ClusterConfig(controllers=3, brokers=1, bugs=Bugs(frozenset(names)))))
+    sim.start()
+    wait(sim, lambda: settled(sim), 30_000, "the cluster settling")
+    admin = SimAdminClient(sim, broker_endpoints([4]), principal="User:admin", request_timeout_ms=5_000)
+    create_topic(sim, admin, "t", 1, 1)
+    assert call(sim, admin, set_config("t", "retention.ms", "1")).ok
+    old = active_controller(sim)
+    assert old is not None
+    sim.skew(old, rate=0.1)
+    sim.isolate([[n for n in sim.nodes if n != old]])  # the old controller alone; clients reach everyone
+    wait(sim, lambda: active_controller(sim) not in (None, old), 30_000, "a new active controller")
+    new = active_controller(sim)
+    assert call_to(sim, admin, Endpoint(new, CONTROLLER_LISTENER), set_config("t", "retention.ms", "2")).ok
+    read = DescribeConfigsRequest((DescribeConfigsResource(ConfigResourceType.TOPIC, "t", ("retention.ms",)),))
+    result = call_to(sim, admin, Endpoint(old, CONTROLLER_LISTENER), read, timeout_ms=2_000)
+    if not result.ok:
+        return None
+    return result.response.results[0].configs[0].value
+
+
+def test_a_read_without_barrier_at_a_deposed_controller_is_stale_under_clock_skew() -> None:
+    """With the bug the old controller answers the value before the committed write (1, not 2): a
+    linearizability violation any register checker flags. The correct controller's read barrier
+    cannot complete without a majority, so it answers nothing stale."""
+    assert stale_read_from_a_slow_clocked_controller("ctl-read-without-barrier") == "1"
+    assert stale_read_from_a_slow_clocked_controller() in (None, "2")
+
+
+def brokers_behind_a_zombie_leader(*names: str) -> tuple[int, list[int]]:
+    """3 controllers + 2 brokers. The active controller is cut off from the other two controllers but
+    not from the brokers (a partial partition). The other two elect a leader and commit a config
+    write; 15 s later, how far is the committed log, and how far is each broker's image?"""
+    sim = Simulation(SimConfig(seed=7, cluster=ClusterConfig(controllers=3, brokers=2, bugs=Bugs(frozenset(names)))))
+    sim.start()
+    wait(sim, lambda: settled(sim), 30_000, "the cluster settling")
+    admin = SimAdminClient(sim, broker_endpoints([4, 5]), principal="User:admin", request_timeout_ms=5_000)
+    create_topic(sim, admin, "t", 1, 1)
+    old = active_controller(sim)
+    assert old is not None
+    others = [c for c in (1, 2, 3) if c != old]
+    sim.partition({old: others, **{c: [old] for c in others}})
+    wait(sim, lambda: any(sim.raft(c).role.value == "leader" for c in others), 30_000, "a leader among the others")
+    new = next(c for c in others if sim.raft(c).role.value == "leader")
+    wait(sim, lambda: active_controller(sim) == new or sim.process(new).controller.active, 10_000, "it activating")
+    assert call_to(sim, admin, Endpoint(new, CONTROLLER_LISTENER), set_config("t", "retention.ms", "7")).ok
+    sim.run_for(15_000)
+    committed = sim.raft(new).high_watermark
+    return committed, [sim.process(b).image.last_offset + 1 for b in (4, 5)]
+
+
+def test_brokers_follow_a_zombie_leader_that_never_resigns_kafka_15489() -> None:
+    """What a client sees: with the bug, brokers that still reach the old leader keep fetching from it,
+    so their images (every read they answer) stay behind the committed log for the whole partition;
+    the correct old leader resigns within quorum.fetch.timeout.ms and the brokers find the new one."""
+    committed, brokers = brokers_behind_a_zombie_leader("raft-leader-never-resigns")
+    assert all(offset < committed for offset in brokers), (committed, brokers)
+    committed, brokers = brokers_behind_a_zombie_leader()
+    assert all(offset == committed for offset in brokers), (committed, brokers)

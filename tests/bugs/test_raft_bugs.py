@@ -1,0 +1,93 @@
+"""Each planted Raft bug changes what the core does, and the correct core does the right thing."""
+
+from __future__ import annotations
+
+from node.bugs import Bugs
+from node.protocol.errors import ErrorCode
+from node.protocol.messages import FetchRequest, FetchResponse, VoteRequest
+from node.raft.actions import AppendBatches, Flush, PersistQuorumState, Respond
+from node.raft.events import Tick
+from node.raft.quorum_state import NO_ID, QuorumStateData, Role
+from tests.raft.helpers import (
+    LATE,
+    batch,
+    fetch,
+    fetch_response,
+    make_follower,
+    make_leader,
+    make_node,
+    of_type,
+    one,
+    request,
+    sent,
+)
+
+
+def bugs(*names: str) -> Bugs:
+    return Bugs(frozenset(names))
+
+
+def test_hwm_before_leader_change_committed_commits_an_old_epoch_entry_kafka_12619() -> None:
+    """A leader of epoch 2 inherits records of epoch 1 at [0, 2); its LeaderChange is at 2. A follower
+    fetching at offset 2 holds the old records but not the LeaderChange: a majority holds [0, 2)."""
+
+    def leader_after_partial_fetch(on: Bugs) -> int:
+        node, _ = make_leader(1, (1, 2, 3), batches=(batch(0, 1, 2),), bugs=on)
+        assert node.epoch == 2 and node.epoch_start_offset == 2
+        request(node, LATE + 1, fetch(2, node.epoch, 2, 1))
+        return node.high_watermark
+
+    assert leader_after_partial_fetch(Bugs()) == 0  # waits for the LeaderChange (offset 2) to commit
+    assert leader_after_partial_fetch(bugs("raft-hwm-before-leader-change-committed")) == 2
+
+
+def test_leader_reelected_in_the_same_epoch_after_a_restart_kafka_10527() -> None:
+    state = QuorumStateData(leader_id=1, leader_epoch=5, voted_id=1, current_voters=(1, 2, 3))
+    correct = make_node(1, quorum_state=state, batches=(batch(0, 5, 2),))
+    assert correct.role is Role.RESIGNED and correct.epoch == 5
+    buggy = make_node(1, quorum_state=state, batches=(batch(0, 5, 2),), bugs=bugs("raft-leader-reelected-same-epoch"))
+    assert buggy.role is Role.LEADER and buggy.epoch == 5  # leads the epoch it led before the restart
+    assert buggy.log.batch_at(2).epoch == 5  # and writes a second LeaderChange under epoch 5
+
+
+def test_leader_never_resigns_without_fetches_from_a_majority_kafka_15489() -> None:
+    def role_after_silence(on: Bugs) -> Role:
+        node, _ = make_leader(1, (1, 2, 3), bugs=on)
+        for step in range(1, 6):  # five fetch timeouts without a single Fetch
+            node.handle(LATE + step * node.config.fetch_timeout_ms + 1, Tick())
+        return node.role
+
+    assert role_after_silence(Bugs()) is Role.CANDIDATE
+    assert role_after_silence(bugs("raft-leader-never-resigns")) is Role.LEADER
+
+
+def test_vote_not_persisted_lets_a_restarted_voter_vote_twice_in_one_epoch() -> None:
+    def votes(on: Bugs) -> tuple[int, bool]:
+        voter = make_node(1, (1, 2, 3), bugs=on)
+        actions = request(voter, 100, VoteRequest(None, 1, 2, 0, 0))
+        persisted = of_type(actions, PersistQuorumState)[-1].state  # what is on disk when it grants
+        assert voter.voted_id == 2  # in memory the vote is there either way
+        restarted = make_node(1, (1, 2, 3), quorum_state=persisted, bugs=on)
+        second = request(restarted, 200, VoteRequest(None, 1, 3, 0, 0))
+        return persisted.voted_id, sent_vote_granted(second)
+
+    assert votes(Bugs()) == (2, False)
+    assert votes(bugs("raft-vote-not-persisted")) == (NO_ID, True)
+
+
+def sent_vote_granted(actions: list) -> bool:
+    response = one(actions, Respond).message
+    return bool(response.vote_granted) and response.error_code == ErrorCode.NONE
+
+
+def test_follower_fetch_before_flush_acknowledges_unsynced_records_kafka_10533() -> None:
+    def fetches_before_fsync(on: Bugs) -> list[FetchRequest]:
+        follower, actions = make_follower(2, 1, 1, bugs=on)
+        records = (batch(0, 1, 3),)
+        after = fetch_response(follower, actions, 200, FetchResponse(int(ErrorCode.NONE), 1, 1, 0, records=records))
+        assert of_type(after, AppendBatches) and of_type(after, Flush)  # appended, fsync started
+        return [s.message for s in sent(after, FetchRequest)]
+
+    assert fetches_before_fsync(Bugs()) == []  # the next Fetch waits for the fsync
+    early = fetches_before_fsync(bugs("raft-follower-fetch-before-flush"))
+    assert [f.fetch_offset for f in early] == [3]  # acknowledges offsets [0, 3) before they are durable
