@@ -375,7 +375,9 @@ def read_broker_history(history: History, dumps: str | Path | None = None) -> Br
         elif f == "barrier" and op.type == "ok":
             barriers.append(Barrier(_timed(op), _get(op.value, "offset", op)))
     end = history.end_time
-    spans = [(w.kind, w.start, w.end if w.end is not None else end + 1) for w in fault_windows(history)]
+    spans = [
+        (w.kind, w.start, w.end + w.aftereffect_ns if w.end is not None else end + 1) for w in fault_windows(history)
+    ]
     bh = BrokerHistory(setup, regs, beats, alters, images, quorum, barriers, spans, end)
     if dumps is not None:
         for node, path in find_image_dumps(dumps).items():

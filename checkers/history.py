@@ -103,6 +103,23 @@ class FaultWindow:
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "start": self.start, "end": self.end, "value": self.value}
 
+    @property
+    def aftereffect_ns(self) -> int:
+        """How long the fault still acts after its stop. A clock that was ahead when set back to the
+        true time stands still until real time catches up (a node's clock never runs backwards), so its
+        timers (sessions, fetch timeouts) lag by as much: a forward bump's delta, a strobe's delta (it
+        ends on a step back), a fast rate's gain over the window. Other faults end at their stop."""
+        if self.kind != "clock" or not isinstance(self.value, dict):
+            return 0
+        mode = self.value.get("mode")
+        if mode in ("bump", "strobe"):
+            delta = self.value.get("delta_ms")
+            return max(0, int(delta)) * 1_000_000 if isinstance(delta, int | float) else 0
+        rate = self.value.get("rate")
+        if mode == "rate" and isinstance(rate, int | float) and rate > 1 and self.end is not None:
+            return int((rate - 1) * (self.end - self.start))
+        return 0
+
 
 def _hashable(value: Any) -> Any:
     """Keys must be hashable: JSON arrays become tuples."""

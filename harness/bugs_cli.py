@@ -132,7 +132,7 @@ def register(subparsers: Any) -> None:
         "--nemesis",
         action="append",
         metavar="KINDS",
-        help="a nemesis profile, e.g. partition,kill (repeatable; default: each kind alone, then all together)",
+        help="a nemesis profile, e.g. partition,kill (repeatable; default: all kinds together, then each alone)",
     )
     p.add_argument("--seeds", default="10", help="seeds per workload x nemesis profile (default 10)")
     p.add_argument("--budget", default="300s", help="simulated time a bug may use before it is not caught (300s)")
@@ -140,7 +140,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--time-limit", default="30s", help="each run's main phase (default 30s)")
     p.add_argument("--nemesis-interval", default="3s", help="time between faults (default 3s)")
     p.add_argument("--nemesis-duration", default="3s", help="how long each fault lasts (default 3s)")
-    p.add_argument("--recovery", default="5s", help="quiet time after the heal (default 5s)")
+    p.add_argument("--recovery", default="10s", help="recovery window after the heal (default 10s)")
     p.add_argument("--jobs", help="runs in parallel processes (default: min(2, CPUs))")
     p.add_argument("--all", action="store_true", help="run every cell of every bug, not only up to its first catch")
     p.add_argument("--json", action="store_true", help="print JSON instead of the Markdown table")

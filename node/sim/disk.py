@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from node.bugs import NO_BUGS, Bugs
 from node.protocol.messages import SnapshotId
 from node.raft.quorum_state import QuorumStateData
 from node.raft.records import RecordBatch
@@ -46,7 +47,7 @@ from node.sim.simfs import SimFile, SimFS
 
 DATA_DIR = "/kraft"  # every host's data dir on its own SimFS
 SIM_SEGMENT_BYTES = 16 << 10  # small, so that runs roll, delete and truncate across segments
-StorageFactory = Callable[..., FileStorage]  # (data_dir, node_id, *, segment_bytes, fs) -> FileStorage
+StorageFactory = Callable[..., FileStorage]  # (data_dir, node_id, *, segment_bytes, fs, bugs) -> FileStorage
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +148,10 @@ class SimDisk(RaftStorage):
         storage_factory: StorageFactory = FileStorage,
         fs: SimFS | None = None,
         data_dir: str = DATA_DIR,
+        bugs: Bugs = NO_BUGS,
     ) -> None:
         self.node_id = node_id
+        self.bugs = bugs  # planted storage bugs (node/bugs.py) the FileStorage runs with
         self.segment_bytes = segment_bytes
         self.storage_factory = storage_factory
         self.fs = fs if fs is not None else SimFS()
@@ -175,7 +178,9 @@ class SimDisk(RaftStorage):
         self.starts += 1
         self.fs.pid = 1000 + self.starts
         self._expected = (self.expected_log(), self.expected_snapshot())
-        storage = self.storage_factory(self.data_dir, self.node_id, segment_bytes=self.segment_bytes, fs=self.fs)
+        storage = self.storage_factory(
+            self.data_dir, self.node_id, segment_bytes=self.segment_bytes, fs=self.fs, bugs=self.bugs
+        )
         try:
             loaded = storage.load()
         except BaseException:

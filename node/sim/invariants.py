@@ -168,9 +168,7 @@ class InvariantChecker:
             raise InvariantViolation(f"node {node_id}'s high watermark went back from {mark.hwm} to {hwm}")
         if hwm > leo:
             raise InvariantViolation(f"node {node_id}'s high watermark {hwm} is beyond its log end {leo}")
-        if hwm > mark.hwm:
-            self._check_committed(node_id, disk, max(mark.hwm, disk.start_offset), hwm, disks)
-            mark.hwm = hwm
+        self._learn_hwm(node_id, node, disk, disks)
         if self._pending_snapshots:
             pending, self._pending_snapshots = self._pending_snapshots, []
             for who, end in pending:
@@ -180,7 +178,20 @@ class InvariantChecker:
                         f"{self.committed_end}"
                     )
 
+    def on_fail_stop(self, node_id: int, node: NodeView, disk: SimDisk, disks: Mapping[int, SimDisk]) -> None:
+        """The node stopped on a disk error part way through an event: `after_event` never ran, but
+        what its core learned in that event (a higher HWM, from the leader) is still the cluster's
+        commit, and a snapshot it wrote then must be judged against it."""
+        self._learn_hwm(node_id, node, disk, disks)
+
     # --- internals ---
+    def _learn_hwm(self, node_id: int, node: NodeView, disk: SimDisk, disks: Mapping[int, SimDisk]) -> None:
+        mark = self._mark(node_id)
+        hwm = min(node.high_watermark, disk.end_offset)
+        if hwm > mark.hwm:
+            self._check_committed(node_id, disk, max(mark.hwm, disk.start_offset), hwm, disks)
+            mark.hwm = hwm
+
     def _check_committed(self, node_id: int, disk: SimDisk, old: int, new: int, disks: Mapping[int, SimDisk]) -> None:
         offset = old
         while offset < new:

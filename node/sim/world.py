@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from harness.backends.faults import PacketFault
+from node.bugs import NO_BUGS
 from node.process.actions import MetadataApplied, ShutDown
 from node.process.events import BeginShutdown, InboundRequest
 from node.process.ports import RequestContext
@@ -244,7 +245,8 @@ class Simulation:
         if config.disk_factory is not None:
             disk = config.disk_factory(host_id)
         else:
-            disk = SimDisk(node_id, segment_bytes=config.segment_bytes)
+            bugs = self.cluster.bugs if self.cluster is not None else NO_BUGS  # storage bugs run in the sim too
+            disk = SimDisk(node_id, segment_bytes=config.segment_bytes, bugs=bugs)
         roles = self.cluster.roles(node_id) if self.cluster is not None else None
         host = self.nodes[host_id] = SimNode(host_id, raft_config, disk, roles)
         return host
@@ -688,6 +690,11 @@ class Simulation:
             self._violated(index, node_id, f"{kind} {desc}", str(exc))
         except Exception as exc:
             if isinstance(exc, OSError | StorageError) and self._injected_disk_error(host):
+                try:
+                    self.checker.on_fail_stop(node_id, host.raft, host.disk, self._disks)
+                except InvariantViolation as violation:
+                    self._violated(index, node_id, f"{kind} {desc}", str(violation))
+                    return
                 self._fail_stop(host, f"storage failure while handling {kind}: {exc}")
                 return
             detail = "".join(traceback.format_exception_only(exc)).strip()

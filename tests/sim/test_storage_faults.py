@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import random
-from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
@@ -17,9 +16,7 @@ from harness.backends import FaultNotSupported
 from harness.backends.faults import DiskFault
 from harness.backends.sim import SimBackend
 from harness.db.kraft import KraftDB
-from node.raft import records
-from node.raft.records import CorruptBatchError
-from node.runtime import file_storage
+from node.bugs import parse_bugs
 from node.runtime.corruption import CORRUPT_MODES, NothingToCorrupt
 from node.runtime.file_storage import FileStorage, snapshot_name
 from node.sim.admin_client import SimAdminClient, broker_endpoints
@@ -258,44 +255,23 @@ def test_kraft_db_corrupts_and_uncorrupts_on_the_sim_backend(tmp_path):
 SEEDS = 24
 
 
-def skip_crc(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A planted storage bug: start-up decodes batches without checking their CRC."""
-
-    def lax_decode(buf, pos=0):
-        try:
-            return records.decode_batch(buf, pos)
-        except CorruptBatchError as exc:
-            if "CRC32C mismatch" not in str(exc):
-                raise
-            fixed = bytearray(buf)
-            fixed[pos + 17 : pos + 21] = b"\0\0\0\0"
-            length = int.from_bytes(fixed[pos + 8 : pos + 12], "big")
-            base, epoch = int.from_bytes(fixed[pos : pos + 8], "big"), int.from_bytes(fixed[pos + 12 : pos + 16], "big")
-            crc = records.crc32c.crc32c(bytes(fixed[pos + 21 : pos + 12 + length]), records._crc_seed(base, epoch))
-            fixed[pos + 17 : pos + 21] = crc.to_bytes(4, "big")
-            return records.decode_batch(bytes(fixed), pos)
-
-    monkeypatch.setattr(file_storage, "decode_batch", lax_decode)
-
-
-def corrupt_and_restart(seed: int, patch: Callable[[], None] | None = None) -> Simulation:
+def corrupt_and_restart(seed: int, bugs: tuple[str, ...] = ()) -> Simulation:
     sim, leader = started(seed=seed)
     sim.start_workload()
     sim.run_for(2_000)
     victim = next(n for n in sim.nodes if n != leader)
     sim.kill(victim)
-    if patch is not None:
-        patch()
+    sim.nodes[victim].disk.bugs = parse_bugs(bugs)  # the restarted FileStorage runs with them
     sim.corrupt_storage(victim, "bitflip-log", random.Random(seed))
     sim.restart(victim)
     return sim
 
 
-def test_a_storage_that_skips_the_crc_check_on_load_is_caught(monkeypatch):
+def test_a_storage_that_skips_the_crc_check_on_load_is_caught():
+    """The planted bug `storage-crc-not-checked-on-load` (node/bugs.py) on the restarted node."""
     caught = []
     for seed in range(SEEDS):
-        with monkeypatch.context() as m:
-            sim = corrupt_and_restart(seed, lambda m=m: skip_crc(m))
+        sim = corrupt_and_restart(seed, ("storage-crc-not-checked-on-load",))
         if sim.violation is not None:
             caught.append(sim.violation.message)
     assert caught and all("started on a damaged log without noticing" in m for m in caught)

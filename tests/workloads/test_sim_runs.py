@@ -4,6 +4,7 @@ partition + kill; invalid, with the right anomaly, when the controller breaks a 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -126,3 +127,17 @@ def test_bad_workload_options_are_one_line_errors(tmp_path, capsys, option, mess
     assert code == EXIT_ERROR
     errors = [line for line in err.splitlines() if "error" in line]
     assert len(errors) == 1 and message in errors[0] and "Traceback" not in err
+
+
+def test_clock_faults_raise_no_session_false_alarm(tmp_path):
+    """Regression: a forward bump then a reset leaves the controller's clock standing still for the
+    bump's size, so its session timers lag past the fault's stop; the checker once judged them."""
+    result = run_test(
+        dataclasses.replace(
+            spec("registrations", 16, nemesis=("clock",), nemesis_interval_s=3.0, nemesis_duration_s=3.0),
+            time_limit_s=30.0,
+        ),
+        root=tmp_path,
+        say=lambda _: None,
+    )
+    assert result.exit_code == EXIT_VALID, result.checker_lines
