@@ -332,7 +332,6 @@ class EndOfRun:
         self.progress, self.warnings = progress, warnings
         self.settle_s = settle_s  # a reset clock still catching up with the true time: the window waits
 
-
     def run(self) -> DriverStats:
         spec, driver = self.spec, self.driver
         stats = driver.stats
