@@ -20,7 +20,16 @@ from tests.harness_run.helpers import history_lines, sim_spec
 from workloads import WORKLOADS, Workload, register_workload
 from workloads.config_append import BROKER_READ, GENERATION, WORKLOAD, ConfigAppend
 
-CHECKERS = {"elle-list-append", "committed-loss", "image-reads", "availability", "log-agreement", "image-replay"}
+CHECKERS = {
+    "elle-list-append",
+    "committed-loss",
+    "image-reads",
+    "availability",
+    "log-agreement",
+    "image-replay",
+    "at-most-once",
+    "quorum-progress",
+}
 
 
 def _results(result: Any) -> dict[str, Any]:
