@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import harness.runner as runner
-from harness.backends.sim import SimBackend
+from harness.backends.sim import SimBackend, run_cluster_options
 from harness.errors import EXIT_INVALID, EXIT_VALID
 from harness.generators import Op
 from harness.invocation import Completion, DoneFn
@@ -29,6 +29,7 @@ CHECKERS = {
     "image-replay",
     "at-most-once",
     "quorum-progress",
+    "forgery",
 }
 
 
@@ -49,7 +50,7 @@ def test_config_append_under_partition_and_kill_is_valid_and_deterministic(tmp_p
     assert checkers["image-reads"]["verified"] == checkers["image-reads"]["reads"] > 5
     assert checkers["availability"]["writes_ok_after_heal"] > 0
     events = [json.loads(line) for line in history_lines(first.run.path)]
-    fs = {e["f"] for e in events if e["process"] != "nemesis"}
+    fs = {e["f"] for e in events if isinstance(e["process"], int)}  # client processes (not nemesis or forger)
     assert fs == {"txn", BROKER_READ}
     assert {e["node"] for e in events if e["f"] == BROKER_READ and e["type"] == "ok"} == {"b1", "b2"}
     assert (first.run.path / "config-timeline.jsonl").is_file() and (first.run.path / "log-tap.jsonl").is_file()
@@ -61,7 +62,7 @@ def with_snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def backend(spec: Any, _run_dir: Any) -> SimBackend:
         c = spec.cluster
-        options = {"snapshot_every_records": 25}
+        options = {**run_cluster_options(spec.bugs), "snapshot_every_records": 25}  # SASL and the authorizer too
         return SimBackend(
             controllers=c.controllers, brokers=c.brokers, combined=c.combined, seed=spec.seed, cluster_options=options
         )
