@@ -321,10 +321,13 @@ def load_history(path: str | Path) -> History:
             gc.enable()
 
 
-def fault_windows(history: History) -> list[FaultWindow]:
+def fault_windows(history: History, *, failed_starts: bool = True, from_invoke: bool = False) -> list[FaultWindow]:
     """Nemesis fault windows: from the completion of `start-<kind>` to that of `stop-<kind>`.
 
     A start without a completion counts from its invoke; a window never stopped stays open (end None).
+    A start that completed `fail` did nothing (results/SCHEMA.md) and no stop follows it; with
+    `failed_starts=False` it opens no window (by default it opens one up to the kind's next stop).
+    With `from_invoke`, a window starts at its start's invoke: the fault may act from then on.
     """
     open_: dict[str, tuple[int, Any]] = {}
     windows: list[FaultWindow] = []
@@ -336,10 +339,12 @@ def fault_windows(history: History) -> list[FaultWindow]:
         if action == "start":
             if ev.type == "invoke":
                 pending_start[kind] = ev
+            elif ev.type == "fail" and not failed_starts:
+                pending_start.pop(kind, None)
             elif kind not in open_:
                 inv = pending_start.pop(kind, None)
                 value = ev.value if ev.value is not None else (inv.value if inv else None)
-                open_[kind] = (ev.time, value)
+                open_[kind] = (inv.time if from_invoke and inv is not None else ev.time, value)
         elif ev.type != "invoke":  # a stop's window ends at its completion
             if kind not in open_ and kind in pending_start:  # the start never completed
                 inv = pending_start.pop(kind)

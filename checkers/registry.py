@@ -31,6 +31,7 @@ CHECKERS: dict[str, str] = {
     "partition-state": "checkers.partition_state:check_from_args",
     "partition-cas": "checkers.partition_cas:check_from_args",
     "forgery": "checkers.forgery:check_from_args",
+    "quorum-progress": "checkers.quorum_progress:check_from_args",
 }
 
 

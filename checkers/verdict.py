@@ -30,6 +30,32 @@ class Verdict:
         return {"checker": self.checker, "valid": self.valid, **self.details}
 
 
+class Anomalies:
+    """What a checker found: a count per anomaly type and the first `max_examples` examples of each,
+    in the `anomaly_types` / `anomaly_counts` / `anomalies` shape of verdict details."""
+
+    def __init__(self, max_examples: int = 8) -> None:
+        self.max_examples = max_examples
+        self.counts: dict[str, int] = {}
+        self.examples: dict[str, list[dict[str, Any]]] = {}
+
+    def add(self, name: str, example: dict[str, Any]) -> None:
+        self.counts[name] = self.counts.get(name, 0) + 1
+        examples = self.examples.setdefault(name, [])
+        if len(examples) < self.max_examples:
+            examples.append(example)
+
+    def __bool__(self) -> bool:
+        return bool(self.counts)
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "anomaly_types": sorted(self.counts),
+            "anomaly_counts": dict(sorted(self.counts.items())),
+            "anomalies": self.examples,
+        }
+
+
 def merge_validity(values: Iterable[Validity]) -> Validity:
     """False if any is false, else "unknown" if any is unknown, else true (true for none)."""
     result: Validity = True

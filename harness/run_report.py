@@ -21,6 +21,7 @@ import pandas as pd
 
 from checkers.history import History
 from checkers.log_agreement import DUMP_NAME
+from checkers.quorum_progress import COMMITS_NAME
 from checkers.registry import CHECKERS, checker_module, get_checker
 from checkers.verdict import UNKNOWN, Validity, Verdict, exit_code, merge_validity
 from harness import plots, store
@@ -81,9 +82,11 @@ def workload_checkers(test: Mapping[str, Any], mapping: Mapping[str, Sequence[st
 
 
 def end_checks(test: Mapping[str, Any], run: store.RunDir) -> list[str]:
-    """The end-of-run checks: availability always; log agreement and the system's own checks (e.g.
-    image replay) when nodes left committed-log dumps."""
+    """The end-of-run checks: availability always; quorum-progress when the adapter timed the committed log;
+    log agreement and the system's own checks (e.g. image replay) when nodes left committed-log dumps."""
     names = list(END_CHECKS)
+    if (run.path / COMMITS_NAME).is_file():  # the adapter timed the committed log while the run went on
+        names.append("quorum-progress")
     if any(run.nodes.glob(f"*/{DUMP_NAME}")):
         names.append("log-agreement")
     for name, needs in SUT_CHECKS.get(str(test.get("sut", "kraft")), {}).items():

@@ -369,7 +369,7 @@ class PeriodicTap:
 
     def _fire(self) -> None:
         if not self.stopped:
-            self.scheduler.blocking(self.db.tap, self._done)
+            self.scheduler.blocking(lambda: self.db.tap(self.scheduler.now), self._done)
 
     def _done(self, _result: Any, error: BaseException | None) -> None:
         if error is not None and not self.failed:

@@ -71,6 +71,7 @@ PARTITION_MODES: tuple[str, ...] = (
     "one-way",
     "controllers-from-brokers",
     "isolate-each-controller",
+    "leader-from-controllers",
 )
 PARTITION_DOC: dict[str, str] = {
     "random-halves": "all nodes shuffled and cut in two halves (the odd one out on the second)",
@@ -81,6 +82,8 @@ PARTITION_DOC: dict[str, str] = {
     "one-way": "a random node's messages dropped one way: it is `deaf` (hears no one) or `mute` (no one hears it)",
     "controllers-from-brokers": "broker-only nodes cut off from the controllers (needs broker-only nodes)",
     "isolate-each-controller": "no controller hears another (brokers hear all): no quorum anywhere",
+    "leader-from-controllers": "the active controller cut off from the other controllers, not from the brokers "
+    "(KAFKA-15489: it must resign; the brokers must find the new one)",
 }
 CORRUPT_MODES: tuple[str, ...] = ("bitflip-log", "truncate-log", "bitflip-snapshot", "truncate-snapshot")
 CLOCK_START_MODES: tuple[str, ...] = CLOCK_MODES  # bump, strobe, rate, reset

@@ -65,6 +65,13 @@ def build(mode: str, view: ClusterView, rng: random.Random) -> Partition:
         if not brokers:
             raise NoTarget("controllers-from-brokers needs broker-only nodes (every broker here is a controller)")
         return Partition(mode, complete([[n for n in nodes if n not in brokers], brokers]), brokers)
+    if mode == "leader-from-controllers":
+        controllers = list(view.controllers)
+        if len(controllers) < 2:
+            raise NoTarget("leader-from-controllers needs at least two controllers")
+        leader = view.leader if view.leader in controllers else rng.choice(controllers)
+        others = [c for c in controllers if c != leader]
+        return Partition(mode, cut_off(leader, others, nodes), [leader], {"leader": view.leader})
     if mode == "isolate-each-controller":
         controllers = list(view.controllers)
         if len(controllers) < 2:
@@ -139,6 +146,15 @@ def one_way(node: Node, nodes: Sequence[Node], direction: str) -> Grudge:
     if direction == "mute":
         return {n: frozenset({node}) for n in others}
     raise ValueError(f"one-way direction must be deaf or mute, got {direction!r}")
+
+
+def cut_off(node: Node, peers: Sequence[Node], nodes: Sequence[Node]) -> Grudge:
+    """`node` and `peers` cannot hear each other (both ways); every other link stays."""
+    grudge: Grudge = {n: frozenset() for n in nodes}
+    grudge[node] = frozenset(peers)
+    for peer in peers:
+        grudge[peer] = frozenset({node})
+    return grudge
 
 
 def isolate_each(controllers: Sequence[Node], nodes: Sequence[Node]) -> Grudge:

@@ -82,9 +82,10 @@ class DB(ABC):
 
     tap_every_s: float = 1.0  # how often the runner calls `tap` (run time)
 
-    def tap(self) -> None:  # noqa: B027 - optional
+    def tap(self, clock: Callable[[], int] | None = None) -> None:  # noqa: B027 - optional
         """Record, while the run goes on, what the end state may no longer hold (e.g. committed records
-        a snapshot will replace). Called every `tap_every_s` from the run's scheduler; may block."""
+        a snapshot will replace). Called every `tap_every_s` from the run's scheduler; may block.
+        `clock` reads the run's clock (the history's times), for records of when things were seen."""
 
 
 # name -> factory(test spec) -> DB
@@ -102,8 +103,11 @@ SUTS["kraft"] = _kraft
 # name -> the end-of-run checks its adapter brings, each with the node dump file that shows a run has
 # what it needs (they need the system's own code, so they live beside the adapter and are registered
 # here as checkers: `kchaos check`, `kchaos analyze`, results.json)
-SUT_CHECKS: dict[str, dict[str, str]] = {"kraft": {"image-replay": "metadata-snapshot.json"}}
+SUT_CHECKS: dict[str, dict[str, str]] = {
+    "kraft": {"image-replay": "metadata-snapshot.json", "at-most-once": "committed-log.jsonl"}
+}
 CHECKERS.setdefault("image-replay", "harness.db.kraft_checks:check_from_args")
+CHECKERS.setdefault("at-most-once", "harness.db.kraft_at_most_once:check_from_args")
 
 
 def make_db(name: str, spec: Any) -> DB:

@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -273,10 +273,12 @@ class KraftDB(DB):
         return f"brokers not registered and unfenced: {', '.join(missing)}" if missing else None
 
     def leader(self) -> str | None:
+        """The active controller with the highest epoch (a deposed one that still believes it is active,
+        cut off from the others, is not the leader), as on real backends below."""
         if self.sim is not None:
-            from node.sim.cluster_run import active_controller
-
-            node_id = active_controller(self.sim) or self.sim.leader()
+            sim = self.sim
+            active = [n for n, h in sim.nodes.items() if h.up and h.process is not None and _active(h.process)]
+            node_id = max(active, key=lambda n: (sim.raft(n).epoch, -n), default=None) or sim.leader()
             return None if node_id is None else self._backend().name_of(node_id)  # type: ignore[attr-defined]
         best: tuple[int, str] | None = None
         for node in self.controllers:
@@ -350,10 +352,11 @@ class KraftDB(DB):
         """Often in the simulator (reading a process's log is cheap there), every second otherwise."""
         return 0.05 if self.sim is not None else 1.0
 
-    def tap(self) -> None:
+    def tap(self, clock: Callable[[], int] | None = None) -> None:
         """Extend run_dir/log-tap.jsonl (harness/db/kraft_tap.py) from every live node: in the sim
         straight from the processes; on real backends over `GET /v1/dump`, only when snapshots are on
-        (without them the final dumps hold the whole log)."""
+        (without them the final dumps hold the whole log). With the run's `clock`, also the time by
+        which the committed log reached the tap's end (commit-times.jsonl, for the quorum-progress check)."""
         if self.run_dir is None or self.backend is None:
             return
         if self.sim is None and int(self.settings.get(SNAPSHOT_INTERVAL, "0") or 0) <= 0:
@@ -363,8 +366,27 @@ class KraftDB(DB):
                 return
             views = self._sim_tap_views() if self.sim is not None else self._http_tap_views()
             if self._log_tap is None:
-                self._log_tap = LogTap(self.run_dir)
+                self._log_tap = LogTap(self.run_dir, self._commit_header())
             self._log_tap.add(views)
+            if clock is not None:
+                self._log_tap.mark(clock())
+
+    def _commit_header(self) -> dict[str, Any]:
+        """What the quorum-progress check needs to know about the cluster: voters, ids, quorum timeouts."""
+        from checkers.quorum_progress import header_line
+        from node.raft.config import RaftConfig
+
+        defaults = RaftConfig.__dataclass_fields__
+
+        def ms(key: str, field_name: str) -> int:
+            return int(self.settings.get(key) or defaults[field_name].default)
+
+        return header_line(
+            self.controllers,
+            self.ids,
+            ms("quorum.fetch.timeout.ms", "fetch_timeout_ms"),
+            ms("quorum.request.timeout.ms", "request_timeout_ms"),
+        )
 
     def _sim_tap_views(self) -> list[Any]:
         """The node furthest ahead whose log still holds the tap's end (only its new records are
@@ -524,3 +546,8 @@ class KraftDB(DB):
         if self.run_dir is None:
             raise DBError("the kraft cluster is not installed yet")
         return self.run_dir
+
+
+def _active(process: Any) -> bool:
+    """Whether a simulated node process's controller believes it is the active one."""
+    return process.controller is not None and process.controller.active

@@ -360,7 +360,37 @@ def _union(dumps: Mapping[str, NodeDump], tap: Tap) -> tuple[dict[int, LogRecord
     return records, snapshots
 
 
-def _topic_configs(image: Any) -> dict[str, str]:
+def committed_records(run_dir: str | Path) -> tuple[dict[int, LogRecord], dict[int, Snapshot]]:
+    """Every committed record (by offset) and snapshot (by end offset) the dumps and the tap hold."""
+    dumps, _ = read_node_dumps(Path(run_dir))
+    records, snapshots = _union(dumps, read_tap(Path(run_dir)))
+    if 0 in records and 0 not in snapshots:
+        snapshots[0] = Snapshot(0, 0, None)
+    return records, snapshots
+
+
+def stretches(
+    records: Mapping[int, LogRecord], snapshots: Mapping[int, Snapshot]
+) -> Iterator[tuple[Any, list[LogRecord]]]:
+    """(the image a snapshot loads, the committed records that follow it without a gap), from the
+    earliest start on; a start an earlier stretch already covers is skipped. The image is the
+    caller's to replay the records into."""
+    position = -2  # the image is known up to here
+    for start in sorted(snapshots):
+        if start - 1 <= position:
+            continue
+        image = base_image(snapshots[start])
+        offset = image.last_offset + 1
+        stretch = []
+        while offset in records:
+            stretch.append(records[offset])
+            offset += 1
+        position = offset - 1
+        yield image, stretch
+
+
+def topic_configs(image: Any) -> dict[str, str]:
+    """ "topic/config" -> value, for every topic config the image holds."""
     return {
         f"{name}/{config}": value
         for rtype, name in image.config_resources
@@ -373,27 +403,20 @@ def build_timeline(run_dir: str | Path) -> tuple[list[list[int]], list[dict[str,
     """(intervals, entries, end) from every dump and the tap (see the module docstring)."""
     from node.metadata.records import ConfigRecord, MetadataRecordError, RemoveTopicRecord, decode_record
 
-    dumps, _ = read_node_dumps(Path(run_dir))
-    records, snapshots = _union(dumps, read_tap(Path(run_dir)))
-    if 0 in records and 0 not in snapshots:
-        snapshots[0] = Snapshot(0, 0, None)
+    records, snapshots = committed_records(run_dir)
     end = max([*records, *(s - 1 for s in snapshots)], default=None)
     intervals: list[list[int]] = []
     entries: list[dict[str, Any]] = []
-    position = -2  # the image is known up to here
-    for start in sorted(snapshots):
-        if start - 1 <= position:
-            continue  # already covered from an earlier start
-        image = base_image(snapshots[start])
+    for image, stretch in stretches(records, snapshots):
         first = image.last_offset
-        entries += [{"offset": first, "key": k, "value": v} for k, v in sorted(_topic_configs(image).items())]
-        offset = first + 1
-        while offset in records:
-            group = []
-            batch = records[offset].batch
-            while offset in records and records[offset].batch == batch:
-                group.append(records[offset])
-                offset += 1
+        entries += [{"offset": first, "key": k, "value": v} for k, v in sorted(topic_configs(image).items())]
+        i = 0
+        while i < len(stretch):
+            group = [stretch[i]]
+            i += 1
+            while i < len(stretch) and stretch[i].batch == group[0].batch:
+                group.append(stretch[i])
+                i += 1
             touched: set[str] = set()
             for r in group if not group[0].control else ():
                 try:
@@ -406,16 +429,15 @@ def build_timeline(run_dir: str | Path) -> tuple[list[list[int]], list[dict[str,
                     name = image.topic_name(record.topic_id)
                     if name is not None:
                         touched.add(name)
-            before = {k: v for k, v in _topic_configs(image).items() if k.split("/", 1)[0] in touched}
+            before = {k: v for k, v in topic_configs(image).items() if k.split("/", 1)[0] in touched}
             for batch_ in batches_of(group):
                 apply_committed(image, batch_)
-            after = {k: v for k, v in _topic_configs(image).items() if k.split("/", 1)[0] in touched}
+            after = {k: v for k, v in topic_configs(image).items() if k.split("/", 1)[0] in touched}
             at = image.last_offset
             for key in sorted(set(before) | set(after)):
                 if before.get(key) != after.get(key):
                     entries.append({"offset": at, "key": key, "value": after.get(key)})
-        position = image.last_offset
-        intervals.append([first, position])
+        intervals.append([first, image.last_offset])
     return intervals, entries, end
 
 

@@ -10,6 +10,11 @@ end: the file is then a sequence of stretches, each starting at offset 0 or at a
 
 The records are committed ones only (below a node's high watermark), so the `image-replay` check may
 demand that every one of them is still what the final logs hold at that offset.
+
+Given the run's clock, the tap also writes when it saw the committed log grow: `commit-times.jsonl`
+(format in `checkers/quorum_progress.py`), a header with the facts the quorum-progress check needs about the
+cluster, then one `{"time", "end"}` line per call that moved the end. The time is read after the
+views were taken, so it is an upper bound of when those offsets committed.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from checkers.quorum_progress import COMMITS_NAME, point_line
+
 TAP_FILE = "log-tap.jsonl"
 
 # A node's view: its snapshot dump ({"end_offset", "epoch", "data"}) and committed-log entries with
@@ -27,9 +34,26 @@ View = tuple[Mapping[str, Any], list[Mapping[str, Any]]]
 
 
 class LogTap:
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, commit_header: Mapping[str, Any] | None = None) -> None:
         self.path = Path(run_dir) / TAP_FILE
         self.end = 0  # every committed offset below this is in the file (since its last snapshot)
+        self.commits_path = Path(run_dir) / COMMITS_NAME
+        self._commit_header = commit_header  # written before the first commit time
+        self._timed_end = -1  # the end the last commit-times line gave
+
+    def mark(self, time_ns: int) -> None:
+        """Record that by `time_ns` (the run's clock, read after the last `add`) every offset below the
+        tap's end was committed; nothing when the end has not moved (or without a header)."""
+        if self._commit_header is None or self.end == self._timed_end:
+            return
+        lines = []
+        if self._timed_end < 0:
+            lines.append(dict(self._commit_header))
+        lines.append(point_line(time_ns, self.end))
+        self._timed_end = self.end
+        with open(self.commits_path, "a", encoding="utf-8") as f:
+            f.write("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
+            f.flush()
 
     def add(self, views: Iterable[View]) -> int:
         """Extend the tap from these views; returns how many lines were written."""

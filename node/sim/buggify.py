@@ -10,10 +10,16 @@ each event made a node do and, with a small probability per trigger, strikes at 
 - `leader-append`: a leader just appended, its fsync not done yet → crash it (a power loss when
   `lose_unsynced` is allowed), restart it soon after;
 - `elected`: a node just became leader → isolate it for a while (a grudge layer of its own);
-- `candidate`: a node just became a candidate → restart it while it still is one.
+- `candidate`: a node just became a candidate → restart it while it still is one;
+- `leader-cut`: a leader just answered a Fetch → cut it off from the other voters, not from the
+  observers, for several fetch timeouts (KAFKA-15489's partial partition: a leader that does not
+  resign keeps the brokers on its log). A leader answers Fetches all the time, more under load, so
+  its probability is per second of leadership (per occurrence: 1 - (1 - p) ** seconds since the
+  previous one, at most 1 s), and it draws from an RNG of its own, so the other triggers fire exactly
+  where they did before it existed (until a cut changes what the cluster does).
 
 A trigger fires only when the fault it does is allowed (the run's fault kinds: `kill` or
-`lose_unsynced` for crashes, `partition` for the isolation), at most one targeted fault is active at
+`lose_unsynced` for crashes, `partition` for the isolation and the cut), at most one targeted fault is active at
 a time, and none fires for `quiet_ms` after the previous one ended, so runs are not all crashes.
 Choices come from an RNG of their own seeded by the simulation's seed: deterministic per seed.
 Every firing and its end are in the trace (`nemesis buggify …`) and go to `listener`
@@ -27,7 +33,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from node.protocol.messages import VoteResponse
+from node.protocol.messages import FetchResponse, VoteResponse
 from node.raft import actions as act
 from node.raft.quorum_state import Role
 
@@ -37,7 +43,11 @@ TRIGGERS: dict[str, str] = {
     "leader-append": "crash a leader right after it appends, before its fsync completes",
     "elected": "isolate a leader right after its election",
     "candidate": "restart a node while it is still a candidate",
+    "leader-cut": "cut a leader off from the other voters (observers still reach it) right after it answers a Fetch",
 }
+OWN_RNG = frozenset({"leader-cut"})  # triggers that draw from an RNG of their own (see the docstring)
+PER_SECOND = frozenset({"leader-cut"})  # triggers whose probability is per second, not per occurrence
+MAX_GAP_MS = 1_000  # a per-second trigger counts at most this long since its previous occurrence
 LAYER = "buggify"  # the network grudge layer of the `elected` isolation
 
 Listener = Callable[[str, dict[str, Any]], None]
@@ -54,10 +64,12 @@ class BuggifyConfig:
             "leader-append": 0.01,
             "elected": 0.2,
             "candidate": 0.25,
+            "leader-cut": 0.15,  # per second of leadership
         }
     )
     restart_ms: tuple[int, int] = (1, 300)  # a crashed node starts again after this
     isolate_ms: tuple[int, int] = (500, 5_000)  # an isolated new leader is healed after this
+    cut_ms: tuple[int, int] = (7_000, 11_000)  # a leader cut off from the voters is healed after this
     quiet_ms: int = 2_000  # no firing for this long after the previous one ended
 
     def __post_init__(self) -> None:
@@ -93,6 +105,7 @@ class Buggify:
         self.listener = listener
         self.name_of = name_of
         self.rng = random.Random((sim.config.seed << 8) ^ 0xB066)
+        self.own_rng = random.Random((sim.config.seed << 8) ^ 0xC07)
         crash = "lose_unsynced" if "lose_unsynced" in allowed else "kill" if "kill" in allowed else None
         faults = {
             "vote-granted": "kill" if "kill" in allowed else crash,
@@ -100,6 +113,7 @@ class Buggify:
             "leader-append": crash,
             "elected": "partition" if "partition" in allowed else None,
             "candidate": "kill" if "kill" in allowed else crash,
+            "leader-cut": "partition" if "partition" in allowed else None,
         }
         # trigger -> (its fault, its probability), for the triggers this run can fire
         self.triggers: dict[str, tuple[str, float]] = {
@@ -112,6 +126,7 @@ class Buggify:
         self.fired: dict[str, int] = {}
         self._serial = 0
         self._quiet_until = 0
+        self._last_seen: dict[str, int] = {}  # per-second triggers: when each last occurred
         sim.action_hooks.append(self._on_actions)
 
     # -- switching on and off ----------------------------------------------------------------------------
@@ -137,15 +152,21 @@ class Buggify:
         if trigger is None or trigger not in self.triggers:
             return
         fault, probability = self.triggers[trigger]
-        if self.rng.random() < probability:
-            self._fire(trigger, fault, host)
+        if trigger in PER_SECOND:
+            now, last = self.sim.now, self._last_seen.get(trigger)
+            self._last_seen[trigger] = now
+            seconds = 0.0 if last is None else min(MAX_GAP_MS, now - last) / 1000
+            probability = 1.0 - (1.0 - probability) ** seconds
+        rng = self.own_rng if trigger in OWN_RNG else self.rng
+        if rng.random() < probability:
+            self._fire(trigger, fault, host, rng)
 
     @staticmethod
     def _trigger(host: Any, actions: list[Any]) -> str | None:
         """The trigger these actions match, the most specific first. Role changes are read from the
         `LeaderChanged` the core announces them with, not from a persisted quorum-state, so a core
         that (wrongly) does not persist is struck at the same moment as one that does."""
-        persisted = granted = appended = announced = elected = False
+        persisted = granted = appended = announced = elected = served = False
         me = host.config.node_id
         for action in actions:
             kind = type(action)
@@ -154,12 +175,13 @@ class Buggify:
             elif kind is act.Respond:
                 message = action.message
                 granted = granted or (type(message) is VoteResponse and message.vote_granted)
+                served = served or type(message) is FetchResponse
             elif kind is act.AppendBatches:
                 appended = True
             elif kind is act.LeaderChanged:
                 announced = True
                 elected = elected or action.leader_id == me
-        if not (persisted or granted or appended or announced):
+        if not (persisted or granted or appended or announced or served):
             return None
         role = host.raft.role
         if elected and role is Role.LEADER:
@@ -170,24 +192,33 @@ class Buggify:
             return "vote-granted"
         if appended and role is Role.LEADER:
             return "leader-append"
-        return "quorum-state" if persisted else None
+        if persisted:
+            return "quorum-state"
+        return "leader-cut" if served and role is Role.LEADER else None
 
     # -- firing and ending -----------------------------------------------------------------------------
 
-    def _fire(self, trigger: str, fault: str, host: Any) -> None:
+    def _fire(self, trigger: str, fault: str, host: Any, rng: random.Random) -> None:
         sim, node = self.sim, host.node_id
         self._serial += 1
         self.fired[trigger] = self.fired.get(trigger, 0) + 1
         value: dict[str, Any] = {"kind": "buggify", "trigger": trigger, "fault": fault, "targets": [self.name_of(node)]}
         if fault == "partition":
-            after = self.rng.randint(*self.config.isolate_ms)
+            if trigger == "leader-cut":
+                after = rng.randint(*self.config.cut_ms)
+                others = [v for v in sorted(host.raft.config.voter_ids) if v != node and v in sim.nodes]
+                grudge = {node: others, **{v: [node] for v in others}}
+                what = f"cut node {node} off from voters {others}"
+            else:
+                after = rng.randint(*self.config.isolate_ms)
+                grudge = {n: [m for m in sim.nodes if m != n] if n == node else [node] for n in sim.nodes}
+                what = f"isolate node {node}"
             value["heal_after_ms"] = after
-            sim.record_fault("buggify", f"{trigger}: isolate node {node} for {after} ms")
-            sim.network.set_layer(
-                LAYER, {n: [m for m in sim.nodes if m != n] if n == node else [node] for n in sim.nodes}
-            )
+            value["grudge"] = {self.name_of(n): [self.name_of(m) for m in cut] for n, cut in grudge.items() if cut}
+            sim.record_fault("buggify", f"{trigger}: {what} for {after} ms")
+            sim.network.set_layer(LAYER, grudge)
         else:
-            after = self.rng.randint(*self.config.restart_ms)
+            after = rng.randint(*self.config.restart_ms)
             value["restart_after_ms"] = after
             sim.record_fault("buggify", f"{trigger}: {fault} node {node}, restart in {after} ms")
             sim.kill(node, lose_unsynced=fault == "lose_unsynced")

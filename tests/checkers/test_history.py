@@ -87,6 +87,26 @@ def test_nemesis_events_are_kept_apart_and_give_fault_windows():
         {"kind": "partition", "start": 2, "end": 5, "value": [["n1"], ["n2", "n3"]]},
         {"kind": "kill", "start": 7, "end": None, "value": ["n2"]},
     ]
+    assert [(w.start, w.end) for w in fault_windows(h, from_invoke=True)] == [(0, 5), (6, None)]
+
+
+def test_a_failed_start_opens_a_window_unless_asked_not_to():
+    h = pair(
+        read_events(
+            [
+                ev(0, "nemesis", "invoke", "start-corrupt", {"mode": "truncate-log"}),
+                ev(1, "nemesis", "fail", "start-corrupt", {"kind": "corrupt"}, error="nothing to corrupt"),
+                ev(4, "nemesis", "invoke", "start-corrupt"),
+                ev(5, "nemesis", "info", "start-corrupt", {"kind": "corrupt", "targets": ["n1"]}),
+                ev(8, "nemesis", "invoke", "stop-corrupt"),
+                ev(9, "nemesis", "info", "stop-corrupt"),
+            ]
+        )
+    )
+    assert fault_windows(h)[0].start == 1  # by default the failed start counts, up to the stop
+    assert [(w.start, w.end, w.value) for w in fault_windows(h, failed_starts=False)] == [
+        (5, 9, {"kind": "corrupt", "targets": ["n1"]})
+    ]
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,8 @@ CHECKERS = {
     "availability",
     "log-agreement",
     "image-replay",
+    "at-most-once",
+    "quorum-progress",
     "forgery",
 }
 

@@ -53,9 +53,18 @@ def test_run_dir_holds_history_faults_dumps_and_verdict(tmp_path):
         "availability",
         "log-agreement",
         "image-replay",
+        "at-most-once",
+        "quorum-progress",
         "forgery",
     }
-    assert results["checks"]["end_of_run"] == ["availability", "log-agreement", "image-replay"]
+    assert results["checks"]["end_of_run"] == [
+        "availability",
+        "quorum-progress",
+        "log-agreement",
+        "image-replay",
+        "at-most-once",
+    ]
+    assert (run / "commit-times.jsonl").is_file()  # the tap timed the committed log (quorum-progress)
     reads = results["checkers"]["image-reads"]
     assert reads["value_kind"] == "int" and reads["verified"] == reads["reads"] > 0
     test = json.loads((run / "test.json").read_text())

@@ -28,7 +28,7 @@ def test_every_fault_kind_is_in_the_catalogue_in_vocabulary_order():
 def test_issue_12_modes_are_there():
     assert set(CATALOGUE["partition"].modes) == {
         "random-halves", "isolate-one", "isolate-leader", "majorities-ring", "bridge", "one-way",
-        "controllers-from-brokers", "isolate-each-controller",
+        "controllers-from-brokers", "isolate-each-controller", "leader-from-controllers",
     }  # fmt: skip
     for kind in ("kill", "pause"):
         assert {"one", "leader", "minority", "majority", "all"} <= set(CATALOGUE[kind].default_modes)

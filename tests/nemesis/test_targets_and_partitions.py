@@ -159,6 +159,25 @@ def test_controllers_from_brokers_and_isolate_each_controller():
     assert all(hears(p.grudge, "b1", c) and hears(p.grudge, c, "b1") for c in FIVE.controllers)
 
 
+def test_leader_from_controllers_cuts_the_leader_off_from_the_controllers_only():
+    """KAFKA-15489's partial partition: the leader and the other controllers cannot hear each other;
+    the brokers still hear, and are heard by, everyone."""
+    for view in (SPLIT, FIVE):
+        p = build("leader-from-controllers", view)
+        leader = view.leader
+        assert p.targets == [leader] and p.details == {"leader": leader}
+        for c in view.controllers:
+            if c != leader:
+                assert not hears(p.grudge, c, leader) and not hears(p.grudge, leader, c)
+        for a, b in itertools.permutations(view.nodes, 2):
+            if leader not in (a, b) or not ({a, b} <= set(view.controllers)):
+                assert hears(p.grudge, a, b), (a, b)
+    picked = {build("leader-from-controllers", COMBINED, seed).targets[0] for seed in range(20)}
+    assert picked == {"n1", "n2", "n3"}  # no known leader: a random controller
+    with pytest.raises(NoTarget, match="at least two controllers"):
+        build("leader-from-controllers", ClusterView(("c1", "b1"), ("c1",), ("b1",), leader="c1"))
+
+
 @pytest.mark.parametrize("mode", PARTITION_MODES)
 def test_every_mode_describes_itself_for_the_history(mode):
     p = build(mode, FIVE)

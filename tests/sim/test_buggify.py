@@ -107,11 +107,53 @@ def test_elected_isolates_the_new_leader_until_the_heal():
     assert sim.network.layer(LAYER) is None  # healed
 
 
+def test_leader_cut_cuts_a_leader_off_from_the_voters_but_not_from_the_observers():
+    """KAFKA-15489's partial partition: the other voters elect a new leader; observers still reach the old."""
+    sim = Simulation(SimConfig(seed=4, voters=3, observers=2))
+    heard: list[tuple[int, int, int]] = []
+    sim.on_delivery = lambda src, dst, _m: heard.append((sim.now, src, dst))
+    fired: list[dict] = []
+    config = BuggifyConfig(probability={"leader-cut": 1.0})  # per second: certain after the first Fetch answered
+    buggify = Buggify(sim, ("partition",), config, listener=lambda w, v: fired.append({**v, "at": sim.now, "what": w}))
+    buggify.enable()
+    sim.start()
+    sim.run_until_true(lambda: len(fired) >= 2, 60_000)
+    start, stop = fired[0], fired[1]
+    assert start["trigger"] == "leader-cut" and start["fault"] == "partition" and stop["what"] == "stop"
+    leader, voters, observers = int(start["targets"][0]), {1, 2, 3}, {4, 5}
+    others = sorted(voters - {leader})
+    assert start["grudge"] == {str(leader): [str(v) for v in others], **{str(v): [str(leader)] for v in others}}
+    assert 6_000 <= start["heal_after_ms"] <= 14_000 and stop["at"] - start["at"] == start["heal_after_ms"]
+    inside = [(s, d) for t, s, d in heard if start["at"] < t < stop["at"]]
+    assert not [(s, d) for s, d in inside if leader in (s, d) and {s, d} <= voters]  # cut from the voters
+    assert any(leader in (s, d) and {s, d} & observers for s, d in inside)  # the observers still reach it
+    assert sim.network.layer(LAYER) is None
+
+
+def test_leader_cut_draws_from_its_own_rng_so_the_other_triggers_fire_where_they_did(tmp_path):
+    """A leader-cut that never fires leaves every other targeted fault exactly where it was."""
+
+    def trace(probability: float) -> bytes:
+        path = tmp_path / f"trace-{probability}.jsonl"
+        config = BuggifyConfig(probability={**BuggifyConfig().probability, "leader-cut": probability})
+        run(
+            RunConfig(
+                sim=SimConfig(seed=6, trace_path=str(path)),
+                faults=FaultConfig(kinds=("partition", "kill"), buggify_config=config),
+                duration_ms=20_000,
+            )
+        )
+        return path.read_bytes()
+
+    without, never = trace(0.0), trace(1e-12)
+    assert b'"buggify"' in without and without == never
+
+
 def test_triggers_need_the_faults_the_run_allows():
     sim = Simulation(SimConfig(seed=1))
     assert set(Buggify(sim, ("pause", "clock")).triggers) == set()
-    assert set(Buggify(sim, ("partition",)).triggers) == {"elected"}
-    assert set(Buggify(sim, ("kill",)).triggers) == set(TRIGGERS) - {"elected"}
+    assert set(Buggify(sim, ("partition",)).triggers) == {"elected", "leader-cut"}
+    assert set(Buggify(sim, ("kill",)).triggers) == set(TRIGGERS) - {"elected", "leader-cut"}
     with pytest.raises(ValueError, match="unknown buggify trigger"):
         BuggifyConfig(probability={"meteor": 0.5})
 
@@ -134,7 +176,8 @@ def test_the_trace_has_the_firing_right_after_the_event_it_struck_at(tmp_path):
         event = lines[i - 1]
         assert event["node"] == node and event["t"] == lines[i]["t"], (event, lines[i])  # the very moment
         after = lines[i + 1]
-        assert "isolate" in lines[i]["s"] or (after["node"] == "nemesis" and after["ev"] == "kill")
+        partition = "isolate" in lines[i]["s"] or "cut node" in lines[i]["s"]
+        assert partition or (after["node"] == "nemesis" and after["ev"] == "kill")
 
 
 # --- planted bugs in the windows the targeted faults aim at ---------------------------------------------
