@@ -205,8 +205,23 @@ def rate(ops: pd.DataFrame, spans: list[FaultSpan], end_s: float) -> Figure:
     return fig
 
 
+def fold_side_processes(ops: pd.DataFrame) -> pd.DataFrame:
+    """Ops of side processes (a process named by a word, e.g. the forger's "forger-2") under one series
+    per side process, named after it: a forger sends a dozen kinds of request, and a series each would
+    bury the workload's own ops and the fault legend."""
+    if "process" not in ops.columns or ops.empty:
+        return ops
+    process = ops["process"].astype(str)
+    side = ~process.str.fullmatch(r"-?\d+")
+    if not side.any():
+        return ops
+    family = process.str.replace(r"-\d+$", "", regex=True)
+    return ops.assign(f=ops["f"].where(~side, family))
+
+
 def draw_all(ops: pd.DataFrame, faults: pd.DataFrame, end_ns: int, out: Path) -> dict[str, Path]:
     """All three plots into `out`; returns name -> path."""
+    ops = fold_side_processes(ops)
     spans = fault_spans(faults)
     end_s = end_ns / NS_PER_S
     return {

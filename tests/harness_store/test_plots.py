@@ -107,3 +107,13 @@ def test_rate_counts_completions_per_window() -> None:
     table = plots.rate_table(ops, 0.5)
     got = {(r.f, r.outcome, r.window): r.ops_per_s for r in table.itertuples()}
     assert got == {("read", "ok", 0): 4.0, ("read", "fail", 0): 2.0, ("read", "ok", 1): 2.0, ("write", "ok", 1): 2.0}
+
+
+def test_side_processes_are_one_series_each():
+    """The forger sends a dozen kinds of forged request; the plots show it as one series, named after it."""
+    import pandas as pd
+
+    from harness.plots import fold_side_processes
+
+    ops = pd.DataFrame({"process": ["0", "12", "forger", "forger-2"], "f": ["read", "write", "forge-a", "forge-b"]})
+    assert fold_side_processes(ops)["f"].tolist() == ["read", "write", "forger", "forger"]

@@ -124,12 +124,12 @@ def _read_configs(admin: SyncAdminClient) -> dict[str, str | None]:
     return {r.name: described.resources[r].values().get("retention.ms") for r in described.resources}
 
 
-def _read_from_quorum(quorum: list[str], deadline_s: float) -> dict[str, str | None]:
+def _read_from_quorum(quorum: list[str], deadline_s: float, login: dict[str, str]) -> dict[str, str | None]:
     """Read once the restarted quorum has an active controller again (retrying until then)."""
     deadline = time.monotonic() + deadline_s
     while True:
         try:
-            with SyncAdminClient(quorum, request_timeout_ms=10_000) as admin:
+            with SyncAdminClient(quorum, request_timeout_ms=10_000, **login) as admin:
                 return _read_configs(admin)
         except KafkaError:
             if time.monotonic() > deadline:
@@ -155,10 +155,10 @@ def _power_loss_cluster(tmp_path: Path, argv_prefix: list[str] | None) -> tuple[
         db.wait_ready(180)
         bootstrap = [db.broker_address(b) for b in db.brokers]
         quorum = [db.controller_address(c) for c in db.controllers]  # linearizable reads ask the active controller
-        with SyncAdminClient(bootstrap, request_timeout_ms=30_000) as admin:
+        with SyncAdminClient(bootstrap, request_timeout_ms=30_000, **db.login()) as admin:
             admin.create_topics([NewTopic(t, 1, 1) for t in TOPICS])
             acked = _write_configs(admin)
-        with SyncAdminClient(quorum, request_timeout_ms=30_000) as admin:
+        with SyncAdminClient(quorum, request_timeout_ms=30_000, **db.login()) as admin:
             assert _read_configs(admin) == acked
         with ThreadPoolExecutor(len(db.controllers)) as pool:  # all voters at once
             list(pool.map(backend.lose_unsynced, db.controllers))
@@ -168,7 +168,7 @@ def _power_loss_cluster(tmp_path: Path, argv_prefix: list[str] | None) -> tuple[
         if argv_prefix is None:
             db.wait_ready(180)  # the whole cluster recovers
         # (with the planted bug the broker holds metadata the quorum forgot, so only the quorum is asked)
-        read = _read_from_quorum(quorum, deadline_s=180)
+        read = _read_from_quorum(quorum, login=db.login(), deadline_s=180)
     finally:
         db.teardown()
         backend.teardown()

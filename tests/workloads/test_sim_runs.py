@@ -18,7 +18,7 @@ from harness.runner import run_test
 from tests.harness_run.helpers import history_lines, sim_spec
 from tests.workloads import planted
 
-END_OF_RUN = {"log-agreement", "availability", "image-replay"}  # every workload gets these
+END_OF_RUN = {"log-agreement", "availability", "image-replay", "forgery"}  # every run gets these
 CHECKERS = {
     "registrations": {"registrations", "partition-state"} | END_OF_RUN,
     "isr-changes": {"partition-cas", "partition-state", "registrations"} | END_OF_RUN,
