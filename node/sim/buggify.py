@@ -31,7 +31,7 @@ Every firing and its end are in the trace (`nemesis buggify …`) and go to `lis
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,25 +151,37 @@ class Buggify:
     # -- the hook ----------------------------------------------------------------------------------------
 
     def _on_actions(self, host: Any, event: Any, actions: list[Any]) -> None:
-        if not self.enabled or not host.up:
+        if self._on_elected_behind(host, actions):
+            return
+        if not self.enabled or self.active is not None or self.sim.now < self._quiet_until or not host.up:
             return
         trigger = self._trigger(host, actions)
-        holders = self._holders_of_missing(host) if trigger == "elected" else []
-        active = self.active
-        if holders and (active is None or active.trigger != "elected-behind"):
-            # Rare, and mostly the aftermath of an earlier fault: no quiet time, and it ends the fault
-            # in progress (a node that fault holds may be the one with the entries the leader lacks).
-            # Not while an earlier one runs: the leader elected then is the one it waits for.
-            trigger = "elected-behind"
-        elif active is not None or self.sim.now < self._quiet_until:
-            return
         if trigger is None or trigger not in self.triggers:
             return
         fault, probability = self.triggers[trigger]
         if self.rng.random() < probability:
-            if self.active is not None:
-                self._end(self.active.serial)
-            self._fire(trigger, fault, host, holders if self.stall else [])
+            self._fire(trigger, fault, host)
+
+    def _on_elected_behind(self, host: Any, actions: list[Any]) -> bool:
+        """Strike (`elected-behind`) at an election won by a node lacking uncommitted entries other voters
+        hold; whether it was such an election (then no other trigger applies to it). Rare, and mostly the
+        aftermath of an earlier fault: no quiet time, and it ends the fault in progress (a node that fault
+        holds may be the one with the entries the leader lacks), unless that is an earlier
+        `elected-behind`, whose re-elected leader is the one the Figure 8 waits for."""
+        if not self.enabled or not host.up or self._trigger(host, actions) != "elected":
+            return False
+        holders = self._holders_of_missing(host)
+        if not holders:
+            return False
+        active = self.active
+        if (active is not None and active.trigger == "elected-behind") or "elected-behind" not in self.triggers:
+            return True
+        fault, probability = self.triggers["elected-behind"]
+        if self.rng.random() < probability:
+            if active is not None:
+                self._end(active.serial)
+            self._fire("elected-behind", fault, host, holders if self.stall else ())
+        return True
 
     @staticmethod
     def _trigger(host: Any, actions: list[Any]) -> str | None:
@@ -217,7 +229,7 @@ class Buggify:
 
     # -- firing and ending -----------------------------------------------------------------------------
 
-    def _fire(self, trigger: str, fault: str, host: Any, stall: list[int]) -> None:
+    def _fire(self, trigger: str, fault: str, host: Any, stall: Sequence[int] = ()) -> None:
         sim, node = self.sim, host.node_id
         self._serial += 1
         self.fired[trigger] = self.fired.get(trigger, 0) + 1
@@ -236,8 +248,9 @@ class Buggify:
             sim.network.set_layer(
                 LAYER, {n: [m for m in sim.nodes if m != n] if n == node else [node] for n in sim.nodes}
             )
-            for other in stall:  # their fsyncs complete no earlier than the heal
+            if stall:  # their fsyncs complete no earlier than the heal
                 value["stalled"] = [self.name_of(n) for n in stall]
+            for other in stall:
                 sim.stall_disk(other, after)
         else:
             after = self.rng.randint(*self.config.restart_ms)
