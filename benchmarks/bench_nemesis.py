@@ -9,8 +9,8 @@
   Clock faults change only when a node's timers fire (its clock is the one its core reads, never
   backwards), so they show when a timer must detect a failure.
 - targeted: cores with a bug planted in the window a targeted fault (node.sim.buggify) aims at, run
-  over N seeds with random partitions and kills, with and without the targeted faults: how many
-  seeds catch the bug.
+  over N seeds with random faults (partitions and kills; for Figure 8 also power losses and disk
+  stalls), with and without the targeted faults: how many seeds catch the bug.
 """
 
 from __future__ import annotations
@@ -101,11 +101,19 @@ def clock_part(seeds: range) -> None:
 
 
 def targeted_part(seeds: range) -> None:
+    from node.bugs import Bugs
     from tests.sim.test_buggify import LazyCandidateNode, LazyVoteNode
 
-    print(f"planted bugs caught over {len(seeds)} seeds (30 s of partitions and kills each)")
-    print(f"{'core':<22} {'random faults only':>18} {'+ targeted faults':>18} {'wall s':>7}")
-    for factory in (LazyVoteNode, LazyCandidateNode):
+    figure8 = {"raft": {"bugs": Bugs(frozenset({"raft-hwm-before-leader-change-committed"}))}}
+    cases: list[tuple[str, dict, tuple[str, ...], int]] = [
+        ("LazyVoteNode", {"node_factory": LazyVoteNode}, ("partition", "kill"), 100),
+        ("LazyCandidateNode", {"node_factory": LazyCandidateNode}, ("partition", "kill"), 100),
+        # KAFKA-12619: Figure 8 needs the `elected-behind` isolation and its disk stall
+        ("hwm-before-leader-change", figure8, ("partition", "kill", "lose_unsynced", "disk_stall"), 20),
+    ]
+    print(f"planted bugs caught over {len(seeds)} seeds (30 s of random faults each)")
+    print(f"{'core':<26} {'random faults only':>18} {'+ targeted faults':>18} {'wall s':>7}  faults")
+    for name, sim_options, kinds, interval_ms in cases:
         counts = []
         start = time.perf_counter()
         for targeted in (False, True):
@@ -113,9 +121,9 @@ def targeted_part(seeds: range) -> None:
             for seed in seeds:
                 result = run(
                     RunConfig(
-                        sim=SimConfig(seed=seed, node_factory=factory),
-                        workload=WorkloadConfig(interval_ms=100),
-                        faults=FaultConfig(kinds=("partition", "kill"), buggify=targeted),
+                        sim=SimConfig(seed=seed, **sim_options),
+                        workload=WorkloadConfig(interval_ms=interval_ms),
+                        faults=FaultConfig(kinds=kinds, buggify=targeted),
                         duration_ms=30_000,
                         quiet_max_ms=30_000,
                     )
@@ -123,7 +131,8 @@ def targeted_part(seeds: range) -> None:
                 caught += result.violation is not None
             counts.append(caught)
         wall = time.perf_counter() - start
-        print(f"{factory.__name__:<22} {counts[0]:>12}/{len(seeds):<5} {counts[1]:>12}/{len(seeds):<5} {wall:>7.1f}")
+        n = len(seeds)
+        print(f"{name:<26} {counts[0]:>12}/{n:<5} {counts[1]:>12}/{n:<5} {wall:>7.1f}  {','.join(kinds)}")
 
 
 def main() -> None:

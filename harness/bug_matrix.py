@@ -38,10 +38,10 @@ NS_PER_S = 1_000_000_000
 # Which guarantee (and so which checker or fault) each bug is designed to be seen by, for the report of
 # a bug the matrix did not catch: a finding about the harness, not a hint to the checkers.
 NEEDS: dict[str, str] = {
-    "raft-hwm-before-leader-change-committed": "sim invariants (committed entries final): elections racing replication",
+    "raft-hwm-before-leader-change-committed": "the elected-behind targeted fault: sim invariants (commit safety)",
     "raft-leader-reelected-same-epoch": "lose_unsynced (power loss) faults in the sim: log matching, committed-loss",
     "raft-leader-never-resigns": "a partial partition (controllers apart, brokers reach all) + a freshness check",
-    "raft-vote-not-persisted": "a voter killed and restarted inside a split election: election safety (sim invariants)",
+    "raft-vote-not-persisted": "any election on the simulator: sim invariants (votes that elect a leader are durable)",
     "raft-follower-fetch-before-flush": "sim invariants (commit durable on a majority)",
     "ctl-fenced-replica-into-isr": "isr-changes / registrations checkers (a fenced broker never joins an ISR)",
     "ctl-stale-alter-partition-answer": "isr-changes CAS checker with AlterPartition sent to a stale controller",

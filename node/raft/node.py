@@ -352,6 +352,12 @@ class RaftNode:
         return self.state.epoch_start_offset if isinstance(self.state, Leader) else -1
 
     @property
+    def election_voters(self) -> tuple[int, ...]:
+        """The voters whose votes made this node leader of its epoch (itself included); () when it is
+        not the leader. The same set its LeaderChange record names (KIP-595)."""
+        return self.state.granted if isinstance(self.state, Leader) else ()
+
+    @property
     def snapshot_id(self) -> SnapshotId | None:
         """The latest durable snapshot (the one served to replicas below the log start)."""
         return self._snapshot.snapshot_id if self._snapshot is not None else None

@@ -10,6 +10,13 @@ each event made a node do and, with a small probability per trigger, strikes at 
 - `leader-append`: a leader just appended, its fsync not done yet → crash it (a power loss when
   `lose_unsynced` is allowed), restart it soon after;
 - `elected`: a node just became leader → isolate it for a while (a grudge layer of its own);
+- `elected-behind`: a node just became leader although other voters hold entries it lacks that are
+  not committed (written in an earlier epoch, not yet on a majority) → isolate it, far more often
+  and for longer than `elected`, and slow the fsyncs of those voters for as long (when `disk_stall`
+  is allowed). Its epoch's LeaderChange record stays on its own log while a voter holding the older
+  entries may lead again and re-replicate them, its own LeaderChange waiting for its disk. This is
+  Raft's Figure 8, the window KIP-595's "extra condition on commitment" protects: older entries on
+  a majority are not committed while a voter that lacks them could still win an election;
 - `candidate`: a node just became a candidate → restart it while it still is one;
 - `leader-cut`: a leader just answered a Fetch → cut it off from the other voters, not from the
   observers, for several fetch timeouts (KAFKA-15489's partial partition: a leader that does not
@@ -19,8 +26,9 @@ each event made a node do and, with a small probability per trigger, strikes at 
   where they did before it existed (until a cut changes what the cluster does).
 
 A trigger fires only when the fault it does is allowed (the run's fault kinds: `kill` or
-`lose_unsynced` for crashes, `partition` for the isolation and the cut), at most one targeted fault is active at
-a time, and none fires for `quiet_ms` after the previous one ended, so runs are not all crashes.
+`lose_unsynced` for crashes, `partition` for the isolations and the cut), at most one targeted fault
+is active at a time, and none fires for `quiet_ms` after the previous one ended, so runs are not all
+crashes (`elected-behind` excepted: it is rare, and mostly the aftermath of an earlier firing).
 Choices come from an RNG of their own seeded by the simulation's seed: deterministic per seed.
 Every firing and its end are in the trace (`nemesis buggify …`) and go to `listener`
 ("start"/"stop", value), which `kchaos run --backend sim` writes to the history.
@@ -29,7 +37,7 @@ Every firing and its end are in the trace (`nemesis buggify …`) and go to `lis
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +50,7 @@ TRIGGERS: dict[str, str] = {
     "quorum-state": "crash a node right after it persists its quorum-state",
     "leader-append": "crash a leader right after it appends, before its fsync completes",
     "elected": "isolate a leader right after its election",
+    "elected-behind": "isolate a new leader that lacks uncommitted entries other voters hold; slow their disks",
     "candidate": "restart a node while it is still a candidate",
     "leader-cut": "cut a leader off from the other voters (observers still reach it) right after it answers a Fetch",
 }
@@ -63,6 +72,7 @@ class BuggifyConfig:
             "quorum-state": 0.05,
             "leader-append": 0.01,
             "elected": 0.2,
+            "elected-behind": 1.0,
             "candidate": 0.25,
             "leader-cut": 0.15,  # per second of leadership
         }
@@ -70,6 +80,9 @@ class BuggifyConfig:
     restart_ms: tuple[int, int] = (1, 300)  # a crashed node starts again after this
     isolate_ms: tuple[int, int] = (500, 5_000)  # an isolated new leader is healed after this
     cut_ms: tuple[int, int] = (7_000, 11_000)  # a leader cut off from the voters is healed after this
+    # ... and one elected behind another voter: long enough for the others to elect a leader of their
+    # own (a fetch timeout, then an election) and for it to re-replicate the entries the isolated one lacks
+    isolate_behind_ms: tuple[int, int] = (3_000, 8_000)
     quiet_ms: int = 2_000  # no firing for this long after the previous one ended
 
     def __post_init__(self) -> None:
@@ -87,6 +100,11 @@ class Firing:
     fault: str  # kill | lose_unsynced | partition
     node: int
     incarnation: int  # the node's incarnation after a crash (its restart is ours only while it stays)
+    stalled: tuple[int, ...] = ()  # nodes whose fsyncs are slowed for the firing (elected-behind)
+
+    @property
+    def nodes(self) -> list[int]:
+        return [self.node, *self.stalled]
 
 
 class Buggify:
@@ -106,12 +124,14 @@ class Buggify:
         self.name_of = name_of
         self.rng = random.Random((sim.config.seed << 8) ^ 0xB066)
         self.own_rng = random.Random((sim.config.seed << 8) ^ 0xC07)
+        self.stall = "disk_stall" in allowed
         crash = "lose_unsynced" if "lose_unsynced" in allowed else "kill" if "kill" in allowed else None
         faults = {
             "vote-granted": "kill" if "kill" in allowed else crash,
             "quorum-state": "kill" if "kill" in allowed else crash,
             "leader-append": crash,
             "elected": "partition" if "partition" in allowed else None,
+            "elected-behind": "partition" if "partition" in allowed else None,
             "candidate": "kill" if "kill" in allowed else crash,
             "leader-cut": "partition" if "partition" in allowed else None,
         }
@@ -141,11 +161,13 @@ class Buggify:
         if firing is None:
             return []
         self._undo(firing)
-        return [firing.node]
+        return firing.nodes
 
     # -- the hook ----------------------------------------------------------------------------------------
 
     def _on_actions(self, host: Any, event: Any, actions: list[Any]) -> None:
+        if self._on_elected_behind(host, actions):
+            return
         if not self.enabled or self.active is not None or self.sim.now < self._quiet_until or not host.up:
             return
         trigger = self._trigger(host, actions)
@@ -160,6 +182,27 @@ class Buggify:
         rng = self.own_rng if trigger in OWN_RNG else self.rng
         if rng.random() < probability:
             self._fire(trigger, fault, host, rng)
+
+    def _on_elected_behind(self, host: Any, actions: list[Any]) -> bool:
+        """Strike (`elected-behind`) at an election won by a node lacking uncommitted entries other voters
+        hold; whether it was such an election (then no other trigger applies to it). Rare, and mostly the
+        aftermath of an earlier fault: no quiet time, and it ends the fault in progress (a node that fault
+        holds may be the one with the entries the leader lacks), unless that is an earlier
+        `elected-behind`, whose re-elected leader is the one the Figure 8 waits for."""
+        if not self.enabled or not host.up or self._trigger(host, actions) != "elected":
+            return False
+        holders = self._holders_of_missing(host)
+        if not holders:
+            return False
+        active = self.active
+        if (active is not None and active.trigger == "elected-behind") or "elected-behind" not in self.triggers:
+            return True
+        fault, probability = self.triggers["elected-behind"]
+        if self.rng.random() < probability:
+            if active is not None:
+                self._end(active.serial)
+            self._fire("elected-behind", fault, host, self.rng, holders if self.stall else ())
+        return True
 
     @staticmethod
     def _trigger(host: Any, actions: list[Any]) -> str | None:
@@ -196,13 +239,31 @@ class Buggify:
             return "quorum-state"
         return "leader-cut" if served and role is Role.LEADER else None
 
+    def _holders_of_missing(self, host: Any) -> list[int]:
+        """The other voters whose logs end in entries the new leader's log lacks, past the committed
+        log's end (the simulator's view of what is committed: no node knows it)."""
+        sim, mine = self.sim, host.disk
+        committed = sim.checker.committed_end
+        holders = []
+        for voter in sim.config.voter_ids:
+            last = sim.nodes[voter].disk.last_batch if voter != host.node_id else None
+            if last is not None and last.next_offset > committed and mine.batch_at(last.base_offset) != last:
+                holders.append(voter)
+        return holders
+
     # -- firing and ending -----------------------------------------------------------------------------
 
-    def _fire(self, trigger: str, fault: str, host: Any, rng: random.Random) -> None:
+    def _fire(self, trigger: str, fault: str, host: Any, rng: random.Random, stall: Sequence[int] = ()) -> None:
         sim, node = self.sim, host.node_id
         self._serial += 1
         self.fired[trigger] = self.fired.get(trigger, 0) + 1
-        value: dict[str, Any] = {"kind": "buggify", "trigger": trigger, "fault": fault, "targets": [self.name_of(node)]}
+        targets = [node, *stall]
+        value: dict[str, Any] = {
+            "kind": "buggify",
+            "trigger": trigger,
+            "fault": fault,
+            "targets": [self.name_of(n) for n in targets],
+        }
         if fault == "partition":
             if trigger == "leader-cut":
                 after = rng.randint(*self.config.cut_ms)
@@ -210,19 +271,24 @@ class Buggify:
                 grudge = {node: others, **{v: [node] for v in others}}
                 what = f"cut node {node} off from voters {others}"
             else:
-                after = rng.randint(*self.config.isolate_ms)
+                span = self.config.isolate_behind_ms if trigger == "elected-behind" else self.config.isolate_ms
+                after = rng.randint(*span)
                 grudge = {n: [m for m in sim.nodes if m != n] if n == node else [node] for n in sim.nodes}
                 what = f"isolate node {node}"
             value["heal_after_ms"] = after
             value["grudge"] = {self.name_of(n): [self.name_of(m) for m in cut] for n, cut in grudge.items() if cut}
             sim.record_fault("buggify", f"{trigger}: {what} for {after} ms")
             sim.network.set_layer(LAYER, grudge)
+            if stall:  # their fsyncs complete no earlier than the heal
+                value["stalled"] = [self.name_of(n) for n in stall]
+            for other in stall:
+                sim.stall_disk(other, after)
         else:
             after = rng.randint(*self.config.restart_ms)
             value["restart_after_ms"] = after
             sim.record_fault("buggify", f"{trigger}: {fault} node {node}, restart in {after} ms")
             sim.kill(node, lose_unsynced=fault == "lose_unsynced")
-        self.active = Firing(self._serial, trigger, fault, node, host.incarnation)
+        self.active = Firing(self._serial, trigger, fault, node, host.incarnation, tuple(stall))
         sim.queue.after(after, self._end, self._serial)
         if self.listener is not None:
             self.listener("start", value)
@@ -235,13 +301,15 @@ class Buggify:
         self._undo(firing)
         self._quiet_until = self.sim.now + self.config.quiet_ms
         if self.listener is not None:
-            self.listener("stop", {"kind": "buggify", "targets": [self.name_of(firing.node)]})
+            self.listener("stop", {"kind": "buggify", "targets": [self.name_of(n) for n in firing.nodes]})
 
     def _undo(self, firing: Firing) -> None:
         sim = self.sim
         if firing.fault == "partition":
             if sim.network.clear_layer(LAYER):
                 sim.record_fault("heal", f"buggify isolation of node {firing.node}")
+            for node in firing.stalled:  # ended early (disabled): fsyncs from now on are not held back
+                sim.nodes[node].disk_stalled_until = min(sim.nodes[node].disk_stalled_until, sim.now)
             return
         host = sim.nodes[firing.node]
         if not host.up and host.incarnation == firing.incarnation:  # nobody else restarted or killed it

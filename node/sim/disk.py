@@ -41,8 +41,16 @@ from node.bugs import NO_BUGS, Bugs
 from node.protocol.messages import SnapshotId
 from node.raft.quorum_state import QuorumStateData
 from node.raft.records import RecordBatch
-from node.raft.storage import LoadedSnapshot, LoadedState, RaftStorage
-from node.runtime.file_storage import LOG_DIR_NAME, FileStorage, segment_base, snapshot_id_of, snapshot_name
+from node.raft.storage import LoadedSnapshot, LoadedState, RaftStorage, StorageError
+from node.runtime.file_storage import (
+    LOG_DIR_NAME,
+    QUORUM_STATE_NAME,
+    FileStorage,
+    decode_quorum_state,
+    segment_base,
+    snapshot_id_of,
+    snapshot_name,
+)
 from node.sim.simfs import SimFile, SimFS
 
 DATA_DIR = "/kraft"  # every host's data dir on its own SimFS
@@ -397,6 +405,30 @@ class SimDisk(RaftStorage):
             return None
         batch = items[j]
         return batch if offset < batch.next_offset else None
+
+    def durable_tail(self) -> tuple[int, int]:
+        """(last epoch, end offset) of the log a power loss now would leave: what the node would offer
+        as its log in a VoteRequest after restarting (its durable snapshot's when that reaches further)."""
+        self._durable_listing()
+        snapshot = self.durable_snapshot
+        tail = (snapshot.snapshot_id.epoch, snapshot.snapshot_id.end_offset) if snapshot is not None else (0, 0)
+        for f in reversed(self._durable_segments):
+            items, count = f.durable_marks()
+            if count:
+                last = items[count - 1]
+                return max(tail, (last.epoch, last.next_offset))
+        return tail
+
+    def durable_quorum_state(self) -> QuorumStateData | None:
+        """The quorum-state a start after a power loss now would read: the default (epoch 0, no vote)
+        when there is no file, None when the file would not parse (the node then refuses to start)."""
+        f = self.fs.durable_listing(self.log_dir).get(QUORUM_STATE_NAME)
+        if not isinstance(f, SimFile):
+            return QuorumStateData()
+        try:
+            return decode_quorum_state(f.durable_content(), QUORUM_STATE_NAME)
+        except StorageError:
+            return None
 
     # --- the process's view ---
     @property

@@ -30,6 +30,23 @@ In cluster mode (`ImageAgreement`, after every event that applied metadata on a 
    (`MetadataImage.digest()`, position included), whether replayed or loaded from a snapshot.
 8. An image holds committed records only: its applied offset never passes the committed log's end,
    never goes back within one process incarnation, and is what the process announced.
+
+Against the crashes to come (durable state, as a power loss now would leave each disk):
+
+9. Commit safety (KIP-595, "Extra condition on commitment": a leader advances the high watermark
+   only once "there is no other replica that could become leader unless it has replicated all of
+   the data that we commit"). When a batch becomes committed, no voter that lacks it could win an
+   election: counting its own vote and the vote of every voter whose log, as a power loss now would
+   leave it, is no more up to date than the lacking voter's log (KIP-595's vote rule: last epoch,
+   then end offset), it must fall short of a majority. This is Raft's Leader Completeness checked at
+   the moment of commit, for every crash that may follow, before any entry is actually overwritten.
+10. Election safety across crashes (KIP-595 Vote handling: a voter persists its vote before granting
+    it; votedId is durable state). When a leader is elected, every voter whose vote elected it
+    (itself included) durably remembers that vote: its quorum-state as a power loss now would leave
+    it is in a later epoch, or in that epoch names the leader as its vote or as its leader (a file the
+    node would refuse to start on counts as remembering). And a voter restarting in that epoch comes
+    back remembering it (it did not vote, and cannot vote, for anyone else in it). Otherwise one crash
+    lets the voter vote again in the epoch, and a second leader can be elected in it.
 """
 
 from __future__ import annotations
@@ -64,6 +81,7 @@ class NodeView(Protocol):
 class _NodeMark:
     epoch: int = 0
     hwm: int = 0  # of the current incarnation
+    restarted: bool = False  # no event handled yet since the last (re)start
 
 
 @dataclass
@@ -74,6 +92,8 @@ class InvariantChecker:
     _marks: dict[int, _NodeMark] = field(default_factory=dict)
     _seen: dict[tuple[int, int], tuple[RecordBatch, int]] = field(default_factory=dict)
     _pending_snapshots: list[tuple[int, int]] = field(default_factory=list)
+    _votes: dict[int, tuple[int, int]] = field(default_factory=dict)  # voter -> (epoch, leader) its vote elected
+    _elected: set[int] = field(default_factory=set)  # epochs whose election rule 10 checked
 
     @property
     def majority(self) -> int:
@@ -90,6 +110,7 @@ class InvariantChecker:
     def on_restart(self, node_id: int) -> None:
         mark = self._mark(node_id)
         mark.hwm = 0
+        mark.restarted = True
 
     def on_append(
         self, node_id: int, prev: RecordBatch | None, batch: RecordBatch, start_epoch: int | None = None
@@ -153,10 +174,16 @@ class InvariantChecker:
         if epoch < mark.epoch:
             raise InvariantViolation(f"node {node_id}'s epoch went back from {mark.epoch} to {epoch}")
         mark.epoch = epoch
+        if mark.restarted:
+            mark.restarted = False
+            self._check_vote_remembered(node_id, node)
         if node.role is Role.LEADER:
             holder = self.leaders.setdefault(epoch, node_id)
             if holder != node_id:
                 raise InvariantViolation(f"two leaders in epoch {epoch}: nodes {holder} and {node_id}")
+            if epoch not in self._elected:
+                self._elected.add(epoch)
+                self._check_votes_durable(node_id, epoch, getattr(node, "election_voters", ()), disks)
         leo = disk.end_offset
         if log_changed and (node.log_end_offset != leo or node.last_epoch != disk.last_epoch):
             raise InvariantViolation(
@@ -193,6 +220,7 @@ class InvariantChecker:
             mark.hwm = hwm
 
     def _check_committed(self, node_id: int, disk: SimDisk, old: int, new: int, disks: Mapping[int, SimDisk]) -> None:
+        committed = len(self.committed)
         offset = old
         while offset < new:
             batch = disk.batch_at(offset)
@@ -214,6 +242,58 @@ class InvariantChecker:
                     f"node {node_id} commits offset {batch.base_offset} past a gap in the committed log (ends at {end})"
                 )
             offset = batch.next_offset
+        if len(self.committed) > committed:
+            self._check_no_electable_voter_lacks(self.committed[-1], disks)
+
+    def _check_no_electable_voter_lacks(self, batch: RecordBatch, disks: Mapping[int, SimDisk]) -> None:
+        """Rule 9. Checking the newest committed batch is enough: by log matching, a voter that holds
+        it holds every batch before it."""
+        lacking = [v for v in self.voter_ids if not _holds(disks[v], batch)]
+        if not lacking:
+            return
+        durable = {w: disks[w].durable_tail() for w in self.voter_ids}
+        for v in lacking:
+            disk = disks[v]
+            offer = (disk.last_epoch, disk.end_offset)
+            electors = [v, *(w for w in self.voter_ids if w != v and durable[w] <= offer)]
+            if len(electors) >= self.majority:
+                raise InvariantViolation(
+                    f"commit safety: {_desc(batch)} is committed, but node {v}, whose log lacks it (last epoch "
+                    f"{offer[0]}, end {offer[1]}), could still be elected by voters {sorted(electors)} (their logs, "
+                    f"as a power loss would leave them: {', '.join(f'{w}: {durable[w]}' for w in electors if w != v)})"
+                )
+
+    def _check_votes_durable(
+        self, leader: int, epoch: int, voters: tuple[int, ...], disks: Mapping[int, SimDisk]
+    ) -> None:
+        """Rule 10, at the election: every vote that elected the leader is durable on its voter."""
+        for voter in voters:
+            if voter not in disks:
+                continue
+            self._votes[voter] = (epoch, leader)
+            state = disks[voter].durable_quorum_state()
+            if state is None or _remembers(state.leader_epoch, state.voted_id, state.leader_id, epoch, leader):
+                continue
+            raise InvariantViolation(
+                f"election safety: node {leader} was elected in epoch {epoch} with the vote of node {voter}, whose "
+                f"quorum-state as a power loss would leave it (epoch {state.leader_epoch}, votedId {state.voted_id}, "
+                f"leaderId {state.leader_id}) does not remember that vote: restarted, it could vote again in "
+                f"epoch {epoch}"
+            )
+
+    def _check_vote_remembered(self, node_id: int, node: NodeView) -> None:
+        """Rule 10, at a restart: a voter whose vote elected a leader comes back remembering it."""
+        vote = self._votes.get(node_id)
+        if vote is None:
+            return
+        epoch, leader = vote
+        voted = getattr(node, "voted_id", leader)
+        known = getattr(node, "leader_id", leader)
+        if not _remembers(node.epoch, voted, known, epoch, leader):
+            raise InvariantViolation(
+                f"election safety: node {node_id} restarted in epoch {node.epoch} with votedId {voted} and leader "
+                f"{known}, forgetting its vote for node {leader}, the leader it elected in epoch {epoch}"
+            )
 
     def _check_durable_majority(self, disks: Mapping[int, SimDisk], batch: RecordBatch, when: str) -> None:
         holders = [v for v in self.voter_ids if _durably_holds(disks[v], batch)]
@@ -276,6 +356,17 @@ def _durably_holds(disk: SimDisk, batch: RecordBatch) -> bool:
         return True
     snapshot = disk.durable_snapshot
     return snapshot is not None and snapshot.snapshot_id.end_offset >= batch.next_offset
+
+
+def _holds(disk: SimDisk, batch: RecordBatch) -> bool:
+    """The node's log (as its process sees it) holds the batch, or starts after it (a snapshot
+    covers it: snapshots hold committed records only)."""
+    return disk.start_offset > batch.base_offset or disk.batch_at(batch.base_offset) == batch
+
+
+def _remembers(state_epoch: int, voted: int, leader_id: int, epoch: int, leader: int) -> bool:
+    """A voter in `state_epoch` with this vote and leader will not vote for anyone but `leader` in `epoch`."""
+    return state_epoch > epoch or (state_epoch == epoch and leader in (voted, leader_id))
 
 
 def _desc(batch: RecordBatch | None) -> str:

@@ -18,7 +18,7 @@ from node.sim.cluster import ClusterConfig
 from node.sim.cluster_run import active_controller, settled
 from node.sim.runner import converged
 from node.sim.world import SimConfig, Simulation
-from tests.sim.scenarios import figure8, wait
+from tests.sim.scenarios import figure8, figure8_by_buggify, wait
 from tests.sim_cluster.helpers import call, call_to, create_topic, set_config
 
 
@@ -40,6 +40,17 @@ def test_figure8_catches_the_hwm_before_the_leader_change_is_committed_kafka_126
         assert out.sim.violation is None  # not reached: figure8 stops waiting at the violation
     out = figure8()  # the correct core in the same scenario
     assert out.sim.violation is None
+
+
+def test_figure8_on_three_voters_through_the_elected_behind_targeted_fault_kafka_12619() -> None:
+    """The `elected-behind` targeted fault makes Figure 8 out of a leader cut off while it writes: with
+    the bug the re-elected old leader commits X as soon as the third voter holds it, while the isolated
+    leader of the epoch in between could still be elected without X (the commit-safety invariant)."""
+    bugged_out = figure8_by_buggify(raft={"bugs": Bugs(frozenset({"raft-hwm-before-leader-change-committed"}))})
+    violation = bugged_out.sim.violation
+    assert violation is not None and "commit safety" in violation.message, violation
+    assert f"node {bugged_out.behind_leader}, whose log lacks it" in violation.message
+    assert figure8_by_buggify().sim.violation is None  # the correct core in the same scenario
 
 
 def power_loss_of_a_leader_with_a_slow_disk(*names: str) -> Simulation:

@@ -170,3 +170,59 @@ def zombie_leader(seed: int = 1, node_factory: NodeFactory | None = None) -> Zom
     sim.run_for(5_000)
     hwm_while_isolated = max(hwm_while_isolated, sim.raft(old).high_watermark)
     return ZombieOutcome(sim, old, old_epoch, partitioned_at, stepped_down_at, old_hwm, hwm_while_isolated, new, handle)
+
+
+@dataclass
+class BehindOutcome:
+    sim: Simulation
+    old_leader: int  # wrote X while cut off; the voter holding entries the next leader lacks
+    x: int  # X's offset
+    behind_leader: int  # elected without X, then isolated by `elected-behind`
+    fired: list[dict[str, Any]]  # the targeted faults' listener calls (what, value)
+    stalled_until: int  # the old leader's disk stall when `elected-behind` fired
+
+
+def figure8_by_buggify(
+    seed: int = 1,
+    raft: dict[str, Any] | None = None,
+    run_ms: int = 15_000,
+    allowed: tuple[str, ...] = ("partition", "disk_stall"),
+    before: Any = None,
+) -> BehindOutcome:
+    """Figure 8 on three voters, reached by the `elected-behind` targeted fault instead of by hand.
+
+    The leader A writes X while cut off from both followers; they elect B, which lacks X: the targeted
+    fault isolates B at once (its LeaderChange stays on its own log) and slows A's fsyncs. The nemesis
+    partition heals: A, whose log is longer, leads again with C's vote and re-replicates X; C fetches X and
+    A's LeaderChange while A's own copy of that LeaderChange waits for its disk. A correct leader commits
+    nothing until its epoch's entry is durable on a majority; committing X earlier leaves B electable.
+    `before(sim, buggify, a)` runs right after X is written (e.g. to start another targeted fault).
+    """
+    from node.sim.buggify import Buggify, BuggifyConfig
+
+    sim = Simulation(SimConfig(seed=seed, voters=3, raft=dict(raft or {})))
+    fired: list[dict[str, Any]] = []
+    buggify = Buggify(
+        sim,
+        allowed,
+        BuggifyConfig(probability={"elected-behind": 1.0}),
+        listener=lambda what, value: fired.append({"what": what, "at": sim.now, **value}),
+    )
+    sim.start()
+    wait(sim, lambda: converged(sim), 30_000, "a first leader")
+    a = sim.leader()
+    assert a is not None
+    x = sim.raft(a).log_end_offset
+    others = [n for n in sim.nodes if n != a]
+    buggify.enable()
+    sim.isolate([[a], others])
+    sim.submit_append(a, (b"X",))
+    if before is not None:
+        before(sim, buggify, a)
+    wait(sim, lambda: leader_among(sim, others) is not None, 30_000, "a leader without X")
+    b = leader_among(sim, others)
+    assert b is not None and any(f["trigger"] == "elected-behind" for f in fired if f["what"] == "start"), fired
+    stalled_until = sim.nodes[a].disk_stalled_until
+    sim.heal()
+    sim.run_for(run_ms)
+    return BehindOutcome(sim, a, x, b, fired, stalled_until)

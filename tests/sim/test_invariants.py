@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from node.raft.quorum_state import Role
+from node.raft.quorum_state import NO_ID, QuorumStateData, Role
 from node.raft.records import RecordBatch
 from node.sim.disk import SimDisk
 from node.sim.invariants import InvariantChecker, InvariantViolation
@@ -23,6 +23,9 @@ class View:
     role: Role = Role.FOLLOWER
     epoch: int = 1
     high_watermark: int = 0
+    election_voters: tuple[int, ...] = ()
+    voted_id: int = NO_ID
+    leader_id: int = NO_ID
 
     @property
     def log_end_offset(self) -> int:
@@ -106,8 +109,8 @@ def test_hwm_beyond_log_end():
 def test_committed_entry_changed_on_another_node():
     c = Cluster()
     for n in (1, 2):
-        c.append(n, batch(0, 1))
-    c.append(3, batch(0, 2))  # another epoch's batch at the same offset
+        c.append(n, batch(0, 2))
+    c.append(3, batch(0, 1))  # an older epoch's batch at the same offset
     c.check(1, high_watermark=1)
     with pytest.raises(InvariantViolation, match="committed entry changed"):
         c.check(3, high_watermark=1)
@@ -156,3 +159,101 @@ def test_log_matching_same_entry_after_a_different_prefix():
     c.append(2, batch(0, 2, tag="y"))
     with pytest.raises(InvariantViolation, match="predecessor"):
         c.append(2, batch(1, 2))
+
+
+# --- rule 9: commit safety (no voter lacking a committed entry could still be elected) -------------------
+
+
+def figure8(leader_epoch_entry_durable: bool = True, follower_has_it: bool = True) -> Cluster:
+    """Raft's Figure 8 on three voters: nodes 1 and 2 hold X (offset 0, epoch 1); node 3 holds a
+    LeaderChange of epoch 2 at offset 0 that never spread; node 1 leads epoch 3 and has written its own
+    LeaderChange at offset 1 (fsynced or not), which node 2 has fetched and fsynced, or not yet."""
+    c = Cluster()
+    c.append(1, batch(0, 1))
+    c.append(1, batch(1, 3), flush=leader_epoch_entry_durable)
+    c.append(2, batch(0, 1), *([batch(1, 3)] if follower_has_it else []))
+    c.append(3, batch(0, 2))
+    return c
+
+
+def test_commit_safety_passes_once_the_leaders_epoch_entry_is_durable_on_a_majority():
+    c = figure8()
+    c.check(1, role=Role.LEADER, epoch=3, high_watermark=2)  # X and the LeaderChange: node 3 can win no vote
+    assert c.checker.committed_end == 2
+
+
+def test_commit_safety_fails_when_x_is_committed_before_the_leaders_epoch_entry():
+    c = figure8(follower_has_it=False)  # node 2 fetched X alone (one batch per fetch)
+    with pytest.raises(InvariantViolation, match=r"commit safety: batch \[0..1\) epoch 1 is committed, but node 3"):
+        c.check(1, role=Role.LEADER, epoch=3, high_watermark=1)  # KAFKA-12619: X before the LeaderChange
+
+
+def test_commit_safety_judges_what_survives_a_power_loss():
+    """Node 2 holds the new epoch's entry, node 1's copy is not fsynced: committing X alone is unsafe,
+    since after a power loss node 1 would vote for node 3, whose epoch-2 LeaderChange beats X."""
+    c = figure8(leader_epoch_entry_durable=False)
+    with pytest.raises(InvariantViolation, match=r"could still be elected by voters \[1, 3\]"):
+        c.check(1, role=Role.LEADER, epoch=3, high_watermark=1)
+    safe = figure8(leader_epoch_entry_durable=True)
+    safe.check(1, role=Role.LEADER, epoch=3, high_watermark=1)  # both copies durable: node 3 cannot win
+
+
+def test_commit_safety_ignores_a_lagging_voter_that_cannot_win():
+    c = Cluster()
+    for n in (1, 2):
+        c.append(n, batch(0, 1), batch(1, 1))
+    c.append(3, batch(0, 1))  # behind, same epoch: it loses every vote to nodes 1 and 2
+    c.check(1, role=Role.LEADER, high_watermark=2)
+    assert c.checker.committed_end == 2
+
+
+# --- rule 10: election safety across crashes (votes are durable) ------------------------------------
+
+
+def test_a_leader_elected_with_durable_votes_passes():
+    c = Cluster()
+    c.disks[1].write_quorum_state(QuorumStateData(leader_id=1, leader_epoch=2, voted_id=1))
+    c.disks[2].write_quorum_state(QuorumStateData(leader_epoch=2, voted_id=1))
+    c.check(1, role=Role.LEADER, epoch=2, election_voters=(1, 2))
+    c.disks[1].write_quorum_state(QuorumStateData(leader_id=1, leader_epoch=3, voted_id=1))
+    c.disks[3].write_quorum_state(QuorumStateData(leader_id=1, leader_epoch=3))  # its leader, no vote: fine
+    c.check(1, role=Role.LEADER, epoch=3, election_voters=(1, 3))
+    c.disks[2].write_quorum_state(QuorumStateData(leader_id=2, leader_epoch=4, voted_id=2))
+    c.disks[3].write_quorum_state(QuorumStateData(leader_epoch=5))  # moved on: it cannot vote in 4 any more
+    c.check(2, role=Role.LEADER, epoch=4, election_voters=(2, 3))
+
+
+def test_a_vote_not_durable_when_its_leader_is_elected_fails():
+    c = Cluster()
+    c.disks[1].write_quorum_state(QuorumStateData(leader_id=1, leader_epoch=2, voted_id=1))
+    c.disks[2].write_quorum_state(QuorumStateData(leader_epoch=2))  # the epoch, but no votedId
+    with pytest.raises(
+        InvariantViolation, match="election safety: node 1 was elected in epoch 2 with the vote of node 2"
+    ):
+        c.check(1, role=Role.LEADER, epoch=2, election_voters=(1, 2))
+
+
+def elected_by_1_and_2() -> Cluster:
+    """Node 1 elected in epoch 2 with node 2's vote, both durable."""
+    c = Cluster()
+    c.disks[1].write_quorum_state(QuorumStateData(leader_id=1, leader_epoch=2, voted_id=1))
+    c.disks[2].write_quorum_state(QuorumStateData(leader_epoch=2, voted_id=1))
+    c.check(1, role=Role.LEADER, epoch=2, election_voters=(1, 2))
+    return c
+
+
+def test_a_voter_restarting_with_its_vote_or_in_a_later_epoch_passes():
+    c = elected_by_1_and_2()
+    c.checker.on_restart(2)
+    c.check(2, epoch=2, voted_id=1, role=Role.VOTED)  # remembers it
+    c.checker.on_restart(2)
+    c.check(2, epoch=3, role=Role.UNATTACHED)  # a later epoch: it cannot vote in epoch 2 any more
+    c.checker.on_restart(3)
+    c.check(3, epoch=2, role=Role.UNATTACHED)  # node 3 did not elect node 1
+
+
+def test_a_voter_restarting_without_its_vote_fails():
+    c = elected_by_1_and_2()
+    c.checker.on_restart(2)
+    with pytest.raises(InvariantViolation, match=r"node 2 restarted in epoch 2 with votedId -1 .* its vote for node 1"):
+        c.check(2, epoch=2, voted_id=NO_ID, role=Role.UNATTACHED)
