@@ -10,10 +10,14 @@ each event made a node do and, with a small probability per trigger, strikes at 
 - `leader-append`: a leader just appended, its fsync not done yet → crash it (a power loss when
   `lose_unsynced` is allowed), restart it soon after;
 - `elected`: a node just became leader → isolate it for a while (a grudge layer of its own);
+- `established`: a leader just committed an entry of its own epoch (its controller is active) → cut
+  it off from the other voters for a while (clients and brokers still reach it): it stays leader until
+  its check-quorum timeout fires while the others elect a new one, the window in which a deposed leader
+  that believes it leads may answer (KIP-595's Leader Progress Timeout; stale reads, stale answers);
 - `candidate`: a node just became a candidate → restart it while it still is one.
 
 A trigger fires only when the fault it does is allowed (the run's fault kinds: `kill` or
-`lose_unsynced` for crashes, `partition` for the isolation), at most one targeted fault is active at
+`lose_unsynced` for crashes, `partition` for the isolations), at most one targeted fault is active at
 a time, and none fires for `quiet_ms` after the previous one ended, so runs are not all crashes.
 Choices come from an RNG of their own seeded by the simulation's seed: deterministic per seed.
 Every firing and its end are in the trace (`nemesis buggify …`) and go to `listener`
@@ -36,6 +40,7 @@ TRIGGERS: dict[str, str] = {
     "quorum-state": "crash a node right after it persists its quorum-state",
     "leader-append": "crash a leader right after it appends, before its fsync completes",
     "elected": "isolate a leader right after its election",
+    "established": "cut a leader off from the other voters once it has committed in its epoch",
     "candidate": "restart a node while it is still a candidate",
 }
 LAYER = "buggify"  # the network grudge layer of the `elected` isolation
@@ -53,11 +58,15 @@ class BuggifyConfig:
             "quorum-state": 0.05,
             "leader-append": 0.01,
             "elected": 0.2,
+            "established": 0.6,
             "candidate": 0.25,
         }
     )
     restart_ms: tuple[int, int] = (1, 300)  # a crashed node starts again after this
     isolate_ms: tuple[int, int] = (500, 5_000)  # an isolated new leader is healed after this
+    # an established leader cut off from the voters is healed after this: past its check-quorum timeout
+    # (at most twice quorum.fetch.timeout.ms), so a new leader is elected while it still believes it leads
+    zombie_ms: tuple[int, int] = (3_000, 6_000)
     quiet_ms: int = 2_000  # no firing for this long after the previous one ended
 
     def __post_init__(self) -> None:
@@ -99,6 +108,7 @@ class Buggify:
             "quorum-state": "kill" if "kill" in allowed else crash,
             "leader-append": crash,
             "elected": "partition" if "partition" in allowed else None,
+            "established": "partition" if "partition" in allowed else None,
             "candidate": "kill" if "kill" in allowed else crash,
         }
         # trigger -> (its fault, its probability), for the triggers this run can fire
@@ -112,6 +122,7 @@ class Buggify:
         self.fired: dict[str, int] = {}
         self._serial = 0
         self._quiet_until = 0
+        self._established: dict[int, int] = {}  # node -> the last leader epoch `established` drew for
         sim.action_hooks.append(self._on_actions)
 
     # -- switching on and off ----------------------------------------------------------------------------
@@ -133,7 +144,7 @@ class Buggify:
     def _on_actions(self, host: Any, event: Any, actions: list[Any]) -> None:
         if not self.enabled or self.active is not None or self.sim.now < self._quiet_until or not host.up:
             return
-        trigger = self._trigger(host, actions)
+        trigger = self._trigger(host, actions) or self._established_trigger(host, actions)
         if trigger is None or trigger not in self.triggers:
             return
         fault, probability = self.triggers[trigger]
@@ -172,6 +183,19 @@ class Buggify:
             return "leader-append"
         return "quorum-state" if persisted else None
 
+    def _established_trigger(self, host: Any, actions: list[Any]) -> str | None:
+        """`established` once per leader epoch: the first high-watermark advance past the epoch's start
+        (the controller activates once its image reaches that start)."""
+        raft = host.raft
+        if raft.role is not Role.LEADER or self._established.get(host.node_id) == raft.epoch:
+            return None
+        if not any(type(a) is act.HighWatermarkAdvanced for a in actions):
+            return None
+        if raft.high_watermark <= raft.epoch_start_offset:
+            return None
+        self._established[host.node_id] = raft.epoch
+        return "established"
+
     # -- firing and ending -----------------------------------------------------------------------------
 
     def _fire(self, trigger: str, fault: str, host: Any) -> None:
@@ -180,12 +204,15 @@ class Buggify:
         self.fired[trigger] = self.fired.get(trigger, 0) + 1
         value: dict[str, Any] = {"kind": "buggify", "trigger": trigger, "fault": fault, "targets": [self.name_of(node)]}
         if fault == "partition":
-            after = self.rng.randint(*self.config.isolate_ms)
+            zombie = trigger == "established"
+            after = self.rng.randint(*(self.config.zombie_ms if zombie else self.config.isolate_ms))
             value["heal_after_ms"] = after
-            sim.record_fault("buggify", f"{trigger}: isolate node {node} for {after} ms")
-            sim.network.set_layer(
-                LAYER, {n: [m for m in sim.nodes if m != n] if n == node else [node] for n in sim.nodes}
-            )
+            peers = [m for m in (host.raft.config.voter_ids if zombie else sim.nodes) if m != node]
+            if zombie:
+                value["from"] = [self.name_of(m) for m in sorted(peers)]
+            whom = f" from {sorted(peers)}" if zombie else ""
+            sim.record_fault("buggify", f"{trigger}: isolate node {node}{whom} for {after} ms")
+            sim.network.set_layer(LAYER, {node: peers, **{m: [node] for m in peers}})
         else:
             after = self.rng.randint(*self.config.restart_ms)
             value["restart_after_ms"] = after
