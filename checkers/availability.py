@@ -5,8 +5,10 @@ before the final reads. A cluster that is still down then has lost liveness, and
 though no safety checker could object (a history where nothing succeeds breaks no invariant).
 
 Definitions (times are the history's, ns):
-- the final heal: the completion of the last nemesis event (the heal of every fault); a history with
-  no nemesis events has none, and the window is counted from the first client invocation.
+- the final heal: the completion of the last nemesis event (the heal of every fault), or later, when
+  a fault still acts after its stop (`FaultWindow.aftereffect_ns`: a clock set back from ahead stands
+  still until the true time catches up, and the node's timers with it); a history with no nemesis
+  events has none, and the window is counted from the first client invocation.
 - a write: an op whose `f` is in `write_fs` (default write, add, txn) that changes something: for a
   `txn`, only one with a micro-op other than a read (`["r", ...]`).
 - recovered: some write invoked at or after the final heal completed `ok`; time-to-recover is from the
@@ -26,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from checkers.history import History, Op
+from checkers.history import History, Op, fault_windows
 from checkers.verdict import UNKNOWN, Verdict
 
 CHECKER = "availability"
@@ -94,6 +96,8 @@ def check_availability(
     if not ops:
         return Verdict(CHECKER, UNKNOWN, {"reason": "no client ops"})
     heal = max((e.time for e in history.nemesis), default=None)
+    if heal is not None:
+        heal = max([heal, *(w.end + w.aftereffect_ns for w in fault_windows(history) if w.end is not None)])
     first = min(op.invoke_time for op in ops)
     origin = heal if heal is not None else first
     last = max(op.complete_time if op.complete_time is not None else op.invoke_time for op in ops)

@@ -4,7 +4,8 @@ Phases (issue 5): create the run directory and save test.json → provision host
 install and start the cluster (db.install) → wait until ready → workload setup (topics) → run: the
 client generator and the nemesis schedule side by side for the time limit → heal every fault → the
 end of the run (`EndOfRun`): the recovery window (the clients keep running the workload for
-`recovery_s`; the availability checker wants a write committed in it) → recover (restart what is
+`recovery_s`, after a reset clock has caught up with the true time; the availability checker wants a
+write committed in it) → recover (restart what is
 down, wait until ready) → final reads → collect node logs and dumps (over HTTP while the nodes run,
 then from their clean stop unless `leave_db_running`) → `analyze_run` with the workload's checkers
 and the end-of-run checks → exit code. From the start of the run phase to the final reads the
@@ -208,7 +209,8 @@ class Run:
                     forger.stop()
                 if self._simulation_stopped():
                     return
-                self.stats = EndOfRun(spec, db, workload, driver, progress, self.warnings).run()
+                settle_s = max(0, the_nemesis.settled_at_ns - scheduler.now()) / 1e9 if the_nemesis else 0.0
+                self.stats = EndOfRun(spec, db, workload, driver, progress, self.warnings, settle_s).run()
                 self._simulation_stopped()
         finally:
             tap.stop()
@@ -317,17 +319,25 @@ class EndOfRun:
     """After the final heal: the recovery window, recover, final reads (see the module docstring)."""
 
     def __init__(
-        self, spec: Any, db: DB, workload: WorkloadRun, driver: Driver, progress: Progress, warnings: list[str]
+        self,
+        spec: Any,
+        db: DB,
+        workload: WorkloadRun,
+        driver: Driver,
+        progress: Progress,
+        warnings: list[str],
+        settle_s: float = 0.0,
     ) -> None:
         self.spec, self.db, self.workload, self.driver = spec, db, workload, driver
         self.progress, self.warnings = progress, warnings
+        self.settle_s = settle_s  # a reset clock still catching up with the true time: the window waits
 
     def run(self) -> DriverStats:
         spec, driver = self.spec, self.driver
         stats = driver.stats
         self.progress.phase = "recover"
         if spec.recovery_s > 0:
-            window = time_limit(spec.recovery_s, rate(spec.rate, self.workload.recovery_generator()))
+            window = time_limit(self.settle_s + spec.recovery_s, rate(spec.rate, self.workload.recovery_generator()))
             stats = driver.run(clients(window), spec.seed + 2)
         if not self.db.recover(RECOVER_TIMEOUT_S):
             self.warnings.append(f"the cluster did not recover within {RECOVER_TIMEOUT_S:.0f} s of the heal")

@@ -66,6 +66,10 @@ class Nemesis:
         self.options = dict(options or {})
         self.faults: dict[str, ActiveFault] = {}
         self.down: dict[str, str] = {}  # node -> the kind that holds it down
+        self._clock: tuple[ClockFault, int] | None = None  # the active clock fault and its start
+        # when the clocks reset by the heals so far have caught up with the true time (ClockFault's
+        # `lag_after_reset_ns`): until then a node's timers lag, so recovery is judged from there
+        self.settled_at_ns = 0
         self._lock = threading.Lock()
         self._starts: dict[str, Callable[[str, KindOptions, list[str]], ActiveFault]] = {
             "partition": self._start_partition,
@@ -249,10 +253,16 @@ class Nemesis:
         )
         targets = self._targets(target_mode)
         done = self._each(targets, lambda n: self.backend.clock(n, fault), errors)
+        self._clock = (fault, self.scheduler.now())
         return ActiveFault("clock", mode, done, {"target_mode": target_mode, **params})
 
     def _stop_clock(self, fault: ActiveFault, errors: list[str]) -> dict[str, Any]:
         self._each(fault.targets, self.backend.clock_reset, errors)
+        if self._clock is not None and fault.targets:
+            clock, started = self._clock
+            now = self.scheduler.now()
+            self.settled_at_ns = max(self.settled_at_ns, now + clock.lag_after_reset_ns(now - started))
+        self._clock = None
         return {}
 
     # -- kill, pause, power loss -------------------------------------------------------------------------

@@ -89,6 +89,16 @@ class ClockFault:
         if self.rate <= 0:
             raise ValueError(f"clock rate must be > 0, got {self.rate}")
 
+    def lag_after_reset_ns(self, active_ns: int) -> int:
+        """How long the node's clock stands still after a reset that ends this fault, having been on
+        for `active_ns`: a node's clock never runs backwards, so a clock that was ahead waits for the
+        true time (a forward bump's delta, a strobe's, which ends on a step back, a fast rate's gain)."""
+        if self.mode in ("bump", "strobe"):
+            return max(0, self.delta_ms) * 1_000_000
+        if self.mode == "rate" and self.rate > 1:
+            return int((self.rate - 1) * active_ns)
+        return 0
+
 
 DISK_OPS = ("fsync", "write")
 DISK_ERRORS = ("EIO", "ENOSPC")

@@ -454,11 +454,26 @@ class FileStorage(RaftStorage):
         quorum_state = self._read_quorum_state()
         batches, recovered = self._load_log()
         snapshot, snapshot_notes = self._load_snapshot(batches)
-        if snapshot is not None and not self._segments:
+        if snapshot is not None and not batches:
+            snapshot_notes.extend(self._drop_empty_segments(snapshot.snapshot_id.end_offset))
             self._empty_end = snapshot.snapshot_id.end_offset
         notes = "; ".join(n for n in (recovered, *snapshot_notes) if n) or None
         self._loaded = True
         return LoadedState(quorum_state, tuple(batches), self.cluster_id, notes, snapshot)
+
+    def _drop_empty_segments(self, snapshot_end: int) -> list[str]:
+        """A log that holds no record beside a snapshot starts at the snapshot's end. An empty segment
+        file left at a lower base (a power loss took every unsynced record of it, while the snapshot,
+        written and fsynced on its own, survived) would make the next append land at the wrong offset."""
+        if not self._segments:
+            return []
+        self._close_active()
+        names = [seg.path.name for seg in self._segments]
+        for seg in reversed(self._segments):
+            self.fs.unlink(seg.path)
+        self._segments.clear()
+        fsync_dir(self.log_dir, self.fs)
+        return [f"removed empty segment {', '.join(names)}: the log starts at the snapshot's end {snapshot_end}"]
 
     # --- snapshots ---
 

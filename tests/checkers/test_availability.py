@@ -89,3 +89,32 @@ def test_only_transactions_that_append_are_writes() -> None:
     assert not is_write(read_only, fs) and is_write(appending, fs)
     verdict = check_availability(history, recovery_window_s=1)
     assert verdict.valid is True and verdict.details["writes_after_heal"] == 1
+
+
+def _clock_set_back(delta_ms: int) -> Events:
+    """A node's clock bumped `delta_ms` ahead at 1 s and set back at the heal (10 s)."""
+    events = Events()
+    events.op(0, "write", 0, 5, invoke=1)
+    events.nemesis("start-clock", 1000, {"kind": "clock", "mode": "bump", "targets": ["b1"], "delta_ms": delta_ms})
+    events.nemesis("stop-clock", 10_000, {"kind": "clock", "targets": ["b1"]})
+    events.op(1, "write", 10_100, 15_100, invoke=2, kind="info")  # its timers still wait for the clock
+    return events
+
+
+def test_recovery_is_counted_from_when_a_clock_set_back_has_caught_up() -> None:
+    events = _clock_set_back(20_000)
+    events.op(2, "write", 30_500, 30_900, invoke=3)  # 0.9 s after the clock caught up (at 30 s)
+    verdict = check_availability(events.history(), recovery_window_s=5)
+    assert verdict.valid is True
+    assert verdict.details["final_heal_s"] == 30.0 and abs(verdict.details["time_to_recover_s"] - 0.9) < 1e-9
+
+
+def test_no_write_after_a_clock_caught_up_is_still_invalid() -> None:
+    events = _clock_set_back(20_000)
+    events.op(2, "write", 30_500, 35_500, invoke=3, kind="info")
+    verdict = check_availability(events.history(), recovery_window_s=5)
+    assert verdict.valid is False and list(verdict.details["anomalies"]) == ["no-recovery"]
+    # a clock set back from behind (a backward bump) runs on at once: no after-effect
+    events = _clock_set_back(-20_000)
+    events.op(2, "write", 30_500, 30_900, invoke=3)
+    assert check_availability(events.history(), recovery_window_s=5).details["final_heal_s"] == 10.0

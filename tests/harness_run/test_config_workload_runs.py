@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import harness.runner as runner
-from harness.backends.sim import SimBackend
+from harness.backends.sim import SimBackend, run_cluster_options
 from harness.errors import EXIT_INVALID, EXIT_VALID
 from harness.generators import Op
 from harness.invocation import Completion, DoneFn
@@ -60,7 +60,7 @@ def with_snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def backend(spec: Any, _run_dir: Any) -> SimBackend:
         c = spec.cluster
-        options = {"snapshot_every_records": 25}
+        options = {**run_cluster_options(spec.bugs), "snapshot_every_records": 25}  # SASL and the authorizer too
         return SimBackend(
             controllers=c.controllers, brokers=c.brokers, combined=c.combined, seed=spec.seed, cluster_options=options
         )

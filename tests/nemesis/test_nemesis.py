@@ -125,6 +125,11 @@ class FakeDB(DB):
 
 
 class Inline:
+    t = 0  # the scheduler's clock (ns), moved by hand
+
+    def now(self) -> int:
+        return self.t
+
     def blocking(self, fn, done):  # type: ignore[no-untyped-def]
         try:
             done(fn(), None)
@@ -190,6 +195,23 @@ def test_clock_bump_on_its_targets_then_reset():
     strobe = nem.start("clock", {"mode": "strobe"}).value
     assert {"delta_ms", "period_ms", "duration_ms"} <= set(strobe) and "rate" not in strobe
     assert rec.calls[-1][2].mode == "strobe" and rec.calls[-1][2].period_ms == strobe["period_ms"]
+
+
+def test_a_reset_of_a_clock_that_was_ahead_makes_the_run_wait_until_it_caught_up():
+    nem, _ = make({"clock": {"targets": ["one"], "delta_ms": 60_000}})
+    clock = nem.scheduler
+    clock.t = 5 * 10**9
+    nem.start("clock", {"mode": "bump"})
+    clock.t = 9 * 10**9
+    nem.stop("clock")
+    assert nem.settled_at_ns == 69 * 10**9  # the node's clock stands still for the bump's 60 s
+    nem.start("clock", {"mode": "bump"})
+    nem.stop("clock")
+    assert nem.settled_at_ns == 69 * 10**9  # never earlier than an earlier reset's
+    assert ClockFault("bump", delta_ms=-5_000).lag_after_reset_ns(10**9) == 0  # it was behind: runs on
+    assert ClockFault("rate", rate=1.5).lag_after_reset_ns(4 * 10**9) == 2 * 10**9  # the fast clock's gain
+    assert ClockFault("rate", rate=0.5).lag_after_reset_ns(4 * 10**9) == 0
+    assert ClockFault("strobe", delta_ms=300, period_ms=10, duration_ms=100).lag_after_reset_ns(1) == 300_000_000
 
 
 def test_kill_and_lose_unsynced_restart_only_their_own_nodes_and_pick_only_live_ones():

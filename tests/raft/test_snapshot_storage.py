@@ -128,6 +128,26 @@ def test_file_storage_with_only_a_snapshot_appends_at_its_end(tmp_path: Path):
         storage.append((batch(7, 1),))
 
 
+def test_file_storage_whose_log_lost_every_record_beside_a_snapshot_appends_at_the_snapshot_end(tmp_path: Path):
+    """A power loss can take every unsynced record of a segment while the snapshot (fsynced on its own)
+    survives: the empty segment left at offset 0 must not make the log continue at 0."""
+    with FileStorage(tmp_path, 1) as storage:
+        storage.load()
+        storage.append(tuple(batch(i * 2, 1, 2) for i in range(5)))
+        storage.flush()
+        storage.write_snapshot(SnapshotId(10, 1), DATA)
+        (segment,) = storage.segment_paths()
+    segment.write_bytes(b"")  # what the power loss left of the segment
+    with FileStorage(tmp_path, 1) as storage:
+        loaded = storage.load()
+        assert loaded.batches == () and storage.end_offset == 10 and storage.segment_paths() == []
+        assert loaded.recovered is not None and "removed empty segment" in loaded.recovered
+        storage.append((batch(10, 2, 3),))
+        storage.flush()
+    with FileStorage(tmp_path, 1) as storage:
+        assert [b.base_offset for b in storage.load().batches] == [10]
+
+
 def test_file_storage_keeps_the_two_newest_snapshots_and_drops_unfinished_writes(tmp_path: Path):
     with FileStorage(tmp_path, 1) as storage:
         storage.load()
