@@ -50,10 +50,11 @@ MAX_EXAMPLES = 8
 INF = float("inf")
 
 # Fault kinds that leave every running controller's sense of time alone: partitions and packet faults
-# change no clock or timer, and a killed controller restarts in a new epoch, whose fresh sessions the
+# change no clock or timer, and a controller that crashed (kill, a power loss, a corrupted disk: each
+# takes the node down until its stop restarts it) restarts in a new epoch, whose fresh sessions the
 # session rules bound through DescribeQuorum brackets. Any other kind (clock skew, a paused or stalled
 # process whose timers fire late, anything unknown) makes the session rules skip the interval.
-TIME_NEUTRAL_FAULTS = frozenset({"partition", "packet", "kill"})
+TIME_NEUTRAL_FAULTS = frozenset({"partition", "packet", "kill", "lose_unsynced", "corrupt"})
 
 
 class BrokerOpsError(ValueError):
@@ -216,11 +217,26 @@ class BrokerHistory:
     fault_spans: list[tuple[str, int, int]]  # (kind, start, end) of every nemesis fault window
     end_time: int
     dumps: list[str] = field(default_factory=list)  # image dump files read
+    # (kind, start, end, nodes it hit or None when unknown) of every fault window; a simulator's targeted
+    # fault ("buggify") counts as the fault it did (partition, kill, lose_unsynced)
+    fault_hits: list[tuple[str, int, int, frozenset[str] | None]] = field(default_factory=list)
 
     def faults_between(self, start: int, end: int, *, ignore: Iterable[str] = TIME_NEUTRAL_FAULTS) -> list[str]:
         """Kinds of fault windows (other than `ignore`) overlapping [start, end]."""
         skip = set(ignore)
         return sorted({k for k, s, e in self.fault_spans if k not in skip and s <= end and e >= start})
+
+    def faults_on(self, node: str, start: int, end: int, *, ignore: Iterable[str] = TIME_NEUTRAL_FAULTS) -> list[str]:
+        """Kinds of fault windows (other than `ignore`) overlapping [start, end] that hit `node` (or nodes
+        nobody recorded): what can distort that node's own timers."""
+        skip = set(ignore)
+        return sorted(
+            {
+                k
+                for k, s, e, nodes in self.fault_hits
+                if k not in skip and s <= end and e >= start and (nodes is None or node in nodes)
+            }
+        )
 
 
 # --- parsing ---------------------------------------------------------------------------------------
@@ -375,15 +391,31 @@ def read_broker_history(history: History, dumps: str | Path | None = None) -> Br
         elif f == "barrier" and op.type == "ok":
             barriers.append(Barrier(_timed(op), _get(op.value, "offset", op)))
     end = history.end_time
-    spans = [
-        (w.kind, w.start, w.end + w.aftereffect_ns if w.end is not None else end + 1) for w in fault_windows(history)
-    ]
-    bh = BrokerHistory(setup, regs, beats, alters, images, quorum, barriers, spans, end)
+    windows = fault_windows(history)
+    spans = [(w.kind, w.start, w.end + w.aftereffect_ns if w.end is not None else end + 1) for w in windows]
+    hits = [(_fault_kind(w), s, e, _fault_nodes(w)) for w, (_, s, e) in zip(windows, spans, strict=True)]
+    bh = BrokerHistory(setup, regs, beats, alters, images, quorum, barriers, spans, end, fault_hits=hits)
     if dumps is not None:
         for node, path in find_image_dumps(dumps).items():
             bh.images.append(load_image_dump(path, node, end + 1))
             bh.dumps.append(str(path))
     return bh
+
+
+def _fault_kind(w: Any) -> str:
+    """A window's kind; a targeted fault of the simulator's ("buggify") is the fault it did."""
+    value = w.value if isinstance(w.value, Mapping) else {}
+    fault = value.get("fault")
+    return fault if w.kind == "buggify" and isinstance(fault, str) else w.kind
+
+
+def _fault_nodes(w: Any) -> frozenset[str] | None:
+    """The nodes a window's start named as its targets (None: not recorded, so possibly any)."""
+    value = w.value if isinstance(w.value, Mapping) else {}
+    targets = value.get("targets")
+    if not isinstance(targets, list) or not targets or not all(isinstance(t, str) for t in targets):
+        return None
+    return frozenset(targets)
 
 
 def _image_read(op: Op) -> ImageRead:

@@ -357,19 +357,35 @@ class KVModel(Model):
         return f"state == {_short(v)}" if f == "get" else None
 
 
+# AlterPartition refusals that say the partition is past the asked version. The controller answers them
+# only when the request is not ahead of its state (KIP-497 as fixed by KAFKA-14154: a controller that is
+# behind the request's epochs is stale and answers NOT_CONTROLLER), and only once the state it decided on
+# is committed; so each is a claim about a committed state: leader epoch and partition epoch at least the
+# asked ones, and the leader epoch (FENCED_LEADER_EPOCH) or the partition epoch (INVALID_UPDATE_VERSION)
+# higher. NOT_LEADER_OR_FOLLOWER is no such claim: the reference controller also passes it on from the
+# Raft core for a whole request whose batch lost leadership (see `checkers.registrations`).
+STALE_REFUSALS = ("FENCED_LEADER_EPOCH", "INVALID_UPDATE_VERSION")
+
+
 class PartitionCasModel(Model):
     """A partition's (partition epoch, leader epoch, leader, ISR) under KIP-497 AlterPartition, a
     compare-and-set on (leader epoch, partition epoch) sent by the partition's leader.
 
     Ops: f "alter", invoke value {topic, partition, broker, leader_epoch, partition_epoch, isr}; an
-    `ok` carries `result` {leader, leader_epoch, isr, partition_epoch}; `fail` ops did not happen and
-    are dropped (a refusal may come from a deposed controller's stale state, so it is no observation),
-    and so are `ok` ops that changed nothing (see `keep`).
+    `ok` carries `result` {leader, leader_epoch, isr, partition_epoch}; `ok` ops that changed nothing
+    are dropped (see `keep`). A `fail` did not happen; most are dropped too, but a refusal that says the
+    partition is past the asked version (`STALE_REFUSALS`) is an observation of a committed state:
+    leader epoch and partition epoch at least the asked ones, and for FENCED_LEADER_EPOCH a higher
+    leader epoch, for INVALID_UPDATE_VERSION a higher partition epoch. Even a deposed controller's stale
+    state was committed once, and epochs only grow, so the claim holds at the refusal's completion
+    whoever answered.
     Between the compare-and-sets the controller may move the partition on by itself (fencing, shutdown,
     elections): such hidden changes only raise the partition epoch, and the leader epoch never falls.
     So an op naming partition epoch p is legal when the state is older than p (hidden changes got it
     there, with a leader epoch no higher than the op's), or is exactly p with the op's leader and
     leader epoch; never when the state is newer. The initial state is unknown (None: anything goes).
+    A refusal that the current state does not satisfy is explained by hidden changes; the state then
+    becomes partly unknown: a partition epoch of k - 0.5 means "k or later", leader and ISR None.
     """
 
     name = "partition-cas"
@@ -378,16 +394,19 @@ class PartitionCasModel(Model):
         return None
 
     def keep(self, op: Op) -> bool:
-        """`ok` changes and `info` ops. An `ok` that changed nothing wrote no record, so a deposed
-        controller may have answered it from a stale state: like a refusal, it is no observation."""
-        if op.f != "alter" or op.type not in ("ok", "info"):
+        """`ok` changes, `info` ops and refusals that claim a newer version. An `ok` that changed
+        nothing wrote no record, so a deposed controller may have answered it from a stale state: it
+        says nothing about the version it names."""
+        if op.f != "alter":
             return False
+        if op.type == "fail":
+            return _refusal(op) is not None
         if op.type == "ok":
             try:
                 return int(op.value["result"]["partition_epoch"]) != int(op.invoke_value["partition_epoch"])
             except (KeyError, TypeError, ValueError):
                 return True  # malformed: `compile` says what is wrong with it
-        return True
+        return op.type == "info"
 
     def partition(self, ops: Iterable[Op]) -> dict[Any, list[Op]]:
         parts: dict[Any, list[Op]] = {}
@@ -414,6 +433,8 @@ class PartitionCasModel(Model):
 
     def compile(self, op: Op) -> StepFn:
         sender, le, pe, isr, after = self._parts(op)
+        if op.type == "fail":
+            return _refusal_step(_refusal(op) or "", le, pe)
         unchanged_ok = op.type == "ok" and after[0] == pe
 
         def step(s: Any) -> Any:
@@ -437,6 +458,8 @@ class PartitionCasModel(Model):
 
     def describe_op(self, op: Op) -> str:
         sender, le, pe, isr, after = self._parts(op)
+        if op.type == "fail":
+            return f"alter by {sender} at (leader epoch {le}, partition epoch {pe}) refused with {_refusal(op)}"
         outcome = f" -> epoch {after[0]}" if op.type == "ok" else " (info)"
         return f"alter by {sender} at (leader epoch {le}, partition epoch {pe}) to ISR {list(isr)}{outcome}"
 
@@ -444,11 +467,42 @@ class PartitionCasModel(Model):
         if state is None:
             return "unknown"
         pe, le, leader, isr = state
+        if pe != int(pe):
+            return f"epoch {int(pe + 0.5)} or later (leader epoch {le} or later), as a refusal said"
         return f"epoch {pe}: leader {leader} (leader epoch {le}), ISR {list(isr)}"
 
     def requirement(self, op: Op) -> str | None:
         sender, le, pe, _, _ = self._parts(op)
+        if op.type == "fail":
+            return f"partition epoch >= {pe} and leader epoch >= {le}, past the asked version"
         return f"partition epoch < {pe}, or == {pe} with leader {sender} at leader epoch {le}"
+
+
+def _refusal(op: Op) -> str | None:
+    """The STALE_REFUSALS code of a failed AlterPartition, or None."""
+    value = op.value if isinstance(op.value, dict) else {}
+    code = value.get("error")
+    return code if code in STALE_REFUSALS else None
+
+
+def _refusal_step(code: str, le: int, pe: int) -> StepFn:
+    """A refusal as an observation: the state (after hidden changes, if it needs them) is past the
+    asked version in the way `code` says."""
+    need_pe = pe + (code == "INVALID_UPDATE_VERSION")
+    need_le = le + (code == "FENCED_LEADER_EPOCH")
+
+    def step(s: Any) -> Any:
+        if s is None:
+            return None
+        spe, sle, _, _ = s
+        known = spe == int(spe)
+        if known and spe >= need_pe and sle >= need_le:
+            return s
+        # hidden changes (each raises the partition epoch) got the state there; only bounds are known
+        low = int(spe) + 1 if known else int(spe + 0.5)
+        return (max(low, need_pe) - 0.5, max(sle, need_le), None, None)
+
+    return step
 
 
 def _pending_setter(ws: list[int], lo: int, dmask: int, inv: list[int], deadline: Any) -> bool:

@@ -67,6 +67,8 @@ EXPLANATIONS = {
     "image-divergence": "two images at the same metadata offset disagree about a broker",
     "broker-epoch-regression": "a broker's epoch went down from one image offset to a later one",
     "unexpected-error": "an error code the API does not return for this request",
+    "stale-read": "a linearizable read (a Raft read barrier at the active controller) answered a metadata offset "
+    "below one certainly committed before it was invoked",
 }
 __doc__ = (__doc__ or "") + "".join(f"\n- `{k}`: {v}." for k, v in EXPLANATIONS.items()) + "\n"
 
@@ -367,7 +369,7 @@ class _Checker:
             last = max([activation, *origins, *(c.cmp for c in contacts if c.node == p.at.node)])  # type: ignore[type-var]
             if last + self.session_ns + self.slack_ns >= p.at.inv:
                 continue
-            if self.bh.faults_between(last, p.at.cmp, ignore=TIME_NEUTRAL_FAULTS):
+            if self.bh.faults_on(p.at.node, last, p.at.cmp, ignore=TIME_NEUTRAL_FAULTS):
                 self.coverage["probes_in_time_faults"] += 1
                 continue
             self.coverage["probes_judged"] += 1
@@ -585,6 +587,11 @@ class _Checker:
                     why = f"broker {broker} epoch {epoch} had never reported catching up, so it was fenced"
                 elif any(t < a.at.inv for t in record_backed.get((broker, epoch), ())):
                     why = f"broker {broker} epoch {epoch} had completed a controlled shutdown"
+                elif role == "join" and (img := self._shown_fenced(broker, epoch, a.at)) is not None:
+                    why = (
+                        f"broker {broker} epoch {epoch} was fenced: {self._why(img.at)} showed it so at offset "
+                        f"{img.offset}, above every unfence its heartbeats could have written"
+                    )
                 if why is None:
                     continue
                 name = (
@@ -602,6 +609,64 @@ class _Checker:
                         f"{'joining' if role == 'join' else 'as leader'}, but {why}",
                     },
                 )
+
+    def _shown_fenced(self, broker: int, epoch: int, at: Timed) -> ImageRead | None:
+        """An image, read before `at` was invoked, that shows `broker` fenced in `epoch` after every
+        unfence record its heartbeats invoked before `at` completed could have written (only a heartbeat
+        unfences: its record is committed before its `ok`, so at or below `clock.after` of its answer).
+        None when a heartbeat that may have unfenced it has no `ok` answer: nothing is certain then."""
+        floor = -1.0
+        for h in self.bh.heartbeats:
+            if h.broker != broker or h.epoch != epoch or h.at.inv >= at.cmp or h.fenced is True:  # type: ignore[operator]
+                continue
+            if h.outcome != "ok" or h.at.cmp is None:
+                return None
+            floor = max(floor, self.clock.after(h.at.cmp))
+        for img in self.bh.images:
+            view = img.brokers.get(broker) if img.brokers is not None else None
+            if img.kind == "dump" or img.at.cmp is None or img.at.cmp >= at.inv or view is None:
+                continue
+            if view.epoch == epoch and view.fenced and img.offset >= floor:
+                return img
+        return None
+
+    def reads(self) -> None:
+        """KIP-595 linearizable reads: a barrier reflects every record committed before it was invoked.
+        Committed by then, for certain: an acknowledged registration's record (its epoch), what an image
+        read showed (images apply committed records only) and what an earlier barrier answered."""
+        done: list[tuple[int, int, Timed, str]] = []  # (completion, offset, op, what)
+        for r in self.bh.registrations:
+            if r.outcome == "ok" and r.epoch is not None and r.at.cmp is not None and r.at.op_id is not None:
+                done.append((r.at.cmp, r.epoch, r.at, "the record of registration"))
+        for img in self.bh.images:
+            if img.kind != "dump" and img.at.cmp is not None:
+                done.append((img.at.cmp, img.offset, img.at, f"{img.kind} image read"))
+        for b in self.bh.barriers:
+            if b.at.cmp is not None:
+                done.append((b.at.cmp, b.offset, b.at, "barrier"))
+        done.sort(key=lambda d: (d[0], d[1]))
+        times = [d[0] for d in done]
+        best: list[tuple[int, int, Timed, str]] = []  # prefix maximum by offset
+        for d in done:
+            best.append(d if not best or d[1] > best[-1][1] else best[-1])
+        for b in self.bh.barriers:
+            if b.at.cmp is None:
+                continue
+            self.coverage["barriers"] += 1
+            i = bisect_left(times, b.at.inv)
+            if not i or best[i - 1][1] <= b.offset:
+                continue
+            _, offset, at, what = best[i - 1]
+            self.out.add(
+                "stale-read",
+                {
+                    "barrier": self._why(b.at),
+                    "offset": b.offset,
+                    "committed": offset,
+                    "why": f"barrier {self._why(b.at)} answered offset {b.offset}, but {what} {self._why(at)} had "
+                    f"shown offset {offset} committed before the barrier was invoked",
+                },
+            )
 
     def errors(self) -> None:
         for kind, items in (("register", self.bh.registrations), ("heartbeat", self.bh.heartbeats)):
@@ -625,6 +690,7 @@ class _Checker:
         self.images()
         self.shutdowns()
         self.alters()
+        self.reads()
         self.errors()
 
 

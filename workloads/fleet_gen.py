@@ -34,7 +34,9 @@ MS = 1_000_000
 SETUP = "setup"
 READS = ("metadata", "describe-cluster", "quorum", "barrier")
 ACTIONS = ("crash", "shutdown", "fence", "duplicate", "stale", "reregister")
-ALTER_KINDS = (("cas", 0.7), ("stale", 0.1), ("not-leader", 0.1), ("stale-broker-epoch", 0.1))
+# AlterPartition kinds: `ahead` plays a leader that learned of a version this controller has not seen (a
+# newer controller moved the partition on), the KAFKA-14154 situation: KIP-497 wants NOT_CONTROLLER.
+ALTER_KINDS = (("cas", 0.65), ("stale", 0.1), ("not-leader", 0.1), ("stale-broker-epoch", 0.1), ("ahead", 0.05))
 MAX_PROBES = 3  # a crashed broker asks this many times whether it is fenced before it restarts
 MAX_ALTERS_IN_FLIGHT = 2  # per partition: two compare-and-sets from one version race, one may win
 
@@ -119,6 +121,7 @@ class FleetGen(Gen):
     needs_setup: bool = True  # the first op is `setup` (the client answers it with the run's facts)
     offset: int = 0  # the highest metadata offset seen
     quorum_due: bool = False  # a probe just completed: ask its controller for its epoch (closes the bracket)
+    leader_epoch: int = -1  # the highest quorum epoch a DescribeQuorum answer named
     rand: int = 0
 
     # --- ops ---------------------------------------------------------------------------------------
@@ -132,9 +135,19 @@ class FleetGen(Gen):
         if self.needs_setup:
             return Op(SETUP, {}).bind(process, now), replace(self, needs_setup=False)
         rng = Rng(self.rand)
-        step = self._scheduled(now) or self._mixed(rng, now)
+        if self._waiting() >= len(ctx.workers) - 2 > 0 and not self.quorum_due:
+            # Every other worker waits on a controller request (a deposed controller that still believes
+            # it leads answers no write, nor anything queued behind one): this one keeps observing, so
+            # the history holds reads, the linearizable barrier included, while those requests hang.
+            step = self._read(rng, _weighted(rng, tuple((k, w) for k, w in self.params.mix if k in READS)))
+        else:
+            step = self._scheduled(now) or self._mixed(rng, now)
         op, gen = step
         return op.bind(process, now), replace(gen, rand=rng.state)
+
+    def _waiting(self) -> int:
+        """Controller requests in flight: registrations, heartbeats and AlterPartitions."""
+        return sum(1 for s in self.slots if s.busy is not None) + sum(p.in_flight for p in self.parts)
 
     def _scheduled(self, now: int) -> tuple[Op, FleetGen] | None:
         """The slot most overdue for its heartbeat or its next phase step, if any."""
@@ -203,6 +216,8 @@ class FleetGen(Gen):
 
     def _action(self, rng: Rng, kind: str, now: int) -> tuple[Op, FleetGen] | None:
         live = [s for s in self.slots if s.busy is None and s.phase == "live" and s.epoch is not None]
+        if kind in ("crash", "shutdown") and sum(s.phase == "live" for s in self.slots) < 2:
+            return None  # the last live broker stays: its heartbeats keep showing whether writes commit
         if kind in ("crash", "shutdown"):  # a crash is judged by its probe only if the epoch is clean
             live = [s for s in live if s.clean] or [s for s in live if not s.clean]
             if live and not live[0].clean:
@@ -241,6 +256,8 @@ class FleetGen(Gen):
             if not others:
                 return None
             sender = rng.choice(others)
+        elif kind == "ahead":  # one epoch past the newest version known; never a version the ISR came from
+            le, pe = (le + 1, pe) if rng.random() < 0.5 else (le, pe + 1)
         slot = epochs.get(sender)
         if slot is None or slot.epoch is None:
             return None
@@ -261,7 +278,7 @@ class FleetGen(Gen):
             "leader_epoch": le,
             "partition_epoch": pe,
             "isr": list(isr),
-            "from_isr": list(from_isr),
+            "from_isr": None if kind == "ahead" else list(from_isr),
             "kind": kind,
         }
         return Op("alter", value, key=part.key), self._with_part(replace(part, in_flight=part.in_flight + 1))
@@ -281,12 +298,29 @@ class FleetGen(Gen):
             return self._registered(event, value)
         if event.f == "alter":
             return self._altered(event, value)
+        if event.f == "quorum" and event.type == "ok":
+            return self._failover(event.time, value.get("epoch"))
         if event.f in ("metadata", "describe-cluster", "barrier") and event.type == "ok":
             gen = replace(self, offset=max(self.offset, int(value.get("offset", -1))))
             for key, p in (value.get("partitions") or {}).items():
                 gen = gen._learn(key, p)
             return gen
         return self
+
+    def _failover(self, now: int, epoch: Any) -> FleetGen:
+        """A new quorum epoch: a controller that may never have heard from the silent brokers took over.
+        KIP-631 wants it to fence them a session after it did, so their probes wait a whole session
+        from now (a probe sent sooner may find the new controller's fresh session still running)."""
+        if not isinstance(epoch, int) or epoch <= self.leader_epoch:
+            return self
+        gen = replace(self, leader_epoch=epoch)
+        if self.leader_epoch < 0:
+            return gen
+        due = now + self.params.probe_after_ms * MS
+        for slot in self.slots:
+            if slot.phase == "silent" and slot.busy is None and slot.epoch is not None and slot.until < due:
+                gen = gen._with(replace(slot, until=due))
+        return gen
 
     def _beat_done(self, event: Op, value: dict[str, Any]) -> FleetGen:
         slot = self._slot(event.key)

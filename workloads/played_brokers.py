@@ -422,7 +422,14 @@ class PlayedBrokersClient:
             node = self.last_controller if self.last_controller in self.controllers else None
             node = node or self.rng.choice(self.controllers)
             op_value = {**(op.value or {}), "node": node}
-            self.transport.to_node(node, request, lambda a: done(completion_of(Op(op.f, op_value), a, self.topics)))
+
+            def asked(answer: Answer) -> None:
+                completion = completion_of(Op(op.f, op_value), answer, self.topics)
+                if completion.type != "ok" and self.last_controller == node:
+                    self.last_controller = None  # down or cut off: ask another controller next time
+                done(completion)
+
+            self.transport.to_node(node, request, asked)
         else:
             self.transport.to_node(op.value["node"], request, finish)
 

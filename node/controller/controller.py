@@ -122,7 +122,7 @@ class QuorumController:
         self._drifted = False
         # The session of every broker is measured from the last heartbeat THIS controller received.
         self.sessions.reset(now_ms, self._working.brokers)
-        self._arm_session_timer()
+        self._arm_session_timer(now_ms)
         self._bootstrap()
 
     def deactivate(self, now_ms: int) -> None:
@@ -154,7 +154,7 @@ class QuorumController:
             self._refresh_working()
             self.sessions.timer_fired()
             registration.fence_expired(self, now_ms)
-            self._arm_session_timer()
+            self._arm_session_timer(now_ms)
 
     def handle_request(
         self, now_ms: int, ctx: RequestContext, reply_to: Hashable, correlation_id: int, message: object
@@ -397,10 +397,13 @@ class QuorumController:
         if self.sessions.arm(deadline_ms):
             self.port.wake_at(deadline_ms)
 
-    def _arm_session_timer(self) -> None:
+    def _arm_session_timer(self, now_ms: int) -> None:
+        """Wake at the next session deadline. A lapsed broker still unfenced after `fence_expired` (its
+        fence batch refused) is retried a little later, never at once: a timer re-armed for a time
+        already past would fire again and again without time moving on (a livelock)."""
         deadline = self.sessions.next_deadline(self.working)
         if deadline is not None:
-            self.arm_session_timer(deadline)
+            self.arm_session_timer(deadline if deadline > now_ms else now_ms + self.sessions.retry_ms)
 
 
 __all__ = ["QuorumController", "Reply"]

@@ -48,6 +48,7 @@ class Sessions:
 
     def __init__(self, timeout_ms: int, bugs: Bugs = NO_BUGS) -> None:
         self.timeout_ms = timeout_ms
+        self.retry_ms = max(1, timeout_ms // 10)  # a lapsed broker whose fence was refused is tried again
         self.bugs = bugs
         self._last: dict[int, int] = {}
         self._armed: int | None = None

@@ -17,9 +17,14 @@ each event made a node do and, with a small probability per trigger, strikes at 
   entries may lead again and re-replicate them, its own LeaderChange waiting for its disk. This is
   Raft's Figure 8, the window KIP-595's "extra condition on commitment" protects: older entries on
   a majority are not committed while a voter that lacks them could still win an election;
+- `established`: a leader just committed an entry of its own epoch (its controller is active) → cut
+  it off from the other voters for a while (clients and brokers still reach it): it stays leader until
+  its check-quorum timeout fires while the others elect a new one, the window in which a deposed leader
+  that believes it leads may answer (KIP-595's Leader Progress Timeout; stale reads, stale answers).
+  Once per leader epoch, short (just past the check-quorum timeout), drawn from the shared RNG;
 - `candidate`: a node just became a candidate → restart it while it still is one;
-- `leader-cut`: a leader just answered a Fetch → cut it off from the other voters, not from the
-  observers, for several fetch timeouts (KAFKA-15489's partial partition: a leader that does not
+- `leader-cut`: a leader just answered a Fetch → the same cut as `established`, at any moment of its
+  leadership and for longer: several fetch timeouts (KAFKA-15489's partial partition: a leader that does not
   resign keeps the brokers on its log). A leader answers Fetches all the time, more under load, so
   its probability is per second of leadership (per occurrence: 1 - (1 - p) ** seconds since the
   previous one, at most 1 s), and it draws from an RNG of its own, so the other triggers fire exactly
@@ -51,11 +56,13 @@ TRIGGERS: dict[str, str] = {
     "leader-append": "crash a leader right after it appends, before its fsync completes",
     "elected": "isolate a leader right after its election",
     "elected-behind": "isolate a new leader that lacks uncommitted entries other voters hold; slow their disks",
+    "established": "cut a leader off from the other voters once it has committed in its epoch",
     "candidate": "restart a node while it is still a candidate",
     "leader-cut": "cut a leader off from the other voters (observers still reach it) right after it answers a Fetch",
 }
 OWN_RNG = frozenset({"leader-cut"})  # triggers that draw from an RNG of their own (see the docstring)
 PER_SECOND = frozenset({"leader-cut"})  # triggers whose probability is per second, not per occurrence
+CUTS = frozenset({"established", "leader-cut"})  # a leader cut off from the other voters only
 MAX_GAP_MS = 1_000  # a per-second trigger counts at most this long since its previous occurrence
 LAYER = "buggify"  # the network grudge layer of the `elected` isolation
 
@@ -73,6 +80,7 @@ class BuggifyConfig:
             "leader-append": 0.01,
             "elected": 0.2,
             "elected-behind": 1.0,
+            "established": 0.6,
             "candidate": 0.25,
             "leader-cut": 0.15,  # per second of leadership
         }
@@ -83,6 +91,9 @@ class BuggifyConfig:
     # ... and one elected behind another voter: long enough for the others to elect a leader of their
     # own (a fetch timeout, then an election) and for it to re-replicate the entries the isolated one lacks
     isolate_behind_ms: tuple[int, int] = (3_000, 8_000)
+    # an established leader cut off from the voters is healed after this: past its check-quorum timeout
+    # (at most twice quorum.fetch.timeout.ms), so a new leader is elected while it still believes it leads
+    zombie_ms: tuple[int, int] = (3_000, 6_000)
     quiet_ms: int = 2_000  # no firing for this long after the previous one ended
 
     def __post_init__(self) -> None:
@@ -132,6 +143,7 @@ class Buggify:
             "leader-append": crash,
             "elected": "partition" if "partition" in allowed else None,
             "elected-behind": "partition" if "partition" in allowed else None,
+            "established": "partition" if "partition" in allowed else None,
             "candidate": "kill" if "kill" in allowed else crash,
             "leader-cut": "partition" if "partition" in allowed else None,
         }
@@ -147,6 +159,7 @@ class Buggify:
         self._serial = 0
         self._quiet_until = 0
         self._last_seen: dict[str, int] = {}  # per-second triggers: when each last occurred
+        self._established: dict[int, int] = {}  # node -> the last leader epoch `established` drew for
         sim.action_hooks.append(self._on_actions)
 
     # -- switching on and off ----------------------------------------------------------------------------
@@ -171,6 +184,8 @@ class Buggify:
         if not self.enabled or self.active is not None or self.sim.now < self._quiet_until or not host.up:
             return
         trigger = self._trigger(host, actions)
+        if trigger in (None, "leader-cut"):  # a commit in a new epoch is the rarer, more specific moment
+            trigger = self._established_trigger(host, actions) or trigger
         if trigger is None or trigger not in self.triggers:
             return
         fault, probability = self.triggers[trigger]
@@ -251,6 +266,19 @@ class Buggify:
                 holders.append(voter)
         return holders
 
+    def _established_trigger(self, host: Any, actions: list[Any]) -> str | None:
+        """`established` once per leader epoch: the first high-watermark advance past the epoch's start
+        (the controller activates once its image reaches that start)."""
+        raft = host.raft
+        if raft.role is not Role.LEADER or self._established.get(host.node_id) == raft.epoch:
+            return None
+        if not any(type(a) is act.HighWatermarkAdvanced for a in actions):
+            return None
+        if raft.high_watermark <= raft.epoch_start_offset:
+            return None
+        self._established[host.node_id] = raft.epoch
+        return "established"
+
     # -- firing and ending -----------------------------------------------------------------------------
 
     def _fire(self, trigger: str, fault: str, host: Any, rng: random.Random, stall: Sequence[int] = ()) -> None:
@@ -265,11 +293,12 @@ class Buggify:
             "targets": [self.name_of(n) for n in targets],
         }
         if fault == "partition":
-            if trigger == "leader-cut":
-                after = rng.randint(*self.config.cut_ms)
+            if trigger in CUTS:
+                after = rng.randint(*(self.config.cut_ms if trigger == "leader-cut" else self.config.zombie_ms))
                 others = [v for v in sorted(host.raft.config.voter_ids) if v != node and v in sim.nodes]
                 grudge = {node: others, **{v: [node] for v in others}}
                 what = f"cut node {node} off from voters {others}"
+                value["from"] = [self.name_of(m) for m in others]
             else:
                 span = self.config.isolate_behind_ms if trigger == "elected-behind" else self.config.isolate_ms
                 after = rng.randint(*span)

@@ -57,6 +57,10 @@ from node.sim.trace import Trace, summarize
 from node.sim.workload import AppendClient, WorkloadConfig
 
 _LOG_ACTIONS = (act.AppendBatches, act.TruncateLog, act.DeleteLogBefore, act.ResetLog)
+# Events one node may handle within one virtual millisecond before the run counts as a livelock (say a
+# timer re-armed for a time already past): far above any burst a correct node sees, and it turns what
+# would be a run that never ends into a violation naming the node and the event.
+LIVELOCK_EVENTS = 100_000
 NodeFactory = Callable[[RaftConfig, LoadedState, random.Random, Callable[[random.Random], str]], Any]
 
 
@@ -185,6 +189,8 @@ class SimNode:
         self.started = False  # started at least once (later starts are restarts)
         self.disk_fault: Any = None  # the DiskFault set on this host (set_disk_fault), if any
         self.corruptions: list[Corruption] = []  # damage done to its files while down (corrupt_storage)
+        self.busy_ms = -1  # the virtual millisecond of its latest events, and how many it handled then
+        self.busy_events = 0
 
     @property
     def is_voter(self) -> bool:
@@ -665,7 +671,15 @@ class Simulation:
         index = self.trace.count
         self.trace.record(now, node_id, kind, desc)
         self.stats.events += 1
+        if host.busy_ms != now:
+            host.busy_ms, host.busy_events = now, 0
+        host.busy_events += 1
         try:
+            if host.busy_events > LIVELOCK_EVENTS:
+                raise InvariantViolation(
+                    f"node {node_id} handled {LIVELOCK_EVENTS} events at t={now} ms without time moving on: "
+                    "a livelock (a timer re-armed for a time already past?)"
+                )
             actions = host.core.handle(host.clock.local(now), event)
             log_changed = False
             dispatch = self._dispatch

@@ -199,7 +199,54 @@ class TestCasModel:
         assert m.step((2, 0, B0, (B0,)), op) == (True, (2, 0, B0, (B0,)))
         assert not m.keep(op)  # no record was written: a deposed controller may have answered it
 
+    def refusal(self, pe, le, error):
+        from checkers.history import Op
+
+        value = {"topic": "t", "partition": 0, "broker": B0, "leader_epoch": le, "partition_epoch": pe, "isr": [B0]}
+        return Op(0, 1, "alter", "t/0", value, {**value, "error": error}, "fail", 0, 1, 0, 1)
+
+    def test_a_stale_refusal_is_an_observation_of_a_newer_version(self):
+        m = PartitionCasModel()
+        state = (2, 0, B0, (B0, B1))
+        fenced = self.refusal(2, 0, "FENCED_LEADER_EPOCH")
+        assert m.keep(fenced)
+        ok, after = m.step(state, fenced)  # hidden changes got it to a newer leader epoch
+        assert ok and after == (2.5, 1, None, None)
+        assert "epoch 3 or later" in m.describe_state(after)
+        cas = self.op(2, 0, [B0], result={"leader": B0, "leader_epoch": 0, "isr": [B0], "partition_epoch": 3})
+        assert m.step(after, cas)[0] is False  # the refusal said that version was gone
+        behind = self.refusal(1, 0, "INVALID_UPDATE_VERSION")
+        assert m.step(state, behind) == (True, state)  # true of the state: nothing learnt
+        assert not m.keep(self.refusal(2, 0, "NOT_LEADER_OR_FOLLOWER"))
+
     def test_failed_ops_are_dropped(self):
         m = PartitionCasModel()
         assert not m.keep(self.op(2, 0, [B0], type="fail"))
         assert m.keep(self.op(2, 0, [B0], type="info"))
+
+
+def test_a_refusal_that_claims_a_newer_leader_epoch_than_the_later_changes_had():
+    """A FENCED_LEADER_EPOCH refusal says the partition's leader epoch was past the asked one (KIP-497
+    with KAFKA-14154: a controller behind the request answers NOT_CONTROLLER instead); the later
+    acknowledged change at an older leader epoch contradicts it."""
+    h = valid_run()
+    h.alter(at=450, le=1, pe=1, isr=[B0], from_isr=None, type="fail", result={"error": "FENCED_LEADER_EPOCH"})
+    verdict = check_partition_cas(h.history())
+    assert verdict.valid is False
+    assert "as a refusal said" in json.dumps(verdict.details)
+
+
+@pytest.mark.parametrize(
+    ("at", "le", "pe", "error"),
+    [
+        (5_700, 0, 2, "FENCED_LEADER_EPOCH"),  # the fence at 5.6 s moved leadership on (leader epoch 1)
+        (450, 0, 0, "INVALID_UPDATE_VERSION"),  # the shrink at 0.3 s made partition epoch 1
+        (450, 1, 1, "NOT_CONTROLLER"),  # no claim about the version
+        (450, 1, 1, "NOT_LEADER_OR_FOLLOWER"),
+    ],
+)
+def test_refusals_true_of_the_state_or_no_claim_at_all_are_fine(at, le, pe, error):
+    h = valid_run()
+    h.alter(at=at, le=le, pe=pe, isr=[B0], from_isr=None, type="fail", result={"error": error})
+    verdict = check_partition_cas(h.history())
+    assert verdict.valid is True, verdict.details

@@ -104,6 +104,19 @@ def test_unfenced_probe_during_a_clock_or_pause_fault_is_not_judged():
     assert verdict.details["counts"]["probes_in_time_faults"] == 1
 
 
+@pytest.mark.parametrize(("kind", "targets", "judged"), [("pause", ["c2"], True), ("pause", ["c1"], False),
+                                                          ("clock", ["c3"], True), ("clock", None, False)])  # fmt: skip
+def test_a_time_fault_skips_the_probe_only_when_it_hit_the_controller_that_answered(kind, targets, judged):
+    h = valid_run()
+    h.answer("probe", value={"fenced": False})  # answered by c1
+    value = {"kind": kind} | ({"targets": targets} if targets else {})
+    h.events.append({"time": 3_000 * 10**6, "process": "nemesis", "type": "info", "f": f"start-{kind}", "value": value})
+    h.events.append({"time": 4_000 * 10**6, "process": "nemesis", "type": "info", "f": f"stop-{kind}", "value": {}})
+    verdict = check_registrations(h.history())
+    assert ("not-fenced-after-session" in verdict.details["anomalies"]) is judged
+    assert verdict.details["counts"].get("probes_in_time_faults", 0) == (0 if judged else 1)
+
+
 def test_unfenced_probe_after_a_heartbeat_of_unknown_outcome_is_not_judged():
     h = valid_run()
     h.answer("probe", value={"fenced": False})
@@ -141,6 +154,48 @@ def test_a_fenced_broker_added_to_an_isr_by_alter_partition():
     found = anomalies(h)
     assert "ineligible-replica-added" in found
     assert "never reported catching up" in found["ineligible-replica-added"]["examples"][0]["why"]
+
+
+def _join_of_fenced_b0(h) -> None:
+    """B1 adds B0 (epoch 5, crashed at 2 s, fenced by 5.6 s) back into the ISR before B0 restarts."""
+    h.alter(
+        at=7_200, le=1, pe=3, isr=[B1, B2, B0], from_isr=[B1, B2], broker=B1, broker_epoch=6,
+        result={"result": {"leader": B1, "leader_epoch": 1, "isr": [B1, B2, B0], "partition_epoch": 4}},
+    )  # fmt: skip
+
+
+def test_a_broker_fenced_after_its_session_added_to_an_isr_by_alter_partition():
+    h = valid_run()
+    h.barrier(13, at=2_100)  # everything committed before 2.1 s (B0's unfences too) is at or below 13
+    _join_of_fenced_b0(h)  # the image at 5.61 s, offset 16, showed B0 epoch 5 fenced
+    found = anomalies(h)
+    assert "ineligible-replica-added" in found
+    assert "was fenced" in found["ineligible-replica-added"]["examples"][0]["why"]
+
+
+@pytest.mark.parametrize("why", ["no offset bound", "a heartbeat of unknown outcome"])
+def test_a_join_is_not_judged_when_a_heartbeat_may_have_unfenced_the_broker_after_the_image(why):
+    h = valid_run()
+    if why == "a heartbeat of unknown outcome":
+        h.barrier(13, at=2_100)
+        h.beat(B0, 5, at=6_000, type="info")  # may have unfenced B0 after the image showed it fenced
+    # else: nothing bounds the offset of B0's last unfence below the image's 16
+    _join_of_fenced_b0(h)
+    assert "ineligible-replica-added" not in anomalies(h)
+
+
+def test_a_barrier_answering_below_what_was_committed_before_it():
+    h = valid_run()
+    h.barrier(40, at=12_150)  # the barrier answered 44 at 12.105 s
+    found = anomalies(h)
+    assert list(found) == ["stale-read"]
+    assert "offset 44 committed before" in found["stale-read"]["examples"][0]["why"]
+
+
+def test_a_barrier_concurrent_with_a_higher_answer_is_fine():
+    h = valid_run()
+    h.barrier(43, at=12_102)  # invoked before the barrier answering 44 completed
+    assert anomalies(h) == {}
 
 
 def test_the_last_fenced_isr_member_may_stay():

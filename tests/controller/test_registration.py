@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 from node.controller import ControllerConfig
@@ -97,6 +98,27 @@ def test_session_expiry_fences_the_broker_and_takes_it_out_of_every_isr_and_lead
             assert state.leader_epoch == 1
     assert not h.port.image.broker(2).fenced and not h.port.image.broker(3).fenced
     assert h.port.wakes  # the controller asked to be woken for the sessions
+
+
+def test_a_refused_fence_is_retried_later_never_at_once() -> None:
+    """A lapsed broker whose fence batch is refused (too large here) stays unfenced; the session timer
+    must then wake a little later, not at a time already past: that fired again and again without
+    time moving on, a run that never ended."""
+    h = Harness()
+    epochs = {b: h.online_broker(b) for b in (1, 2)}
+    _topic(h, "t", 4, 2)
+    h.ctl.config = dataclasses.replace(h.ctl.config, max_batch_records=1)  # the fence batch is 1 + changes
+    h.now = TIMEOUT // 2
+    h.heartbeat(2, epochs[2])
+    h.port.wakes.clear()
+    h.tick(TIMEOUT)
+    assert not h.port.appends or not any(isinstance(r, FenceBrokerRecord) for r in h.port.records())
+    assert not h.port.image.broker(1).fenced and h.ctl.stats["refused_too_large"] >= 1
+    assert h.port.wakes and min(h.port.wakes) > TIMEOUT  # retried later, never at or before now
+    retry = min(h.port.wakes)
+    h.ctl.config = dataclasses.replace(h.ctl.config, max_batch_records=10_000)
+    h.tick(retry)
+    assert [r for r in h.port.records() if isinstance(r, FenceBrokerRecord)] == [FenceBrokerRecord(1, epochs[1])]
 
 
 def test_the_last_isr_member_stays_in_the_isr_without_leadership_and_gets_it_back_on_unfence() -> None:

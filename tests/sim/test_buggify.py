@@ -150,11 +150,29 @@ def test_leader_cut_draws_from_its_own_rng_so_the_other_triggers_fire_where_they
     assert b'"buggify"' in without and without == never
 
 
+def test_established_cuts_a_leader_that_committed_in_its_epoch_off_from_the_other_voters_only():
+    sim, hits = strike("established", ("partition",))
+    epochs = set()
+    for moment, value in hits:
+        assert moment.role is Role.LEADER and value["fault"] == "partition"
+        assert any(type(a) is act.HighWatermarkAdvanced for a in moment.actions)  # it just committed
+        leader = int(value["targets"][0])
+        assert sorted(int(n) for n in value["from"]) == [n for n in sorted(sim.config.voter_ids) if n != leader]
+        assert 3_000 <= value["heal_after_ms"] <= 6_000  # past its check-quorum timeout
+        epochs.add((leader, moment.trace_index))
+    assert len(epochs) == len(hits)
+
+
 def test_triggers_need_the_faults_the_run_allows():
     sim = Simulation(SimConfig(seed=1))
     assert set(Buggify(sim, ("pause", "clock")).triggers) == set()
-    assert set(Buggify(sim, ("partition",)).triggers) == {"elected", "elected-behind", "leader-cut"}
-    assert set(Buggify(sim, ("kill",)).triggers) == set(TRIGGERS) - {"elected", "elected-behind", "leader-cut"}
+    assert set(Buggify(sim, ("partition",)).triggers) == {"elected", "elected-behind", "established", "leader-cut"}
+    assert set(Buggify(sim, ("kill",)).triggers) == set(TRIGGERS) - {
+        "elected",
+        "elected-behind",
+        "established",
+        "leader-cut",
+    }
     with pytest.raises(ValueError, match="unknown buggify trigger"):
         BuggifyConfig(probability={"meteor": 0.5})
 

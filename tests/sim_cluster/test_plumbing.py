@@ -6,11 +6,14 @@ import pytest
 
 from node.client.admin import Target
 from node.client.errors import ClientTimeoutError, ConnectError, ConnectionLostError, NotControllerError
+from node.controller import registration
+from node.controller.controller import QuorumController
 from node.metadata.image import MetadataImage
 from node.metadata.records import ConfigRecord, encode_record
 from node.process.events import InboundRequest
 from node.protocol.admin import DescribeClusterRequest
 from node.raft.records import RecordBatch
+from node.sim import world
 from node.sim.admin_client import Endpoint, SimAdminClient, broker_endpoints, controller_endpoints
 from node.sim.cluster import ClusterConfig
 from node.sim.cluster_run import active_controller, settled, supervised
@@ -141,3 +144,23 @@ def test_raft_only_mode_has_no_processes():
     wait(sim, lambda: converged(sim), 20_000, "a leader")
     assert all(h.process is None and h.roles is None for h in sim.nodes.values())
     assert sim.images.checks == 0
+
+
+def test_a_node_that_keeps_time_from_moving_on_ends_the_run_with_a_livelock_violation(monkeypatch):
+    """A run must never hang: a controller whose session timer fires again and again at one virtual
+    millisecond (re-armed for a time already past, here with fencing switched off so the lapsed broker
+    stays lapsed) is a violation naming the node, not a simulation that never ends."""
+
+    def rearm_in_the_past(self, now_ms):
+        deadline = self.sessions.next_deadline(self.working)
+        if deadline is not None:
+            self.arm_session_timer(deadline)
+
+    monkeypatch.setattr(world, "LIVELOCK_EVENTS", 2_000)
+    monkeypatch.setattr(QuorumController, "_arm_session_timer", rearm_in_the_past)
+    monkeypatch.setattr(registration, "fence_expired", lambda ctl, now_ms: None)
+    sim = cluster(seed=2)
+    sim.pause(5)
+    assert not sim.run_for(60_000)
+    assert sim.violation is not None and "livelock" in sim.violation.message, sim.violation
+    assert sim.violation.node == active_controller(sim)

@@ -19,11 +19,11 @@ def accept_stale_partition_epoch(monkeypatch: Any) -> None:
     """AlterPartition compares the leader epoch but not the partition epoch (KIP-497's zkVersion)."""
     validate = partitions._validate
 
-    def lenient(view, request, topic_id, data):
+    def lenient(view, request, topic_id, data, *rest):
         p = view.partition(topic_id, data.partition_index)
         if p is not None:
             data = dataclasses.replace(data, partition_epoch=p.partition_epoch)
-        return validate(view, request, topic_id, data)
+        return validate(view, request, topic_id, data, *rest)
 
     monkeypatch.setattr(partitions, "_validate", lenient)
 
@@ -32,11 +32,11 @@ def admit_fenced_replicas(monkeypatch: Any) -> None:
     """KAFKA-13916 / KAFKA-14617: AlterPartition lets any registered broker join an ISR, fenced or not."""
     validate = partitions._validate
 
-    def lenient(view, request, topic_id, data):
+    def lenient(view, request, topic_id, data, *rest):
         live = partitions.is_live
         partitions.is_live = lambda v, b: v.broker(b) is not None
         try:
-            return validate(view, request, topic_id, data)
+            return validate(view, request, topic_id, data, *rest)
         finally:
             partitions.is_live = live
 

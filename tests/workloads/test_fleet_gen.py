@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 from harness.generators import Op, Rng, rate, run_virtual, time_limit
@@ -124,3 +125,36 @@ def test_same_seed_same_ops():
     b = run({"alter": 3.0, "metadata": 1.0, "crash": 0.5, "fence": 0.5, "duplicate": 0.5}, seconds=20, seed=3)
     c = run({"alter": 3.0, "metadata": 1.0, "crash": 0.5, "fence": 0.5, "duplicate": 0.5}, seconds=20, seed=4)
     assert a == b and a != c
+
+
+def test_an_ahead_alter_names_a_version_one_past_the_newest_known_and_no_isr_it_came_from():
+    history = run({"alter": 5.0, "metadata": 1.0}, seconds=20)
+    ahead = [e for e in history if e["f"] == "alter" and e["type"] == "invoke" and e["value"]["kind"] == "ahead"]
+    assert ahead
+    for e in ahead:
+        v = e["value"]
+        assert v["from_isr"] is None  # no join can be judged from it
+        assert v["leader_epoch"] == 1 or v["leader_epoch"] == 0  # the toy's leader epoch is always 0
+    assert any(e["value"]["leader_epoch"] == 1 for e in ahead)
+
+
+def test_the_last_live_broker_is_never_crashed_or_shut_down():
+    gen = fleet({"crash": 1.0})
+    silent = [replace(s, phase="silent", until=10**12) for s in gen.slots[:2]]
+    one_live = replace(gen, slots=(*silent, gen.slots[2]))
+    for kind in ("crash", "shutdown"):
+        assert one_live._action(Rng(1), kind, 0) is None
+        assert replace(gen, slots=(silent[0], *gen.slots[1:]))._action(Rng(1), kind, 0) is not None
+    history = run({"metadata": 1.0, "crash": 3.0, "shutdown": 1.0}, seconds=40)
+    assert client_ops(history, "heartbeat")[-1]["time"] > 35 * 10**9  # someone still heartbeats at the end
+
+
+def test_a_new_quorum_epoch_makes_silent_brokers_wait_a_whole_session_before_their_probe():
+    gen = fleet({"metadata": 1.0})
+    gen = replace(gen, slots=(replace(gen.slots[0], phase="silent", until=1 * 10**9), *gen.slots[1:]))
+    first = gen._failover(500 * MS, 3)  # the first epoch seen is no failover
+    assert first.leader_epoch == 3 and first.slots[0].until == 1 * 10**9
+    after = first._failover(900 * MS, 4)
+    assert after.slots[0].until == 900 * MS + gen.params.probe_after_ms * MS
+    assert after.slots[1] == gen.slots[1]  # live brokers keep their schedule
+    assert after._failover(950 * MS, 4) is after  # the same epoch again changes nothing
