@@ -81,7 +81,7 @@ class MatrixConfig:
     budget_s: float = 300.0  # simulated seconds a bug may use before it counts as not caught
     sweep: int = 200  # correct-cluster runs
     cluster: Cluster = field(default_factory=lambda: Cluster(controllers=3, brokers=2))
-    time_limit_s: float = 30.0
+    time_limit_s: float = 25.0  # with recovery and start-up, 8 runs fit in the 300 s budget
     nemesis_interval_s: float = 3.0
     nemesis_duration_s: float = 3.0
     recovery_s: float = 10.0  # the availability window: a cluster killed whole needs ~5 s

@@ -137,7 +137,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seeds", default="10", help="seeds per workload x nemesis profile (default 10)")
     p.add_argument("--budget", default="300s", help="simulated time a bug may use before it is not caught (300s)")
     p.add_argument("--sweep", default="200", help="seeds of the correct cluster (default 200; 0: none)")
-    p.add_argument("--time-limit", default="30s", help="each run's main phase (default 30s)")
+    p.add_argument("--time-limit", default="25s", help="each run's main phase (default 25s)")
     p.add_argument("--nemesis-interval", default="3s", help="time between faults (default 3s)")
     p.add_argument("--nemesis-duration", default="3s", help="how long each fault lasts (default 3s)")
     p.add_argument("--recovery", default="10s", help="recovery window after the heal (default 10s)")

@@ -203,15 +203,20 @@ class Buggify:
         hold; whether it was such an election (then no other trigger applies to it). Rare, and mostly the
         aftermath of an earlier fault: no quiet time, and it ends the fault in progress (a node that fault
         holds may be the one with the entries the leader lacks), unless that is an earlier
-        `elected-behind`, whose re-elected leader is the one the Figure 8 waits for."""
+        `elected-behind`, whose re-elected leader is the one the Figure 8 waits for, or a cut
+        (`established`, `leader-cut`): the leader it cut off appends what it can never commit, so every
+        election it causes is won by a node "behind", and ending the cut would close the deposed
+        leader's window each time it opens."""
         if not self.enabled or not host.up or self._trigger(host, actions) != "elected":
             return False
         holders = self._holders_of_missing(host)
         if not holders:
             return False
         active = self.active
-        if (active is not None and active.trigger == "elected-behind") or "elected-behind" not in self.triggers:
-            return True
+        if (
+            active is not None and active.trigger in ("elected-behind", *CUTS)
+        ) or "elected-behind" not in self.triggers:
+            return True  # a cut leader holds entries nobody else has by design: its window stays open
         fault, probability = self.triggers["elected-behind"]
         if self.rng.random() < probability:
             if active is not None:

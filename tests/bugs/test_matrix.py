@@ -24,6 +24,11 @@ from node.bugs import BY_NAME, CATALOGUE
 CAUGHT_TODAY = ("raft-follower-fetch-before-flush", "ctl-envelope-unauthorized", "metadata-snapshot-omits-configs")
 
 
+# The whole default matrix catches every planted bug but these within its 300 s budget (the README's
+# bug table says what catches them outside it).
+NOT_CAUGHT_IN_BUDGET = {"broker-forward-resend-ambiguous", "storage-crc-not-checked-on-load"}
+
+
 @pytest.fixture
 def results() -> Iterator[Path]:
     """A results root of our own: pytest's numbered tmp dirs are rotated away by other pytest sessions
@@ -119,7 +124,8 @@ def test_cli_list_and_bad_input(capsys) -> None:
 @pytest.mark.slow
 def test_the_whole_matrix_and_a_200_seed_sweep(results) -> None:
     """Every bug of the catalogue through every registered workload and fault kind, then the correct
-    cluster over 200 seeds: no false alarm, today's bugs caught, each within 5 simulated minutes."""
+    cluster over 200 seeds: no false alarm, and every bug but NOT_CAUGHT_IN_BUDGET caught within 5
+    simulated minutes."""
     from harness.bug_matrix import default_nemeses
     from harness.run_cli import registries
 
@@ -134,7 +140,6 @@ def test_the_whole_matrix_and_a_200_seed_sweep(results) -> None:
     result = Matrix(config).run()
     assert not result.sweep.false_alarms, [(r.cell.label, r.line) for r in result.sweep.false_alarms]
     assert not result.sweep.unsure, [(r.cell.label, r.valid, r.error) for r in result.sweep.unsure]
-    by_name = {b.bug.name: b for b in result.bugs}
-    for name in CAUGHT_TODAY:
-        assert by_name[name].first is not None and by_name[name].sim_to_catch_s <= 300, name
+    uncaught = {b.bug.name for b in result.bugs if b.first is None or b.sim_to_catch_s > config.budget_s}
+    assert uncaught == NOT_CAUGHT_IN_BUDGET, uncaught  # a regression, or a bug newly caught: update the README
     (results / "matrix.md").write_text(markdown(result))
