@@ -51,13 +51,13 @@ NEEDS: dict[str, str] = {
     "ctl-config-change-not-atomic": "config-append (Elle list-append: multi-key requests, failed ones half applied)",
     "ctl-envelope-unauthorized": "the forgery checker (Envelope from a plain client)",
     "ctl-read-without-barrier": "clock-rate faults on the active controller (it answers a stale read)",
-    "broker-forward-resend-ambiguous": "register writes, one between the two applications (kill after commit)",
+    "broker-forward-resend-ambiguous": "a controller crash with forwarded writes committed, unanswered: at-most-once",
     "broker-read-offset-not-applied": "config-append broker image reads (answer = committed image at its offset)",
     "metadata-snapshot-omits-configs": "sim image agreement / linearizable reads after a restart from a snapshot",
     "storage-flush-skips-fsync": "the simulated FileStorage (sim-storage) with power loss, or lazyfs on netns",
     "storage-quorum-state-rename-without-fsync": "the simulated FileStorage (sim-storage) with power loss, or lazyfs",
     "storage-segment-roll-no-dir-fsync": "the simulated FileStorage (sim-storage) with power loss, or lazyfs",
-    "storage-crc-not-checked-on-load": "the corrupt fault (bit flips) on the simulated FileStorage or netns",
+    "storage-crc-not-checked-on-load": "a bit flip (corrupt fault) in a segment the node then loads: sim invariants",
 }
 
 
