@@ -16,7 +16,10 @@ Three rules, over the history:
   `quorum.request.timeout.ms`, is slack).
 - **unanswered**: a request to a voter (`node`) got no answer at all (`info`), although it was sent
   2F + R or longer after that voter was cut off from a majority, and the voter stayed cut off for R
-  after: by then it no longer leads, and a non-leader refuses at once (NOT_CONTROLLER).
+  after, and up (a crashed node answers nothing) until the request ended: by then it no longer leads,
+  and a non-leader refuses at once (NOT_CONTROLLER). The node is the one the client names for the
+  silence: the server that held the request longest (a client rotating over the controllers blames
+  that one, not the last it tried).
 - **stale-image**: a node answered a read from its metadata image that lacks an offset committed δ
   or longer before (`--catch-up-ms`, default F + R: a fetch timing out, finding the leader, fetching),
   although since P it had been linked with every live voter, all linked with each other and none
@@ -429,6 +432,11 @@ def _claims_leadership(op: Op, ids: Mapping[str, int]) -> bool:
     return op.f == QUORUM_F and op.type == "ok" and isinstance(value, dict) and value.get("leader") == ids.get(op.node)
 
 
+def _down_during(tl: Timeline, node: str, start: int, end: int) -> bool:
+    """Whether `node` was down in some segment overlapping [start, end]."""
+    return any(node in tl.segs[k].down for k in range(tl.at(start), tl.at(end) + 1))
+
+
 def _zombie_rules(history: History, commits: CommitTimes, tl: Timeline, found: Anomalies) -> dict[str, Any]:
     """zombie-leader and unanswered (see the module docstring)."""
     allowed = (2 * commits.fetch_timeout_ms + commits.request_timeout_ms // 2) * NS_PER_MS
@@ -447,6 +455,10 @@ def _zombie_rules(history: History, commits: CommitTimes, tl: Timeline, found: A
             continue  # not cut off, or impaired
         if not claim and tl.cut_since[tl.at(t + request_ns)].get(node) != since:
             continue  # healed (or impaired) while the request may still have been on its way
+        if not claim and _down_during(
+            tl, node, t, op.complete_time if op.complete_time is not None else t + request_ns
+        ):
+            continue  # a crashed node answers nothing: its silence says nothing about leadership
         if claim:
             claims_judged += 1
         else:

@@ -188,6 +188,7 @@ class AdminClient:
             raise TypeError(f"{type(request).__name__} is not a request") from None
         retry_after_unknown = type(request) in _READS if idempotent is None else idempotent
         last: KafkaError | None = None
+        kept = (-1.0, "")  # the longest any server held the request, and which: a timeout blames it
         for round_no in itertools.count():
             if round_no:
                 pause = min(self.retry_backoff_max_ms, self.retry_backoff_ms << min(round_no - 1, 20)) / 1000
@@ -216,15 +217,20 @@ class AdminClient:
                 attempt_deadline = deadline
                 if retry_after_unknown and self.attempt_timeout_ms is not None:
                     attempt_deadline = min(deadline, loop.time() + self.attempt_timeout_ms / 1000)
+                sent_at = loop.time()
                 try:
                     response = await conn.request(request, attempt_deadline)
                 except InvalidRequestError:
                     raise  # cannot be encoded: no server would get it either
                 except KafkaError as exc:
+                    kept = max(kept, (loop.time() - sent_at, str(address)))
+                    if isinstance(exc, ClientTimeoutError) and not exc.definite and exc.server != kept[1]:
+                        exc = ClientTimeoutError(exc.message, sent=True, server=kept[1])
                     if not exc.definite and not retry_after_unknown:
-                        raise
+                        raise exc from None
                     last = exc
                     continue
+                kept = max(kept, (loop.time() - sent_at, str(address)))
                 refusal = whole_refusal(response, str(address))
                 if refusal is None:
                     self._preferred[target] = address

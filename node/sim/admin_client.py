@@ -70,7 +70,7 @@ class CallResult:
     invoked_ms: int
     response: Any = None
     error: KafkaError | None = None
-    server: Endpoint | None = None  # who answered (or was last tried)
+    server: Endpoint | None = None  # who answered; without an answer, who kept the request longest
     completed_ms: int = -1
     attempts: int = 0
 
@@ -108,6 +108,13 @@ class _Call:
     last: KafkaError | None = None
     correlation_id: int = -1  # of the attempt in flight, -1 when none
     sent_to: Endpoint | None = None
+    sent_ms: int = 0  # when the attempt in flight (or the last one) was sent
+    kept: tuple[int, Endpoint | None] = (-1, None)  # the longest any server held the request, and which
+
+    def attempt_ended(self, now: int) -> None:
+        """Count the attempt in flight's time towards `kept`."""
+        if now - self.sent_ms > self.kept[0]:
+            self.kept = (now - self.sent_ms, self.sent_to)
 
 
 class SimAdminClient:
@@ -214,6 +221,7 @@ class SimAdminClient:
         self._next_cid += 1
         cid = call.correlation_id = self._next_cid
         call.sent_to = endpoint
+        call.sent_ms = now
         call.result.attempts += 1
         call.result.server = endpoint
         self._calls[cid] = call
@@ -265,6 +273,7 @@ class SimAdminClient:
             return  # a late answer after the deadline: the outcome stays unknown
         endpoint = call.sent_to
         assert endpoint is not None
+        call.attempt_ended(self.sim.now)
         refusal = whole_refusal(message, str(endpoint))
         call.correlation_id = -1
         if refusal is None:
@@ -279,6 +288,7 @@ class SimAdminClient:
         if call is None or call.correlation_id != correlation_id or call.result.done:
             return
         server = str(call.sent_to)
+        call.attempt_ended(self.sim.now)
         if sent:
             lost = ConnectionLostError("connection reset after the request was sent", server=server)
             self._attempt_failed(call, lost)
@@ -289,7 +299,13 @@ class SimAdminClient:
         call = self._calls.pop(correlation_id, None)
         if call is None or call.correlation_id != correlation_id or call.result.done:
             return
-        timeout = ClientTimeoutError("no answer before the deadline", sent=True, server=str(call.sent_to))
+        # The server blamed is the one that kept the request longest: a client that rotated (a leader
+        # that resigned while holding it, then quick refusals) may reach its deadline while its last
+        # attempt is still on the way to a server that had no time to answer.
+        call.attempt_ended(self.sim.now)
+        _, kept = call.kept
+        call.result.server = kept
+        timeout = ClientTimeoutError("no answer before the deadline", sent=True, server=str(kept))
         self._finish(call, error=timeout)
 
     def _trace(self, kind: str, summary: str) -> None:

@@ -101,6 +101,21 @@ def test_a_cut_off_leader_whose_clock_was_skewed_is_not_judged() -> None:
     assert [a["time_s"] for a in verdict.details["anomalies"]["zombie-leader"]] == [21]
 
 
+def test_a_silent_cut_off_controller_is_unanswered_unless_it_was_down() -> None:
+    """A non-leader refuses at once; a crashed one answers nothing, and its silence proves nothing."""
+    e = Events()
+    cut_leader(e, 10, 40)
+    e.op(1, "read", 18_000, 20_000, kind="info", node="c1")  # up, cut off 8 s: should have refused
+    e.nemesis("start-kill", 24_000, {"kind": "kill", "targets": ["c1"]})
+    e.nemesis("stop-kill", 30_000, {"kind": "kill", "targets": ["c1"], "restarted": ["c1"]})
+    e.op(2, "read", 25_000, 27_000, kind="info", node="c1")  # down the whole time
+    e.op(3, "read", 23_500, 25_500, kind="info", node="c1")  # went down while it had the request
+    verdict = check_quorum_progress(e.history(), commits((0, 10)))
+    assert verdict.valid is False
+    assert [a["time_s"] for a in verdict.details["anomalies"]["unanswered"]] == [18]
+    assert verdict.details["silences_judged"] == 1  # the two the crash explains are not judged
+
+
 def test_a_one_way_link_counts_as_support() -> None:
     """A leader that still hears a follower's Fetches (its answers lost) may keep leading."""
     e = Events()

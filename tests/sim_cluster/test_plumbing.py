@@ -164,3 +164,19 @@ def test_a_node_that_keeps_time_from_moving_on_ends_the_run_with_a_livelock_viol
     assert not sim.run_for(60_000)
     assert sim.violation is not None and "livelock" in sim.violation.message, sim.violation
     assert sim.violation.node == active_controller(sim)
+
+
+def test_a_timeout_blames_the_server_that_kept_the_request_longest():
+    """A leader that held a request and resigned, then quick refusals, then the deadline while the last
+    attempt is on its way: the silence belongs to the first server, not to the last one tried."""
+    from node.sim.admin_client import CallResult, _Call
+
+    call = _Call(CallResult(1, None, 0), Target.CONTROLLER, True, 2_000, None, ())
+    a, b = Endpoint(1, "CONTROLLER"), Endpoint(2, "CONTROLLER")
+    call.sent_to, call.sent_ms = a, 0
+    call.attempt_ended(1_650)  # held 1.65 s, then NOT_CONTROLLER
+    call.sent_to, call.sent_ms = b, 1_652
+    call.attempt_ended(1_654)  # refused at once
+    call.sent_to, call.sent_ms = b, 1_995
+    call.attempt_ended(2_000)  # the deadline, 5 ms after the last send
+    assert call.kept == (1_650, a)
