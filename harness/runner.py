@@ -5,10 +5,10 @@ install and start the cluster (db.install) → wait until ready → workload set
 client generator and the nemesis schedule side by side for the time limit → heal every fault → the
 end of the run (`EndOfRun`): the recovery window (the clients keep running the workload for
 `recovery_s`, after a reset clock has caught up with the true time; the availability checker wants a
-write committed in it) → recover (restart what is
-down, wait until ready) → final reads → collect node logs and dumps (over HTTP while the nodes run,
-then from their clean stop unless `leave_db_running`) → `analyze_run` with the workload's checkers
-and the end-of-run checks → exit code. From the start of the run phase to the final reads the
+write committed in it) → recover (restart what is down, wait until ready) → final reads → collect
+node logs and dumps (over HTTP while the nodes run, then from their clean stop unless
+`leave_db_running`) → `analyze_run` with the workload's checkers and the end-of-run checks → exit
+code. From the start of the run phase to the final reads the
 adapter's `tap` runs every `db.tap_every_s` (`PeriodicTap`).
 
 The run phase is `harness.driver.Driver` on the backend's scheduler: the simulator's queue for sim
