@@ -89,17 +89,23 @@ def test_leader_append_is_a_power_loss_before_the_fsync_completed():
     assert {value["fault"] for _, value in hits} == {"kill"}  # without lose_unsynced: a kill -9
 
 
-def test_elected_isolates_the_new_leader_until_the_heal():
-    sim = Simulation(SimConfig(seed=4, voters=3))
+def first_partition(sim: Simulation, trigger: str, limit_ms: int) -> tuple[dict, dict, list[tuple[int, int, int]]]:
+    """Run `sim` with only `trigger` on (partition faults) until its first firing has ended: (start,
+    stop, every delivery as (time, source, destination))."""
     heard: list[tuple[int, int, int]] = []
     sim.on_delivery = lambda src, dst, _m: heard.append((sim.now, src, dst))
     fired: list[dict] = []
-    config = BuggifyConfig(probability={"elected": 1.0})
+    config = BuggifyConfig(probability={trigger: 1.0})
     buggify = Buggify(sim, ("partition",), config, listener=lambda w, v: fired.append({**v, "at": sim.now, "what": w}))
     buggify.enable()
     sim.start()
-    sim.run_until_true(lambda: len(fired) >= 2, 30_000)
-    start, stop = fired[0], fired[1]
+    sim.run_until_true(lambda: len(fired) >= 2, limit_ms)
+    return fired[0], fired[1], heard
+
+
+def test_elected_isolates_the_new_leader_until_the_heal():
+    sim = Simulation(SimConfig(seed=4, voters=3))
+    start, stop, heard = first_partition(sim, "elected", 30_000)
     assert start["what"] == "start" and stop["what"] == "stop" and start["trigger"] == "elected"
     leader = int(start["targets"][0])
     assert stop["at"] - start["at"] == start["heal_after_ms"]
@@ -110,16 +116,9 @@ def test_elected_isolates_the_new_leader_until_the_heal():
 
 def test_leader_cut_cuts_a_leader_off_from_the_voters_but_not_from_the_observers():
     """KAFKA-15489's partial partition: the other voters elect a new leader; observers still reach the old."""
+    # its probability is per second: 1.0 makes it certain once a Fetch has been answered
     sim = Simulation(SimConfig(seed=4, voters=3, observers=2))
-    heard: list[tuple[int, int, int]] = []
-    sim.on_delivery = lambda src, dst, _m: heard.append((sim.now, src, dst))
-    fired: list[dict] = []
-    config = BuggifyConfig(probability={"leader-cut": 1.0})  # per second: certain after the first Fetch answered
-    buggify = Buggify(sim, ("partition",), config, listener=lambda w, v: fired.append({**v, "at": sim.now, "what": w}))
-    buggify.enable()
-    sim.start()
-    sim.run_until_true(lambda: len(fired) >= 2, 60_000)
-    start, stop = fired[0], fired[1]
+    start, stop, heard = first_partition(sim, "leader-cut", 60_000)
     assert start["trigger"] == "leader-cut" and start["fault"] == "partition" and stop["what"] == "stop"
     leader, voters, observers = int(start["targets"][0]), {1, 2, 3}, {4, 5}
     others = sorted(voters - {leader})

@@ -15,10 +15,9 @@ import pytest
 from harness.cli import main
 from harness.errors import EXIT_ERROR, EXIT_INVALID, EXIT_VALID
 from harness.runner import run_test
-from tests.harness_run.helpers import history_lines, sim_spec
+from tests.harness_run.helpers import END_OF_RUN, history_lines, sim_spec
 from tests.workloads import planted
 
-END_OF_RUN = {"log-agreement", "availability", "image-replay", "at-most-once", "quorum-progress", "forgery"}
 CHECKERS = {
     "registrations": {"registrations", "partition-state"} | END_OF_RUN,
     "isr-changes": {"partition-cas", "partition-state", "registrations"} | END_OF_RUN,
