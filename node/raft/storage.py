@@ -63,7 +63,11 @@ def trim_to_snapshot(snapshot: SnapshotId | None, batches: tuple[RecordBatch, ..
     A log that starts above the snapshot end (or above 0 without a snapshot) has lost records nobody
     else may hold: StorageError. A batch straddling the snapshot end, or a log that ends before it, is
     what is left of a log that a fetched snapshot replaced (ResetLog removes the newest segments
-    first, so a crash leaves an older prefix): the log restarts empty at the snapshot end.
+    first, so a crash leaves an older prefix): the log restarts empty at the snapshot end. So does a
+    log that goes on past the snapshot end in an epoch older than the snapshot's: the record before
+    the end is of the snapshot's epoch, so those records diverged from the log the snapshot was taken
+    of (a crash between installing a fetched snapshot and the ResetLog after it; Kafka's
+    `truncateToLatestSnapshot` resets such a log too).
     """
     start = snapshot.end_offset if snapshot is not None else 0
     if batches and batches[0].base_offset > start:
@@ -78,7 +82,7 @@ def trim_to_snapshot(snapshot: SnapshotId | None, batches: tuple[RecordBatch, ..
     if not keep:
         # Everything is below the snapshot: ends exactly at it (delete) or before it (reset).
         return TrimmedLog((), batches[-1].next_offset == start, batches[-1].next_offset != start)
-    if keep[0].base_offset != start:
+    if keep[0].base_offset != start or keep[0].epoch < snapshot.epoch:
         return TrimmedLog((), False, True)
     return TrimmedLog(tuple(keep), len(keep) < len(batches), False)
 

@@ -396,6 +396,19 @@ def test_restart_with_a_log_remnant_straddling_the_snapshot_resets_it():
     assert one(out, ResetLog).offset == 10 and node.batches() == [] and node.last_epoch == 3
 
 
+def test_restart_with_an_older_epochs_log_past_the_snapshot_resets_it():
+    """Killed after a fetched snapshot (10, epoch 3) became durable but before its ResetLog ran: the old
+    log goes on past the snapshot end in epoch 2, records the leader's log does not hold. Starting on
+    it would append epoch 2 after epoch 3 (the node could never start again); it restarts empty."""
+    node = restarted(SnapshotId(10, 3), batches=chain((6, 2), (4, 2), (2, 2)))
+    out = node.handle(0, Start())
+    assert one(out, ResetLog).offset == 10 and node.batches() == []
+    assert (node.log_end_offset, node.last_epoch) == (10, 3)
+    kept = restarted(SnapshotId(10, 3), batches=chain((6, 3), (4, 3), (2, 4)))  # the same epoch goes on
+    kept.handle(0, Start())
+    assert kept.log_end_offset == 12 and kept.last_epoch == 4
+
+
 def test_votes_compare_against_the_snapshot_when_the_log_is_empty():
     node = restarted(SnapshotId(10, 3), node_id=3)
     node.handle(0, Start())
