@@ -426,23 +426,31 @@ class Simulation:
         loaded = self._open_storage(host)
         if loaded is None:
             return  # the process exited at start-up (see _open_storage)
-        host.up = True
         host.paused = False
         host.exit_reason = None
         rng = random.Random(self.rng.getrandbits(64))
         factory = self.config.node_factory or RaftNode
-        host.raft = host.core = factory(host.config, loaded, rng, random_cluster_id)
-        if self.cluster is not None and host.roles is not None:
-            host.incarnation_id = incarnation_id(rng)
-            host.process = host.core = build_process(
-                self.cluster,
-                host.roles,
-                host.raft,
-                rng,
-                self.config.node_ids,
-                host.incarnation_id,
-                self.config.components,
-            )
+        try:
+            host.raft = host.core = factory(host.config, loaded, rng, random_cluster_id)
+            if self.cluster is not None and host.roles is not None:
+                host.incarnation_id = incarnation_id(rng)
+                host.process = host.core = build_process(
+                    self.cluster,
+                    host.roles,
+                    host.raft,
+                    rng,
+                    self.config.node_ids,
+                    host.incarnation_id,
+                    self.config.components,
+                )
+        except Exception as exc:  # the process dies at start-up on what its own disk holds
+            host.raft = host.process = host.core = None
+            detail = "".join(traceback.format_exception_only(exc)).strip()
+            where = f"start node {node_id}"
+            self._violated(self.trace.count, node_id, where, f"node {node_id} raised {detail} starting up")
+            self.crash_traceback = traceback.format_exc()
+            return
+        host.up = True
         self.checker.on_restart(node_id)
         try:
             self._check_durable_loss(host)  # loading may have synced an earlier truncation

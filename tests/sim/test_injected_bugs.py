@@ -183,3 +183,25 @@ def test_a_storage_that_fsyncs_on_load_is_safe_in_the_same_scenario():
     sim = restart_with_page_cache_tail(fsync_on_load=True)
     assert sim.violation is None, sim.violation
     assert sim.checker.committed_end > 0
+
+
+def test_a_core_that_cannot_start_on_its_disk_is_a_violation_and_stays_down():
+    """A process that dies at start-up on what its own disk holds (e.g. a log it cannot load) is named
+    as such, and the node stays down: before, it counted as up without a core and every later event
+    raised AttributeError far from the cause."""
+    started: list[int] = []
+
+    def factory(config, loaded, rng, cluster_id_factory):
+        started.append(config.node_id)
+        if config.node_id == 2 and started.count(2) > 1:
+            raise ValueError("append of epoch 8 after epoch 9")
+        return RaftNode(config, loaded, rng, cluster_id_factory)
+
+    sim = Simulation(SimConfig(seed=1, voters=3, node_factory=factory))
+    sim.start()
+    wait(sim, lambda: sim.leader() is not None, 10_000, "a leader")
+    sim.kill(2)
+    sim.restart(2)
+    assert not sim.node(2).up and sim.node(2).core is None
+    assert sim.violation is not None
+    assert sim.violation.message == "node 2 raised ValueError: append of epoch 8 after epoch 9 starting up"
