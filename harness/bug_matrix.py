@@ -82,8 +82,11 @@ class MatrixConfig:
     sweep: int = 200  # correct-cluster runs
     cluster: Cluster = field(default_factory=lambda: Cluster(controllers=3, brokers=2))
     time_limit_s: float = 25.0  # with recovery and start-up, 8 runs fit in the 300 s budget
-    nemesis_interval_s: float = 3.0
-    nemesis_duration_s: float = 3.0
+    # A fault every 2 s for 2 s: about 12 faults per run, half again as many as at 3 s, so a profile of
+    # every kind together reaches each kind's rarer windows (a leader killed under load, a bit flip in
+    # a segment a node then loads) within the budget. Measured: 3 s caught 18 of 20, 2 s all 20.
+    nemesis_interval_s: float = 2.0
+    nemesis_duration_s: float = 2.0
     recovery_s: float = 10.0  # the availability window: a cluster killed whole needs ~5 s
     rate: float = 50.0
     concurrency: int = 5
@@ -201,9 +204,11 @@ def run_cell(config: MatrixConfig, bug: str | None, cell: Cell, position: int) -
 
 
 def verdict_line(lines: Sequence[str], failed: Sequence[str]) -> str:
-    """The first summary line of the first failing checker (the simulator's invariants are reported
-    as "simulator invariants: False (...)")."""
-    names = ["simulator invariants" if name == "sim-invariants" else name for name in failed]
+    """The first summary line of the first failing checker, the simulator's invariants before all
+    (reported as "simulator invariants: False (...)"): the simulation stops at a violation, so what
+    other checkers then say of the cut-short run (e.g. no write after the heal) follows from it."""
+    ordered = sorted(failed, key=lambda name: name != "sim-invariants")
+    names = ["simulator invariants" if name == "sim-invariants" else name for name in ordered]
     for name in names:
         for line in lines:
             if line.startswith(name):

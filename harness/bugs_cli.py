@@ -121,7 +121,6 @@ def bugs_command(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "bugs",
-        help="run the planted-bug matrix in the simulator and print which runs catch each bug",
         description=__doc__.split("\n\n")[0],
     )
     p.add_argument(
@@ -138,8 +137,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--budget", default="300s", help="simulated time a bug may use before it is not caught (300s)")
     p.add_argument("--sweep", default="200", help="seeds of the correct cluster (default 200; 0: none)")
     p.add_argument("--time-limit", default="25s", help="each run's main phase (default 25s)")
-    p.add_argument("--nemesis-interval", default="3s", help="time between faults (default 3s)")
-    p.add_argument("--nemesis-duration", default="3s", help="how long each fault lasts (default 3s)")
+    p.add_argument("--nemesis-interval", default="2s", help="time between faults (default 2s)")
+    p.add_argument("--nemesis-duration", default="2s", help="how long each fault lasts (default 2s)")
     p.add_argument("--recovery", default="10s", help="recovery window after the heal (default 10s)")
     p.add_argument("--jobs", help="runs in parallel processes (default: min(2, CPUs))")
     p.add_argument("--all", action="store_true", help="run every cell of every bug, not only up to its first catch")
