@@ -16,7 +16,6 @@ from harness.errors import UserError
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "check",
-        help="check a history (linearizability, transactional anomalies, committed loss, ...)",
         description="Check a history.jsonl. Exit 0 valid, 1 invalid, 2 unknown, 254 error.",
     )
     parser.add_argument("history", type=Path, help="history.jsonl")

@@ -18,7 +18,6 @@ from harness.run_report import analyze_run, checker_summary, verdict_word
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "analyze",
-        help="re-check a stored run with today's checkers and rewrite its results and report",
         description="Re-check RUN_DIR (results/<test>/<timestamp>, or a latest link): rewrites results.json, "
         "plots and report.html; the history is left untouched. Exit 0 valid, 1 invalid, 2 unknown, 254 error.",
     )

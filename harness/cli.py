@@ -1,59 +1,88 @@
 """`kchaos`: the single command-line entry point.
 
 Each subcommand lives in the package that owns it and exposes `register(subparsers)`, which adds its
-parser and sets `func` (a callable taking the parsed namespace and returning an exit code).
+parser and sets `func` (a callable taking the parsed namespace and returning an exit code). Only the
+chosen command's module is imported: `kchaos --help` and a command that needs no pandas, Spark,
+matplotlib or simulator start in a fraction of a second (the others list themselves from `COMMANDS`).
+
+A bad flag, argument or command is one line on stderr and exit 254, like every other user error.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
+from typing import NamedTuple
 
-import harness.db  # noqa: F401 - registers the system adapters' own checkers (image-replay) for `check`
-from harness.errors import EXIT_ERROR, UserError
+from harness.errors import EXIT_ERROR, OneLineParser, UserError
 
-# subcommand name -> module that registers it
-COMMANDS: dict[str, str] = {
-    "run": "harness.run_cli",
-    "sim": "node.sim.cli",
-    "node": "node.runtime.cli",
-    "quorum": "node.runtime.quorum_cli",
-    "check": "checkers.cli",
-    "report": "reports.cli",
-    "admin": "node.client.cli",
-    "heal": "harness.heal_cli",
-    "doctor": "harness.doctor_cli",
-    "analyze": "harness.analyze_cli",
-    "results": "harness.results_cli",
-    "nemeses": "nemesis.cli",
-    "bugs": "harness.bugs_cli",
+
+class Command(NamedTuple):
+    module: str  # the module whose `register(subparsers)` adds the command
+    summary: str  # its line in `kchaos --help` (the module registers the same text as its help)
+
+
+COMMANDS: dict[str, Command] = {
+    "run": Command("harness.run_cli", "run a chaos test end to end and print the verdict"),
+    "sim": Command(
+        "node.sim.cli",
+        "run the deterministic simulator (virtual time, seeded faults, invariants after every event)",
+    ),
+    "node": Command("node.runtime.cli", "run a node of the reference KRaft metadata quorum"),
+    "quorum": Command("node.runtime.quorum_cli", "describe the metadata quorum (like kafka-metadata-quorum.sh)"),
+    "check": Command("checkers.cli", "check a history (linearizability, transactional anomalies, committed loss, ...)"),
+    "report": Command("reports.cli", "Spark reports over many runs: latency, availability, commit loss, trends"),
+    "admin": Command(
+        "node.client.cli", "administer a cluster: topics, configs, ACLs, brokers (like Kafka's admin tools)"
+    ),
+    "heal": Command("harness.heal_cli", "remove namespaces, rules and processes a killed run left behind"),
+    "doctor": Command("harness.doctor_cli", "check this machine can run the netns backend; says what to install"),
+    "analyze": Command(
+        "harness.analyze_cli", "re-check a stored run with today's checkers and rewrite its results and report"
+    ),
+    "results": Command("harness.results_cli", "the results store: list runs and their verdicts"),
+    "nemeses": Command(
+        "nemesis.cli", "print the fault catalogue: kinds, modes, parameters, which backends support them"
+    ),
+    "bugs": Command(
+        "harness.bugs_cli", "run the planted-bug matrix in the simulator and print which runs catch each bug"
+    ),
 }
 
+# Modules a command needs beside its own: `check` judges histories with the system adapters' own
+# checkers too (image-replay), which register themselves on import.
+ALSO_IMPORT: dict[str, tuple[str, ...]] = {"check": ("harness.db",)}
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+
+def build_parser(command: str | None = None) -> OneLineParser:
+    """The `kchaos` parser with `command` (if one of COMMANDS) fully registered and every other
+    command as a stub that only lists itself."""
+    parser = OneLineParser(
         prog="kchaos",
         description="Chaos-test a KRaft metadata quorum: run it, break it, check the history.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in COMMANDS.values():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue  # that part of kraft-chaos is not built yet
-            raise
-        module.register(sub)
+    for name, spec in COMMANDS.items():
+        if name == command:
+            for extra in ALSO_IMPORT.get(name, ()):
+                importlib.import_module(extra)
+            importlib.import_module(spec.module).register(sub)
+        else:
+            sub.add_parser(name, help=spec.summary, add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = argv[0] if argv and argv[0] in COMMANDS else None
+    parser = build_parser(command)
+    if not argv:
+        print("kchaos: error: a command is required (kchaos --help lists them)", file=sys.stderr)
+        return EXIT_ERROR
     args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
+    if not getattr(args, "func", None):  # a command whose subcommand was left out
+        print(f"kchaos {command}: error: a subcommand is required (kchaos {command} --help)", file=sys.stderr)
+        return EXIT_ERROR
     try:
         return int(args.func(args) or 0)
     except UserError as exc:

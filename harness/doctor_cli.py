@@ -252,5 +252,7 @@ def doctor_command(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("doctor", help="check this machine can run the netns backend; says what to install")
+    p = subparsers.add_parser(
+        "doctor", description="check this machine can run the netns backend; says what to install"
+    )
     p.set_defaults(func=doctor_command)

@@ -61,7 +61,7 @@ def heal_command(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("heal", help="remove namespaces, rules and processes a killed run left behind")
+    p = subparsers.add_parser("heal", description="remove namespaces, rules and processes a killed run left behind")
     p.add_argument(
         "run_dir",
         nargs="?",

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness import store
-from harness.errors import EXIT_ERROR, UserError
+from harness.errors import UserError
 
 VERDICT_STYLES = {
     "valid": "green",
@@ -23,8 +23,8 @@ VERDICT_STYLES = {
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("results", help="the results store: list runs and their verdicts")
-    actions = parser.add_subparsers(dest="results_action", metavar="ACTION")
+    parser = subparsers.add_parser("results", description="the results store: list runs and their verdicts")
+    actions = parser.add_subparsers(dest="results_action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="list runs, newest first: test, time, verdict, ops, path")
     listing.add_argument(
         "--root",
@@ -34,12 +34,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing.add_argument("--test", metavar="NAME", help="only runs of this test")
     listing.add_argument("--limit", type=int, metavar="N", help="at most N runs")
     listing.set_defaults(func=list_command)
-    parser.set_defaults(func=lambda _args: _usage(parser))
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return EXIT_ERROR
 
 
 def _shown_path(path: Path) -> str:

@@ -152,7 +152,6 @@ def run_command(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "run",
-        help="run a chaos test end to end and print the verdict",
         description=__doc__.split("\n\n")[0],
     )
     p.add_argument("--test", metavar="FILE", help="test file (TOML); flags win over it")

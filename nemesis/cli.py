@@ -112,7 +112,6 @@ def print_catalogue(*, as_json: bool) -> int:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "nemeses",
-        help="print the fault catalogue: kinds, modes, parameters, which backends support them",
         description=__doc__.split("\n\n")[0],
     )
     p.add_argument("--json", action="store_true", help="print it as JSON")

@@ -16,7 +16,6 @@ from reports import ingest, metrics
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "report",
-        help="Spark reports over many runs: latency, availability, commit loss, trends",
         description="Crunch a results root with Spark into Parquet/CSV tables, PNG charts, "
         "report.html and summary.json.",
     )

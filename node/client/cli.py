@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
-from harness.errors import EXIT_ERROR, UserError
+from harness.errors import UserError
 from node.client import cli_output as out
 from node.client.errors import KafkaError
 from node.client.results import (
@@ -44,20 +43,6 @@ from node.protocol.admin import ConfigResourceType
 PASSWORD_ENV = "KCHAOS_ADMIN_PASSWORD"
 DEFAULT_TIMEOUT_MS = 30_000
 MAX_CONNECT_TIMEOUT_MS = 5_000
-
-
-class _OneLineErrors(argparse.ArgumentParser):
-    """argparse, but a bad flag is one line on stderr and exit 254 (kchaos's error exit), not usage + 2."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        sys.exit(EXIT_ERROR)
-
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def, override]
-        namespace, extras = super().parse_known_args(args, namespace)
-        if extras:
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
-        return namespace, extras
 
 
 def _connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -86,9 +71,8 @@ def _connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -> N
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     admin = subparsers.add_parser(
-        "admin", help="administer a cluster: topics, configs, ACLs, brokers (like Kafka's admin tools)"
+        "admin", description="administer a cluster: topics, configs, ACLs, brokers (like Kafka's admin tools)"
     )
-    admin.__class__ = _OneLineErrors  # the parser class comes from kchaos's top level; only ours is stricter
     _connection_options(admin, suppress=False)
     tools = admin.add_subparsers(dest="admin_tool", metavar="TOOL", required=True)
 

@@ -23,7 +23,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("node", help="run a node of the reference KRaft metadata quorum")
+    parser = subparsers.add_parser("node", description="run a node of the reference KRaft metadata quorum")
     sub = parser.add_subparsers(dest="node_command", metavar="ACTION", required=True)
     start = sub.add_parser("start", help="start a node in the foreground (logs to stderr)")
     start.add_argument("--config", required=True, help="a server.properties file (Kafka key names)")

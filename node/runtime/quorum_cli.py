@@ -28,7 +28,7 @@ RETRY_BACKOFF_S = 0.2
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("quorum", help="describe the metadata quorum (like kafka-metadata-quorum.sh)")
+    parser = subparsers.add_parser("quorum", description="describe the metadata quorum (like kafka-metadata-quorum.sh)")
     sub = parser.add_subparsers(dest="quorum_command", metavar="ACTION", required=True)
     describe = sub.add_parser("describe", help="show the quorum's status or replication state")
     what = describe.add_mutually_exclusive_group(required=True)

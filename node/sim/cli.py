@@ -170,7 +170,6 @@ def replay_flags(args: argparse.Namespace) -> str:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "sim",
-        help="run the deterministic simulator (virtual time, seeded faults, invariants after every event)",
         description="Run a KRaft quorum in the deterministic simulator. Same seed and flags, same trace digest.",
     )
     p.add_argument("--seed", type=int, default=0, help="the one seed every random choice derives from")

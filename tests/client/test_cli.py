@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import uuid
 
 import pytest
 
-from harness.errors import EXIT_ERROR, UserError
+from harness.errors import EXIT_ERROR, OneLineParser, UserError
 from node.client.cli import parse_config_pairs, register, split_top_level
 from node.protocol import acls as A
 from node.protocol import admin as M
@@ -21,7 +20,7 @@ from tests.client.fake_cluster import FakeCluster
 
 def kchaos(argv: list[str]) -> int:
     """What harness.cli.main does once COMMANDS names node.client.cli."""
-    parser = argparse.ArgumentParser(prog="kchaos")
+    parser = OneLineParser(prog="kchaos")
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(argv)
     try:

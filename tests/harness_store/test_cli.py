@@ -91,13 +91,9 @@ def test_results_list_empty_and_missing_roots(tmp_path: Path, capsys: pytest.Cap
     assert kchaos("results", "list", "--root", str(tmp_path), "--limit", "0") == EXIT_ERROR
 
 
-def test_through_the_kchaos_entry_point(
-    root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_through_the_kchaos_entry_point(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from harness import cli
 
-    monkeypatch.setitem(cli.COMMANDS, "analyze", "harness.analyze_cli")
-    monkeypatch.setitem(cli.COMMANDS, "results", "harness.results_cli")
     run = write_run(root, register_history(seed=1, ops_per_process=4, stale=True))
     assert cli.main(["analyze", str(run.path), "--jobs", "1"]) == 1
     assert cli.main(["results", "list", "--root", str(root)]) == 0
