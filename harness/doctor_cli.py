@@ -169,6 +169,27 @@ def _forward_probe() -> str:
     return "bridged traffic is not dropped"
 
 
+def root_is_a_mount_point(mountinfo: str | None = None) -> bool:
+    """Whether `/` (as this process sees it) is a mount point. In a chroot it often is not, and then
+    `ip netns add` cannot make /run/netns a shared mount. (os.path.ismount("/") is always true: it
+    compares `/` with `/..`, which a chroot makes the same directory.)"""
+    if mountinfo is None:
+        try:
+            mountinfo = Path("/proc/self/mountinfo").read_text()
+        except OSError:
+            return True  # cannot tell: blame nothing
+    return any(len(fields) > 4 and fields[4] == "/" for fields in (line.split() for line in mountinfo.splitlines()))
+
+
+def netns_fix(error: str, root_is_mount: bool) -> str:
+    """What to do when no network namespace could be made, from why `ip netns add` failed."""
+    if not root_is_mount:
+        return "/ is not a mount point (a chroot?): `mount --bind / /` makes it one; then ip netns works"
+    if "Operation not permitted" in error or "Permission denied" in error:
+        return "needs CAP_SYS_ADMIN: root on the host, or a privileged container"
+    return "a kernel with network namespaces (CONFIG_NET_NS)"
+
+
 def run_checks() -> list[Check]:
     is_root = os.geteuid() == 0
     checks = [
@@ -198,7 +219,7 @@ def run_checks() -> list[Check]:
                 ns_rows.append(Check("network namespaces", True, True, "ip netns add/exec/del work"))
                 ns_rows += [_try(name, req, fix, lambda p=probe: p(ns)) for name, req, fix, probe in ns_checks]
         except BackendError as exc:
-            reason, todo = f"not checked: {exc}", "a kernel with network namespaces (CONFIG_NET_NS)"
+            reason, todo = f"not checked: {exc}", netns_fix(str(exc), root_is_a_mount_point())
     if not ns_rows:  # no namespace could be made: say why on every row that needed one
         ns_rows = [Check("network namespaces", True, False, reason, todo)]
         ns_rows += [Check(name, req, False, reason, todo) for name, req, _, _ in ns_checks]

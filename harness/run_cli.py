@@ -145,6 +145,9 @@ def run_command(args: argparse.Namespace) -> int:
         word = verdict_word(result.valid)[0] if result.valid is not None else "error"
         print(f"verdict: {word} (exit {result.exit_code})")
         print(f"run directory: {result.run.path}")
+        report = result.run.path / "report.html"
+        if report.exists():
+            print(f"report: {report}")
         codes.append(result.exit_code)
     return combined_exit(codes)
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from harness import store
 from harness.backends import Backend
+from harness.backends.shell import BackendError
 from harness.db import DB, DBError, make_db
 from harness.driver import Driver, DriverStats
 from harness.errors import EXIT_ERROR, EXIT_INVALID, UserError
@@ -407,7 +408,7 @@ def run_test(
             # (a bug that breaks safety at start-up): that is a verdict, not a failed run.
             state.sim_violation, error = state.simulation_violation(), None
             run.history_jsonl.touch(exist_ok=True)
-    except UserError as exc:
+    except (UserError, BackendError) as exc:  # bad input, or a host tool that failed: its message says which
         error = str(exc)
     except Exception as exc:  # the run failed; its history so far is still analysed
         error = f"{type(exc).__name__}: {exc}"

@@ -18,11 +18,14 @@ def _raise_exit(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def exit_on_termination() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise SystemExit (SIGINT already raises KeyboardInterrupt) in the main thread."""
+    """SIGTERM and SIGHUP raise SystemExit, SIGINT KeyboardInterrupt, in the main thread. Python leaves
+    SIGINT ignored when the process started with it ignored (a background job of a non-interactive
+    shell, some CI runners): an explicit `kill -INT` must still unwind and tear down."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     old = {sig: signal.signal(sig, _raise_exit) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    old[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:

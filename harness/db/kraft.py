@@ -443,8 +443,8 @@ class KraftDB(DB):
             listing = sorted(str(p.relative_to(data)) for p in data.rglob("*")) if data.is_dir() else []
             (target / "data-dir.txt").write_text("\n".join(listing) + "\n", encoding="utf-8")
             if stop and all((data / name).is_file() for name in names):  # a clean stop's, later than ours
-                for name in names:
-                    shutil.copyfile(data / name, target / name)
+                for name in names:  # moved, not copied: one copy of each dump per run (the node needs none)
+                    shutil.move(data / name, target / name)
             elif not fetched[node]:
                 warnings.append(f"{node}: no dumps (not answering GET /v1/dump, and no clean-stop dumps)")
         return warnings

@@ -102,3 +102,18 @@ def test_doctor_reports_missing_python_packages(monkeypatch):
     monkeypatch.setattr(doctor_cli, "PYTHON_DEPS", ("pyarrow", "surely_not_installed_pkg"))
     check = next(c for c in doctor_cli.run_checks() if c.name == "python packages")
     assert check.status == "FAIL" and "surely_not_installed_pkg" in check.detail and "pip install" in check.fix
+
+
+HOST_MOUNTS = "22 27 0:21 / /proc rw - proc proc rw\n27 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw\n"
+CHROOT_MOUNTS = "22 27 0:21 / /proc rw - proc proc rw\n31 27 0:24 / /dev/pts rw - devpts devpts rw\n"
+
+
+def test_doctor_names_a_chroot_not_the_kernel_when_root_is_not_a_mount_point():
+    """`ip netns add` fails in a chroot whose / is not a mount point (it cannot make /run/netns a shared
+    mount): the fix is a bind mount of /, not a kernel with CONFIG_NET_NS."""
+    assert doctor_cli.root_is_a_mount_point(HOST_MOUNTS)
+    assert not doctor_cli.root_is_a_mount_point(CHROOT_MOUNTS)
+    error = "ip netns add kc-doctor: exit 1: mount --make-shared /run/netns failed: Invalid argument"
+    assert "mount --bind / /" in doctor_cli.netns_fix(error, root_is_mount=False)
+    assert "CONFIG_NET_NS" in doctor_cli.netns_fix(error, root_is_mount=True)
+    assert "CAP_SYS_ADMIN" in doctor_cli.netns_fix("ip netns add x: exit 1: Operation not permitted", True)

@@ -28,12 +28,16 @@ def run_heal(*argv: str) -> int:
     return args.func(args)
 
 
-def start_driver(run_dir: Path, marker: str) -> tuple[subprocess.Popen[str], dict]:
+def start_driver(run_dir: Path, marker: str, sigint_ignored: bool = False) -> tuple[subprocess.Popen[str], dict]:
+    def ignore_sigint() -> None:  # as a background job of a non-interactive shell starts
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     driver = subprocess.Popen(
         [sys.executable, str(HERE / "driver.py"), str(run_dir), marker],
         stdout=subprocess.PIPE,
         text=True,
         cwd=REPO,
+        preexec_fn=ignore_sigint if sigint_ignored else None,
     )
     assert driver.stdout is not None
     line = driver.stdout.readline()
@@ -83,11 +87,15 @@ def check_sigkilled_driver_is_healed(tmp_path: Path, run_dir: Path, capsys, monk
     assert snapshot() == before
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_signalled_driver_cleans_up_itself(tmp_path, sig):
+@pytest.mark.parametrize(
+    ("sig", "sigint_ignored"), [(signal.SIGTERM, False), (signal.SIGINT, False), (signal.SIGINT, True)]
+)
+def test_signalled_driver_cleans_up_itself(tmp_path, sig, sigint_ignored):
+    """Also when the driver inherited SIGINT ignored (Python then keeps it ignored): the backend's
+    `with` block restores it, so `kill -INT` still tears everything down."""
     before = snapshot()
     marker = new_marker()
-    driver, _ = start_driver(tmp_path / "run", marker)
+    driver, _ = start_driver(tmp_path / "run", marker, sigint_ignored)
     try:
         driver.send_signal(sig)
         assert driver.wait(timeout=30) != 0
@@ -105,16 +113,17 @@ def test_heal_kills_a_process_started_before_its_pid_was_ledgered(tmp_path):
     """The gap between spawning a node and writing its PID: the namespace's undo catches the process."""
     ledger = Ledger.create(tmp_path / "ledger.jsonl")
     name = f"kc{os.urandom(3).hex()}-x"
-    create_netns(ledger, name)
-    ledger.record("process", node="x", netns=name, argv=["sleep", "300"])  # no pid: "crashed" right here
-    sleeper = subprocess.Popen(["ip", "netns", "exec", name, "sleep", "300"], start_new_session=True)
-    try:
+    sleeper = None
+    try:  # the namespace is made inside: whatever fails from here on, the finally removes it
+        create_netns(ledger, name)
+        ledger.record("process", node="x", netns=name, argv=["sleep", "300"])  # no pid: "crashed" right here
+        sleeper = subprocess.Popen(["ip", "netns", "exec", name, "sleep", "300"], start_new_session=True)
         assert netns_pids(name) == [sleeper.pid]
         report = heal(ledger.path)
         assert report.ok and any("killed 1 process" in r for r in report.removed)
         assert sleeper.wait(timeout=10) == -signal.SIGKILL
         assert name not in netns_names()
     finally:
-        if sleeper.poll() is None:
+        if sleeper is not None and sleeper.poll() is None:
             sleeper.kill()
         subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)

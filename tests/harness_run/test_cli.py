@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,6 +46,7 @@ def test_sim_run_prints_verdict_and_run_dir_and_saves_the_resolved_test(tmp_path
     assert code == 0
     assert "verdict: valid (exit 0)" in out
     run_dir = Path(out.split("run directory: ")[1].split()[0])
+    assert f"report: {run_dir / 'report.html'}" in out and (run_dir / "report.html").is_file()
     test = json.loads((run_dir / "test.json").read_text())
     assert (test["name"], test["time_limit_s"], test["concurrency"]) == ("from-file", 4.0, 3)
     assert (test["nemesis"], test["seed"], test["nodes"]) == (["kill"], 4, ["n1", "n2", "n3"])
@@ -103,3 +107,18 @@ def test_workload_options_it_cannot_use_are_a_one_line_error(tmp_path, capsys):
         "kchaos run: error: workload config-append: [workload_options] config-append needs topics, "
         "active_keys, key_span_ops >= 1 and 1 <= max_txn_length <= 10"
     ]
+
+
+def test_a_backend_that_cannot_start_is_one_line_without_a_traceback(tmp_path):
+    """The netns backend with no `ip` on the PATH fails while provisioning, before it creates anything:
+    the user sees what failed, not a Python traceback."""
+    env = {**os.environ, "PATH": str(tmp_path / "empty")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--backend", "netns", "--time-limit", "2s", "--no-progress",
+         "--results", str(tmp_path / "results")],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert proc.returncode == EXIT_ERROR
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "kchaos run: error: ip: command not found" in proc.stderr.splitlines()
+    assert "verdict: error (exit 254)" in proc.stdout

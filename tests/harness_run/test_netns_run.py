@@ -52,6 +52,7 @@ def test_reference_cluster_under_partition_and_kill_is_valid_and_leaves_nothing(
     assert result.valid is True and result.exit_code == 0, result.checker_lines
     for node in ("c1", "c2", "c3", "b1", "b2"):
         assert (result.run.path / "nodes" / node / "committed-log.jsonl").is_file()
+        assert not list((result.run.path / "nodes" / node / "data").glob("*.json*"))  # dumps kept once, not twice
         # the whole node is exercised: SASL/PLAIN listeners, the authorizer, snapshots
         props = (result.run.path / "nodes" / node / "server.properties").read_text()
         assert "CONTROLLER:SASL_PLAINTEXT,BROKER:SASL_PLAINTEXT" in props and "authorizer.class.name=" in props
