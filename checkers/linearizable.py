@@ -38,6 +38,7 @@ from checkers.verdict import UNKNOWN, Verdict, merge_validity
 CHECKER = "linearizable"
 INF = float("inf")
 DEFAULT_MAX_STATES = 4_000_000  # memoised configurations per key (~1 GB); beyond that: unknown
+DEFAULT_TIMEOUT_S = 60.0  # `kchaos check` and a run's checking phase: undecided keys are unknown after this
 _CHECK_EVERY = 1024  # nodes between budget checks
 
 
@@ -493,7 +494,12 @@ def default_jobs() -> int:
 def add_check_arguments(parser: Any) -> None:
     group = parser.add_argument_group("linearizable")
     group.add_argument("--model", default="register", help="sequential model: register, kv, ...")
-    group.add_argument("--timeout", type=float, default=None, help="seconds before undecided keys are unknown")
+    group.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds before undecided keys are unknown (default {DEFAULT_TIMEOUT_S:g}; 0: no limit)",
+    )
     group.add_argument(
         "--max-states",
         type=int,
@@ -513,10 +519,11 @@ def check_from_args(history: History, args: Any) -> Verdict:
     if ignored:  # e.g. a workload's image reads, judged elsewhere at the level they promise
         ops = [op for op in history.ops if op.f not in ignored]
         history = History(ops=ops, nemesis=history.nemesis, source=history.source)
+    timeout = getattr(args, "timeout", DEFAULT_TIMEOUT_S)
     return check(
         history,
         getattr(args, "model", "register"),
-        timeout=getattr(args, "timeout", None),
+        timeout=timeout if timeout else None,  # 0 or None: no limit
         max_states=getattr(args, "max_states", DEFAULT_MAX_STATES),
         jobs=jobs,
         all_keys=getattr(args, "all_keys", False),
@@ -544,6 +551,11 @@ def summarize(verdict: Verdict) -> list[str]:
             f"  key {label}: {_word(r['valid'])}{why}; longest partial linearization "
             f"{len(r['linearization'])} of {r['ops']} ops, state after it {r['final_state']}"
         )
+        if r["valid"] == UNKNOWN and r.get("reason") in BUDGET_HINTS:
+            lines.append(
+                f"    searched {r.get('states', 0):,} configurations in {r.get('elapsed', 0):.1f} s; "
+                f"{BUDGET_HINTS[r['reason']]}"
+            )
         for s in r["stuck"][:3]:
             if s["legal"]:
                 continue
@@ -553,6 +565,12 @@ def summarize(verdict: Verdict) -> list[str]:
     if skipped:
         lines.append(f"  {skipped} keys not checked after the first invalid key (use --all-keys)")
     return lines
+
+
+BUDGET_HINTS = {
+    "timeout": "give it longer with --timeout SECONDS (0: no limit)",
+    "state budget": "allow more with --max-states N (about 250 bytes each)",
+}
 
 
 def _word(valid: bool | str) -> str:

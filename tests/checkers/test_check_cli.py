@@ -52,6 +52,21 @@ def test_budget_exhausted_exits_2(tmp_path, capsys):
     assert "unknown (state budget)" in capsys.readouterr().out
 
 
+def test_a_search_that_runs_out_of_time_is_unknown_and_says_what_it_searched(tmp_path, capsys, monkeypatch):
+    """Budgets by default: `kchaos check` (and a run's checking phase, which parses the same defaults)
+    never hangs on a hard history; `--timeout 0` lifts the limit."""
+    from checkers import linearizable
+
+    assert linearizable.DEFAULT_TIMEOUT_S == 60.0
+    monkeypatch.setattr(linearizable, "DEFAULT_TIMEOUT_S", 0.000001)  # the default, made tiny
+    big = register_history(3000, processes=8, value_range=3, seed=2).write_jsonl(tmp_path / "big.jsonl")
+    assert main(["check", str(big), "--jobs", "1"]) == 2  # no --timeout given: the default applies
+    out = capsys.readouterr().out
+    assert "unknown (timeout)" in out
+    assert "configurations in" in out and "--timeout SECONDS (0: no limit)" in out
+    assert main(["check", str(big), "--jobs", "1", "--timeout", "0"]) == 0  # no limit: decided
+
+
 def test_malformed_history_is_one_line_and_exit_254(tmp_path, capsys):
     path = tmp_path / "h.jsonl"
     path.write_text('{"time": 0, "process": 0, "type": "invoke", "f": "read"}\n{"time": 1, "proc\n')
