@@ -9,7 +9,9 @@ definite:
 
 - NOT_CONTROLLER in the Envelope answer: that controller refused it unapplied; the broker waits for a
   new controller (or `retry.backoff.ms`, as a newly elected one answers NOT_CONTROLLER until it is
-  active) and sends it again, until `request.timeout.ms` after it arrived.
+  active) and sends it again, until `request.timeout.ms` after it arrived. So does a request that
+  never left the broker (`on_reply(NOT_SENT)`: no connection to that controller, e.g. it was just
+  killed): it certainly was not applied.
 - No answer (`on_reply(None)`): it may have been applied. It is never sent again; the client gets
   REQUEST_TIMED_OUT (ambiguous). So does a request still unanswered at its deadline (a late answer
   is dropped).
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 from node.broker.clock import Clock
 from node.broker.config import BrokerConfig
 from node.broker.refusals import refuse
-from node.process.ports import ProcessPort, RequestContext
+from node.process.ports import NOT_SENT, ProcessPort, RequestContext
 from node.protocol.broker_api import EnvelopeRequest, EnvelopeResponse
 from node.protocol.codec import BinaryCodec, Codec, FrameKind
 from node.protocol.errors import ErrorCode
@@ -91,7 +93,8 @@ class ForwardingManager:
         self.counters = {
             "requests": 0,  # num-messages-redirected-count
             "responses": 0,  # answered from the controller's inner response
-            "retries": 0,  # resent after NOT_CONTROLLER
+            "retries": 0,  # resent after NOT_CONTROLLER, or after an attempt that never left the broker
+            "not_sent": 0,  # attempts that never reached the controller (no connection)
             "timeouts_definite": 0,  # deadline passed before (re)sending: NOT_CONTROLLER
             "timeouts_ambiguous": 0,  # no answer, or none by the deadline: REQUEST_TIMED_OUT
             "authorization_failures": 0,  # request-forwarding-to-controller-authorization-fail-count
@@ -158,7 +161,10 @@ class ForwardingManager:
         now = self._clock.now_ms
         f.in_flight = False
         self._remote_time.add(now - f.sent_at_ms)
-        if not isinstance(reply, EnvelopeResponse) and "broker-forward-resend-ambiguous" in self._config.bugs:
+        if reply is NOT_SENT:  # never reached it: certainly unapplied, as good as a refusal
+            self.counters["not_sent"] += 1
+            reply = EnvelopeResponse(ErrorCode.NOT_CONTROLLER)
+        elif not isinstance(reply, EnvelopeResponse) and "broker-forward-resend-ambiguous" in self._config.bugs:
             reply = EnvelopeResponse(ErrorCode.NOT_CONTROLLER)  # taken for a refusal: sent again below
         if not isinstance(reply, EnvelopeResponse):
             # Sent, and no (proper) answer: it may have been applied. At most once: do not resend.

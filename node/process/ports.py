@@ -23,6 +23,18 @@ from node.metadata.records import MetadataRecord
 ANONYMOUS = "User:ANONYMOUS"
 
 
+class _NotSent:
+    """The `on_reply` value of a request that certainly never reached its destination."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOT_SENT"
+
+
+NOT_SENT = _NotSent()
+
+
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """Who sent a request and how: KIP-590's Envelope carries these for a forwarded request."""
@@ -81,8 +93,9 @@ class ProcessPort(Protocol):
         """Answer an inbound request (the `reply_to` and `correlation_id` it came with)."""
 
     def send(self, destination: int, message: object, on_reply: Callable[[object | None], None]) -> None:
-        """Send a request to node `destination`. `on_reply(response)`, or `on_reply(None)` when the
-        request failed or timed out: then it may or may not have been received (ambiguous)."""
+        """Send a request to node `destination`. `on_reply(response)`; `on_reply(NOT_SENT)` when it
+        certainly never reached `destination` (no connection), so it had no effect there;
+        `on_reply(None)` when it failed or timed out after it may have been received (ambiguous)."""
 
     def next_append_offset(self) -> int:
         """The offset the next `append`'s first record will get; valid only on the active controller."""

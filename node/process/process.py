@@ -28,7 +28,7 @@ from node.metadata.records import MetadataRecord, SecurityProtocol, encode_recor
 from node.metadata.snapshot import load_snapshot
 from node.process.actions import MetadataApplied, ShutDown
 from node.process.events import BeginShutdown, InboundRequest
-from node.process.ports import AppendOutcome, BarrierOutcome, RequestContext
+from node.process.ports import NOT_SENT, AppendOutcome, BarrierOutcome, RequestContext
 from node.protocol import messages
 from node.protocol.acls import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 from node.protocol.admin import (
@@ -266,8 +266,8 @@ class NodeProcess:
                 self._route(context, reply_to, correlation_id, message)
             case ResponseReceived(source, correlation_id, message):
                 self._on_reply(correlation_id, source, message)
-            case RequestFailed(destination, correlation_id):
-                self._on_reply(correlation_id, destination, None)
+            case RequestFailed(destination, correlation_id, sent):
+                self._on_reply(correlation_id, destination, None if sent else NOT_SENT)
             case Start():
                 self._feed_raft(event)
                 self._drain()
@@ -382,8 +382,8 @@ class NodeProcess:
         if pending is None:
             return  # a reply to a request forgotten after a restart of this process's state
         if pending.raft_correlation_id is not None:
-            if message is None:
-                self._feed_raft(RequestFailed(peer, pending.raft_correlation_id))
+            if message is None or message is NOT_SENT:
+                self._feed_raft(RequestFailed(peer, pending.raft_correlation_id, message is None))
             else:
                 self._feed_raft(ResponseReceived(peer, pending.raft_correlation_id, message))  # type: ignore[arg-type]
         elif pending.on_reply is not None:

@@ -38,10 +38,15 @@ class ResponseReceived:
 
 @dataclass(frozen=True, slots=True)
 class RequestFailed:
-    """A `SendRequest` could not be delivered or its connection broke before the answer came."""
+    """A `SendRequest` could not be delivered or its connection broke before the answer came.
+
+    `sent` is False when the request certainly never left this node (no connection: refused, still
+    backing off, nothing written), so it had no effect at the destination; True when it may have
+    reached it (written, then the connection broke or the answer timed out): ambiguous."""
 
     destination: int
     correlation_id: int
+    sent: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from node.security.sasl import SaslClientSession, SaslFailure
 log = logging.getLogger(__name__)
 
 OnResponse = Callable[[int, int, Response], None]  # source, correlation id, message
-OnFailed = Callable[[int, int], None]  # destination, correlation id
+OnFailed = Callable[[int, int, bool], None]  # destination, correlation id, sent (False: never written)
 MAX_PENDING_WRITE_BYTES = 64 << 20
 
 
@@ -108,11 +108,11 @@ class PeerLink:
             frame = self.codec.encode_request(correlation_id, msg)
         except (ValueError, TypeError) as exc:
             log.error("cannot encode %s for node %d: %s", type(msg).__name__, self.node_id, exc)
-            loop.call_soon(self.on_failed, self.node_id, correlation_id)
+            loop.call_soon(self.on_failed, self.node_id, correlation_id, False)
             return
         timeout = (self.request_timeout_ms + getattr(msg, "max_wait_ms", 0)) / 1000
         if self._writer is None and (self._closed or (self._connecting is None and time.monotonic() < self._retry_at)):
-            loop.call_soon(self.on_failed, self.node_id, correlation_id)
+            loop.call_soon(self.on_failed, self.node_id, correlation_id, False)
             return
         if isinstance(msg, FetchRequest):
             self._parked.add(correlation_id)
@@ -128,7 +128,7 @@ class PeerLink:
         if self._writer.transport.get_write_buffer_size() > MAX_PENDING_WRITE_BYTES:
             self._broken("peer is not reading (write buffer full)")
             self._parked.discard(correlation_id)
-            asyncio.get_running_loop().call_soon(self.on_failed, self.node_id, correlation_id)
+            asyncio.get_running_loop().call_soon(self.on_failed, self.node_id, correlation_id, False)
             return
         loop = asyncio.get_running_loop()
         old = self._inflight.pop(correlation_id, None)
@@ -156,7 +156,7 @@ class PeerLink:
             queued, self._queued = self._queued, []
             for correlation_id, _, _ in queued:
                 self._parked.discard(correlation_id)
-                self.on_failed(self.node_id, correlation_id)
+                self.on_failed(self.node_id, correlation_id, False)
             return
         self._connecting = None
         if self._closed:
@@ -169,7 +169,7 @@ class PeerLink:
         for correlation_id, frame, timeout in queued:
             if self._writer is None:  # broke while flushing the queue
                 self._parked.discard(correlation_id)
-                self.on_failed(self.node_id, correlation_id)
+                self.on_failed(self.node_id, correlation_id, False)
             else:
                 self._write(correlation_id, frame, timeout)
 
@@ -212,7 +212,7 @@ class PeerLink:
         self._inflight.pop(correlation_id, None)
         self._parked.discard(correlation_id)
         log.warning("node %d: request %d timed out; dropping the connection", self.node_id, correlation_id)
-        self.on_failed(self.node_id, correlation_id)
+        self.on_failed(self.node_id, correlation_id, True)
         self._broken(f"request {correlation_id} timed out")
 
     def _broken(self, reason: str) -> None:
@@ -229,7 +229,7 @@ class PeerLink:
         self._parked.clear()
         for correlation_id, timer in inflight.items():
             timer.cancel()
-            self.on_failed(self.node_id, correlation_id)
+            self.on_failed(self.node_id, correlation_id, True)
 
     async def close(self) -> None:
         """Close without reporting failures (the node is going away)."""

@@ -452,7 +452,7 @@ class NodeServer:
                 if peer is None:
                     log.error("node %d: no address for node %d", self.node_id, destination)
                     assert self._loop is not None
-                    self._loop.call_soon(self._on_request_failed, destination, correlation_id)
+                    self._loop.call_soon(self._on_request_failed, destination, correlation_id, False)
                 else:
                     peer.send(correlation_id, message)
             case A.Respond(reply_to, correlation_id, message):
@@ -650,9 +650,9 @@ class NodeServer:
     def _on_response(self, source: int, correlation_id: int, message: Response) -> None:
         self._enqueue(ResponseReceived(source, correlation_id, message))
 
-    def _on_request_failed(self, destination: int, correlation_id: int) -> None:
+    def _on_request_failed(self, destination: int, correlation_id: int, sent: bool) -> None:
         if not self._stopping:
-            self._enqueue(RequestFailed(destination, correlation_id))
+            self._enqueue(RequestFailed(destination, correlation_id, sent))
 
     def _respond(self, reply_to: Hashable, correlation_id: int, message: Response) -> None:
         if not isinstance(reply_to, _Inbound) or reply_to.closed:

@@ -869,9 +869,9 @@ class Simulation:
         if target is None:
             raise InvariantViolation(f"node {src} sent a request to unknown node {dst}")
         req = _Request(src, host.incarnation, dst, target.incarnation, cid)
-        if not target.up:  # connection refused, if the refusal can reach the sender
+        if not target.up:  # connection refused, if the refusal can reach the sender: never sent
             if self.network.can_hear(src, dst):
-                self._fail_request_later(req)
+                self._fail_request_later(req, sent=False)
             return
         delay = self.network.transit(src, dst)
         if delay is None:
@@ -923,7 +923,10 @@ class Simulation:
             return
         self._deliver(req.src, req.src_inc, ResponseReceived(req.dst, req.correlation_id, msg))
 
-    def _fail_request_later(self, req: _Request) -> None:
+    def _fail_request_later(self, req: _Request, sent: bool = True) -> None:
+        """Fail the request at its sender soon; `sent` False when it never left (connection refused).
+        A request written to a connection that then broke was sent: the sender cannot tell whether
+        it arrived, as a real one cannot."""
         if req.src < 0:  # a client's connection was reset after its request went out
             self.queue.after(self.config.refused_delay_ms, self._client_failed_request, req, True)
             return
@@ -932,7 +935,7 @@ class Simulation:
             self._deliver,
             req.src,
             req.src_inc,
-            RequestFailed(req.dst, req.correlation_id),
+            RequestFailed(req.dst, req.correlation_id, sent),
         )
 
     # --- timers and disk ---

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from node.process.ports import RequestContext
+from node.process.ports import NOT_SENT, RequestContext
 from node.protocol.acls import (
     AclCreation,
     AclOperation,
@@ -130,6 +130,26 @@ def test_no_answer_is_ambiguous_never_resent_and_answered_request_timed_out():
     assert len(port.sent_of(EnvelopeRequest)) == 1  # at most once
     assert len(port.responses) == 1
     assert broker.metrics()["forwarding.timeouts_ambiguous_total"] == 1
+
+
+def test_an_attempt_that_never_left_is_retried_not_answered_ambiguous():
+    """No connection to the controller (just killed): the Envelope certainly was not applied, so it
+    goes to the next controller like a NOT_CONTROLLER refusal, and the client gets the real answer,
+    not REQUEST_TIMED_OUT."""
+    broker, port = online(timeout_ms=10_000)
+    broker.handle_request(10, CTX, "c", 4, ALTER)
+    first = port.last(EnvelopeRequest)
+    first.reply(NOT_SENT)
+    assert port.responses == []
+    port.leader_id = 101
+    broker.on_leader_change(20)
+    second = port.last(EnvelopeRequest)
+    assert second is not first and second.destination == 101
+    second.reply(controller_answer(second.message, ALTER_OK))
+    assert port.responses == [("c", 4, ALTER_OK)]
+    m = broker.metrics()
+    assert m["forwarding.not_sent_total"] == 1 and m["forwarding.retries_total"] == 1
+    assert m["forwarding.timeouts_ambiguous_total"] == 0
 
 
 def test_deadline_while_in_flight_is_ambiguous_and_a_late_answer_is_dropped():

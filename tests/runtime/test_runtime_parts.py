@@ -155,7 +155,7 @@ def _link(port: int, failed: list, answered: list, backoff_ms: int = 200, timeou
         Backoff(backoff_ms, backoff_ms * 4),
         timeout_ms,
         on_response=lambda source, cid, msg: answered.append((source, cid, msg)),
-        on_failed=lambda dest, cid: failed.append((dest, cid)),
+        on_failed=lambda dest, cid, sent: failed.append((dest, cid, sent)),
     )
 
 
@@ -176,8 +176,8 @@ def test_peer_link_fails_requests_it_cannot_deliver_and_backs_off():
         return first, failed, connecting_during_backoff
 
     first, failed, connecting = asyncio.run(scenario())
-    assert first == [(7, 1)]
-    assert failed == [(7, 1), (7, 2)]
+    assert first == [(7, 1, False)]  # connection refused: never written, so certainly without effect
+    assert failed == [(7, 1, False), (7, 2, False)]
     assert not connecting
 
 
@@ -216,7 +216,8 @@ def test_peer_link_fails_in_flight_requests_when_the_connection_breaks_or_times_
     answered, failed = asyncio.run(scenario())
     assert [(source, cid) for source, cid, _ in answered] == [(7, 1)]
     assert answered[0][2] == ANSWER
-    assert sorted(failed) == [(7, 2), (7, 3)]
+    assert sorted((dest, cid) for dest, cid, _ in failed) == [(7, 2), (7, 3)]
+    assert dict((cid, sent) for _, cid, sent in failed)[3] is True  # written, never answered: ambiguous
 
 
 def test_appends_of_one_loop_turn_share_a_batch_and_get_their_own_offsets():
