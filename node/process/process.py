@@ -140,6 +140,7 @@ class ProcessStats:
     refused_unauthorized: int = 0
     refused_no_role: int = 0
     dropped_unknown: int = 0
+    forwarded_describe_quorum: int = 0  # DescribeQuorum asked of the leader for a client
     replay_errors: int = 0
     last_replay_error: str = ""
     activations: int = 0
@@ -318,6 +319,8 @@ class NodeProcess:
             if not self._may_cluster_action(ctx) and kind is not messages.DescribeQuorumRequest:
                 self._refuse(reply_to, correlation_id, message, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
                 return
+            if kind is messages.DescribeQuorumRequest and self._forward_describe_quorum(reply_to, correlation_id):
+                return
             self._feed_raft(RequestReceived(reply_to, correlation_id, message))  # type: ignore[arg-type]
         elif kind in _CONTROLLER_REQUESTS:
             if self.controller is None:
@@ -352,6 +355,27 @@ class NodeProcess:
         if not allowed:
             self.stats.refused_unauthorized += 1
         return allowed
+
+    def _forward_describe_quorum(self, reply_to: Hashable, correlation_id: int) -> bool:
+        """DescribeQuorum is the leader's to answer; a node that knows another leader asks it on the
+        client's behalf (as Kafka's brokers forward it to the active controller), so any one address,
+        a broker's or a follower's, is enough for `kchaos quorum describe`. Each hop goes to the
+        leader of the forwarder's current epoch, so forwards cannot go round in a circle. Whatever
+        the leader does not answer (it moved, it is down) comes back NOT_LEADER_OR_FOLLOWER with what
+        this node knows: the client retries. False when this node answers itself."""
+        leader = self.raft.leader_id
+        if self.raft.role is Role.LEADER or leader < 0 or leader == self.node_id:
+            return False
+
+        def answered(reply: object | None) -> None:
+            if isinstance(reply, messages.DescribeQuorumResponse):
+                self.respond(reply_to, correlation_id, reply)
+            else:
+                self._feed_raft(RequestReceived(reply_to, correlation_id, messages.DescribeQuorumRequest()))
+
+        self.stats.forwarded_describe_quorum += 1
+        self.send(leader, messages.DescribeQuorumRequest(), answered)
+        return True
 
     def _refuse(self, reply_to: Hashable, correlation_id: int, message: object, code: ErrorCode) -> None:
         self.respond(reply_to, correlation_id, error_response(message, code))

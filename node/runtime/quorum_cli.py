@@ -3,26 +3,29 @@
 Prints the fields and columns of KIP-595's `kafka-metadata-quorum.sh` examples from a DescribeQuorum
 answered by the leader.
 
-Finding the leader: DescribeQuorum must be answered by the leader; any other node answers
-NOT_LEADER_OR_FOLLOWER with the leader's id, but a client that only knows addresses cannot map that id
-to an address (Kafka's admin client asks the Metadata API, which this quorum does not have). Like
-Kafka's `bootstrap.servers`, `--bootstrap-server` therefore takes a comma-separated list: each address
-is asked in turn until one is the leader; if none is (an election is in progress), the list is tried
-again after a short backoff until `--timeout-ms`. Giving every voter's address always finds the leader;
-giving one that is not the leader fails with a message naming the leader's id.
+Finding the leader: DescribeQuorum is the leader's to answer, and a node that knows another leader
+(a follower, or a broker on its client listener) asks it on the client's behalf, as Kafka's brokers
+forward it to the active controller; so any one reachable address is enough. Like Kafka's
+`bootstrap.servers`, `--bootstrap-server` takes a comma-separated list: each address is asked in turn
+until an answer comes from a leader; while none can (an election is in progress), the list is tried
+again after a short backoff until `--timeout-ms`. `--user`/`--password` log in with SASL/PLAIN first,
+for a listener that requires it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import time
 from dataclasses import dataclass
 
 from harness.errors import UserError
+from node.client.cli import PASSWORD_ENV
 from node.protocol.codec import BinaryCodec, FrameError, FrameKind, FrameReader
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse, ReplicaState
+from node.runtime.peers import sasl_plain_login
 
 RETRY_BACKOFF_S = 0.2
 
@@ -41,6 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="quorum listener address(es); each is asked in turn until the leader answers",
     )
     describe.add_argument("--timeout-ms", type=int, default=10_000, help="give up after this long (default 10000)")
+    describe.add_argument("--user", help="SASL/PLAIN username, for a listener that requires a login")
+    describe.add_argument("--password", help=f"SASL/PLAIN password (default: ${PASSWORD_ENV})")
     describe.set_defaults(func=describe_command)
 
 
@@ -62,12 +67,15 @@ def parse_servers(value: str) -> list[tuple[str, int]]:
     return servers
 
 
-async def ask(host: str, port: int, timeout_s: float) -> DescribeQuorumResponse:
-    """One DescribeQuorum round trip; OSError/TimeoutError/FrameError when it cannot complete."""
+async def ask(host: str, port: int, timeout_s: float, login: tuple[str, str] | None = None) -> DescribeQuorumResponse:
+    """One DescribeQuorum round trip (after a SASL/PLAIN login when given); OSError/TimeoutError/
+    FrameError when it cannot complete."""
     codec = BinaryCodec()
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
     try:
-        writer.write(codec.encode_request(1, DescribeQuorumRequest()))
+        if login is not None:
+            await asyncio.wait_for(sasl_plain_login(reader, writer, codec, *login), timeout_s)
+        writer.write(codec.encode_request(100, DescribeQuorumRequest()))
         frames = FrameReader(codec.max_frame_bytes)
         while True:
             data = await asyncio.wait_for(reader.read(1 << 16), timeout_s)
@@ -89,7 +97,9 @@ class _Attempts:
         return "; ".join(f"{addr}: {note}" for addr, note in self.notes.items())
 
 
-async def find_leader_answer(servers: list[tuple[str, int]], timeout_ms: int) -> DescribeQuorumResponse:
+async def find_leader_answer(
+    servers: list[tuple[str, int]], timeout_ms: int, login: tuple[str, str] | None = None
+) -> DescribeQuorumResponse:
     deadline = time.monotonic() + timeout_ms / 1000
     attempts = _Attempts({})
     while True:
@@ -99,18 +109,23 @@ async def find_leader_answer(servers: list[tuple[str, int]], timeout_ms: int) ->
                 break
             addr = f"{host}:{port}"
             try:
-                answer = await ask(host, port, min(remaining, 5.0))
+                answer = await ask(host, port, min(remaining, 5.0), login)
             except (OSError, TimeoutError, FrameError) as exc:
                 attempts.notes[addr] = f"unreachable ({exc or type(exc).__name__})"
                 continue
             if answer.error_code == ErrorCode.NONE:
                 return answer
+            if answer.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                name = ErrorCode(answer.error_code).name if answer.error_code in ErrorCode._value2member_map_ else ""
+                hint = "; does this listener need --user and --password?" if login is None else ""
+                attempts.notes[addr] = f"refused: {name or answer.error_code}{hint}"
+                continue
             leader = f"node {answer.leader_id}" if answer.leader_id >= 0 else "unknown"
             attempts.notes[addr] = f"not the leader (leader: {leader}, epoch {answer.leader_epoch})"
         if time.monotonic() + RETRY_BACKOFF_S >= deadline:
             raise UserError(
                 f"no leader answered DescribeQuorum within {timeout_ms} ms ({attempts.summary()}); "
-                "pass the leader's address, or every voter's, to --bootstrap-server"
+                "pass more addresses to --bootstrap-server (every voter's finds the leader)"
             )
         await asyncio.sleep(RETRY_BACKOFF_S)
 
@@ -171,6 +186,12 @@ def describe_command(args: argparse.Namespace) -> int:
     servers = parse_servers(args.bootstrap_server)
     if args.timeout_ms <= 0:
         raise UserError("--timeout-ms must be > 0")
-    answer = asyncio.run(find_leader_answer(servers, args.timeout_ms))
+    password = args.password if args.password is not None else os.environ.get(PASSWORD_ENV)
+    if args.user is None and args.password is not None:
+        raise UserError("--password needs --user")
+    if args.user is not None and password is None:
+        raise UserError(f"--user {args.user} needs --password (or ${PASSWORD_ENV})")
+    login = (args.user, password) if args.user is not None and password is not None else None
+    answer = asyncio.run(find_leader_answer(servers, args.timeout_ms, login))
     print(format_status(answer) if args.status else format_replication(answer))
     return 0

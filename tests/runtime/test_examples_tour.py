@@ -66,6 +66,10 @@ def test_three_controllers_and_a_broker_from_the_examples(tmp_path: Path, nodes)
         what="the quorum's status",
     )
     assert "CurrentVoters:          [1, 2, 3]" in status.stdout
+    leader = next(line.split()[-1] for line in status.stdout.splitlines() if line.startswith("LeaderId:"))
+    for one in (*CONTROLLERS.split(","), "127.0.0.5:9092"):  # followers and the broker ask the leader for us
+        alone = succeeds("quorum", "describe", "--status", "--bootstrap-server", one, cwd=tmp_path)
+        assert alone is not None and f"LeaderId:               {leader}" in alone.stdout, one
     argv = ("admin", "--bootstrap-server", "127.0.0.5:9092", "topics", "--create", "--topic", "t", "--partitions", "3")
     created = wait_for(lambda: succeeds(*argv, cwd=tmp_path), 30, what="a topic created through the broker")
     assert created.stdout.startswith("Created topic t")
@@ -97,5 +101,11 @@ def test_a_combined_node_and_a_sasl_combined_node_from_the_examples(tmp_path: Pa
     alice = ("--bootstrap-server", "127.0.0.7:9092", "--user", "alice", "--password", "alice-secret")
     refused = kchaos("admin", *alice, "topics", "--create", "--topic", "s2", "--partitions", "1", cwd=tmp_path)
     assert refused.returncode == 254 and "TOPIC_AUTHORIZATION_FAILED" in refused.stderr
+    login = ("--user", "admin", "--password", "admin-secret")
+    quorum = kchaos("quorum", "describe", "--replication", "--bootstrap-server", "127.0.0.7:9093", *login, cwd=tmp_path)
+    assert quorum.returncode == 0 and "Leader" in quorum.stdout, quorum.stderr
+    anonymous = kchaos("quorum", "describe", "--status", "--bootstrap-server", "127.0.0.7:9093", "--timeout-ms", "1000",
+                       cwd=tmp_path)  # fmt: skip
+    assert anonymous.returncode == 254 and "ILLEGAL_SASL_STATE" in anonymous.stderr and "--user" in anonymous.stderr
     assert "Traceback" not in refused.stderr
     assert all(p.poll() is None for p in nodes)

@@ -137,7 +137,7 @@ def test_quorum_elects_commits_survives_kill_9_and_recovers(cluster):
     assert "closing connection from" in procs[leader_spec.node_id].log_text()
     assert "closing connection from" in procs[follower_spec.node_id].log_text()
 
-    # quorum describe, asked via the observer (not the leader) and every voter.
+    # quorum describe, asked of every node.
     everyone = ",".join(n.address for n in plan.nodes)
     status_out = quorum_describe("--status", "--bootstrap-server", everyone)
     assert status_out.returncode == 0, status_out.stderr
@@ -156,9 +156,10 @@ def test_quorum_elects_commits_survives_kill_9_and_recovers(cluster):
         leader_spec.node_id: "Leader",
         4: "Observer",
     }
-    observer_only = quorum_describe("--status", "--bootstrap-server", plan.node(4).address, "--timeout-ms", "500")
-    assert observer_only.returncode == 254
-    assert f"leader: node {leader_spec.node_id}" in observer_only.stderr
+    # One address is enough: the observer asks the leader for us (as Kafka's brokers forward it).
+    observer_only = quorum_describe("--status", "--bootstrap-server", plan.node(4).address, "--timeout-ms", "5000")
+    assert observer_only.returncode == 0, observer_only.stderr
+    assert f"LeaderId:               {leader_spec.node_id}" in observer_only.stdout
 
     # kill -9 the leader: a new leader in a higher epoch, and the quorum goes on committing.
     old_epoch = leader["epoch"]

@@ -33,7 +33,9 @@ def check(seeds: range) -> None:
         if not result.valid:
             failures.append(f"seed {seed}: {result.failure}")
     assert not failures, "\n".join(failures)
-    assert acked > 20 * len(seeds) and faults > 2 * len(seeds)  # the workload and the faults happened
+    # The workload and the faults happened. (A floor, not a throughput figure: a seed whose faults keep
+    # the quorum down for most of its 15 s acknowledges a handful; 40 seeds average about 31.)
+    assert acked > 15 * len(seeds) and faults > 2 * len(seeds)
 
 
 def test_a_few_seeds_keep_every_acknowledged_write():
