@@ -19,7 +19,7 @@ from harness.errors import EXIT_ERROR, OneLineParser, UserError
 
 class Command(NamedTuple):
     module: str  # the module whose `register(subparsers)` adds the command
-    summary: str  # its line in `kchaos --help` (the module registers the same text as its help)
+    summary: str  # its line in `kchaos --help` (the module itself registers a description only)
 
 
 COMMANDS: dict[str, Command] = {

@@ -287,8 +287,13 @@ class IsrManager:
             return  # the answer / on_leader_change polls again
         by_topic: dict[str, list[AlterPartitionPartitionData]] = defaultdict(list)
         for (topic_id, index), ps, proposal in changes:
+            heard = self._heard.get((topic_id, index), {})
+            epochs = tuple(  # KIP-903: the incarnation that caught up, so the controller can tell
+                self._lifecycle.broker_epoch if r == self._me else heard[r].broker_epoch if r in heard else -1
+                for r in proposal.isr
+            )
             by_topic[topic_id].append(
-                AlterPartitionPartitionData(index, ps.leader_epoch, proposal.isr, ps.partition_epoch)
+                AlterPartitionPartitionData(index, ps.leader_epoch, proposal.isr, ps.partition_epoch, epochs)
             )
             self._in_flight[(topic_id, index)] = proposal
         request = AlterPartitionRequest(

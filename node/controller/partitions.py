@@ -124,9 +124,17 @@ def _validate(
         return ErrorCode.INVALID_REQUEST  # a replica outside the replicas
     if request.broker_id not in isr:
         return ErrorCode.INVALID_REQUEST  # the leader outside the ISR
+    epochs = data.new_isr_epochs
+    if epochs and len(epochs) != len(isr):
+        return ErrorCode.INVALID_REQUEST  # KIP-903: an epoch for every member, or none
     for joining in set(isr) - set(p.isr):
         if not is_live(view, joining) and "ctl-fenced-replica-into-isr" not in bugs:
             return ErrorCode.INELIGIBLE_REPLICA  # KAFKA-13916 / KAFKA-14617: fenced, shutting down, unknown
+    for member, epoch in zip(isr, epochs, strict=False):
+        reg = view.broker(member)
+        if epoch >= 0 and (reg is None or reg.broker_epoch != epoch):  # -1: the leader has no epoch for it
+            # KIP-903: the leader saw another incarnation of it catch up (KAFKA-14617)
+            return ErrorCode.INELIGIBLE_REPLICA
     return ErrorCode.NONE
 
 

@@ -83,6 +83,11 @@ class AlterPartitionPartitionData:
     leader_epoch: int
     new_isr: tuple[int, ...]
     partition_epoch: int
+    # KIP-903: the broker epoch of each member of `new_isr` as the leader saw it catch up (its
+    # NewIsrWithEpochs), so the controller refuses a member that has registered again since (a new
+    # incarnation, maybe with an empty log: KAFKA-14617). -1 for a member the leader has no epoch
+    # for; empty: not given. Neither is checked.
+    new_isr_epochs: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -389,6 +389,7 @@ define(
     ("leader_epoch", INT32),
     ("new_isr", INT32_ARRAY),
     ("partition_epoch", INT32),
+    ("new_isr_epochs", array(INT64)),
 )
 define(
     broker_api.AlterPartitionTopicData,

@@ -113,6 +113,18 @@ def test_a_follower_heard_again_is_added_back_at_once():
     assert c.broker.metrics()["isr.expands_total"] == 1
 
 
+def test_the_alter_names_the_incarnation_of_each_member_the_leader_heard_kip_903():
+    """KIP-903: each member of the proposed ISR goes with the broker epoch the leader heard it at (its
+    own for itself, -1 for a member it has not heard in this term), so the controller can refuse an
+    incarnation that registered again since."""
+    c = Cluster(isr=(1, 2))
+    c.heartbeat(100, 3)
+    (alter,) = c.alters()
+    (part,) = alter.message.topics[0].partitions
+    assert part.new_isr == (1, 2, 3)
+    assert part.new_isr_epochs == (c.epochs[1], -1, c.epochs[3])  # 2 was not heard: no epoch to claim
+
+
 def test_a_fenced_or_stale_incarnation_is_not_added_until_unfenced_in_the_image():
     c = Cluster(isr=(1, 2))
     c.images.fence(3)

@@ -100,6 +100,41 @@ def test_a_fenced_or_shutting_down_broker_may_not_join_the_isr() -> None:
     assert _leader_of(h, tid, 0) == (leader, le, pe, isr)
 
 
+def test_a_member_the_leader_saw_in_another_incarnation_may_not_join_the_isr() -> None:
+    """KIP-903 (KAFKA-14617): `out` crashes and registers again with a new epoch, maybe with an empty
+    log; a leader that saw the old incarnation catch up names that epoch, and the controller refuses.
+    The new incarnation's epoch is accepted, and -1 (no epoch known) or no epochs at all skip the check."""
+    h, epochs, tid = _cluster()
+    leader, le, pe, isr = _leader_of(h, tid, 0)
+    out = next(b for b in isr if b != leader)
+    shrunk = tuple(b for b in isr if b != out)
+    assert _alter(h, leader, epochs[leader], tid, (0, le, shrunk, pe)).topics[0].partitions[0].error_code == 0
+    leader, le, pe, isr = _leader_of(h, tid, 0)
+    for step in range(1, 11):  # `out` crashed: its session lapses while the others heartbeat
+        h.tick(step * 1_000)
+        for b in epochs:
+            if b != out:
+                h.heartbeat(b, epochs[b])
+    reborn = h.online_broker(out)  # back as a new incarnation: a new broker epoch
+    assert reborn != epochs[out]
+    grown = (*isr, out)
+
+    def alter_with(member_epochs: tuple[int, ...]) -> int:
+        data = AlterPartitionPartitionData(0, le, grown, pe, member_epochs)
+        request = AlterPartitionRequest(leader, epochs[leader], (AlterPartitionTopicData(uuid.UUID(tid), (data,)),))
+        return h.call(request, BROKER).topics[0].partitions[0].error_code
+
+    known = tuple(epochs[b] for b in isr)
+    assert alter_with((*known, epochs[out])) == ErrorCode.INELIGIBLE_REPLICA  # the old incarnation
+    assert alter_with((*known, reborn)[:-1]) == ErrorCode.INVALID_REQUEST  # an epoch for every member
+    assert _leader_of(h, tid, 0) == (leader, le, pe, isr)
+    assert alter_with((*known, reborn)) == ErrorCode.NONE
+    assert _leader_of(h, tid, 0)[3] == grown
+    leader, le, pe, isr = _leader_of(h, tid, 0)
+    grown = tuple(b for b in isr if b != out)
+    assert alter_with(tuple(-1 for _ in grown)) == ErrorCode.NONE  # no epoch known: not checked
+
+
 def test_one_request_for_many_partitions_is_one_append_with_per_partition_results() -> None:
     h, epochs, tid = _cluster()
     image = h.port.image

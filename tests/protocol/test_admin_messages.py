@@ -676,11 +676,15 @@ def test_wire_layout_of_a_heartbeat_and_an_alter_partition():
     assert frame[HEADER_LEN:] == struct.pack(">iqqbb", 5, 40, 1234, 0, 1)
     frame = encode(
         AlterPartitionRequest(
-            2, 41, (AlterPartitionTopicData(TOPIC_ID, (AlterPartitionPartitionData(0, 4, (2, 3), 9),)),)
+            2, 41, (AlterPartitionTopicData(TOPIC_ID, (AlterPartitionPartitionData(0, 4, (2, 3), 9, (41, -1)),)),)
         )
     )
     expected = (
-        struct.pack(">iqi", 2, 41, 1) + TOPIC_ID.bytes + struct.pack(">iii", 1, 0, 4) + struct.pack(">iiii", 2, 2, 3, 9)
+        struct.pack(">iqi", 2, 41, 1)
+        + TOPIC_ID.bytes
+        + struct.pack(">iii", 1, 0, 4)
+        + struct.pack(">iiii", 2, 2, 3, 9)
+        + struct.pack(">iqq", 2, 41, -1)  # KIP-903: each new ISR member's broker epoch
     )
     assert frame[HEADER_LEN:] == expected
 
