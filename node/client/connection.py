@@ -162,13 +162,14 @@ class Connection:
 
     async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         frames = FrameReader(self.codec.max_frame_bytes)
-        failure: KafkaError = ConnectionLostError("connection closed by the server", server=str(self.address))
+        answered = False  # an answer beyond ApiVersions (which a SASL listener serves before a login)
         try:
             while data := await reader.read(1 << 16):
                 for raw in frames.feed(data):
                     frame = self.codec.decode(raw)
                     if frame.kind is not FrameKind.RESPONSE:
                         raise FrameError(f"a request frame (api key {frame.api_key}) arrived at the client")
+                    answered = answered or type(frame.message) is not ApiVersionsResponse
                     future = self._pending.get(frame.correlation_id)
                     if future is not None and not future.done():
                         future.set_result(frame.message)
@@ -178,6 +179,13 @@ class Connection:
             failure = ConnectionLostError(f"connection error: {exc}", server=str(self.address))
         except asyncio.CancelledError:
             return
+        else:
+            reason = "connection closed by the server"
+            if not answered and self.credentials is None:
+                # A SASL listener closes the connection of a client that did not log in, answering
+                # nothing when the request has no error field to carry ILLEGAL_SASL_STATE.
+                reason += " before any answer (does this listener need --user and --password?)"
+            failure = ConnectionLostError(reason, server=str(self.address))
         self._fail_all(failure)
         self._closed = True
         writer.close()

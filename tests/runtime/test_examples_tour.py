@@ -108,4 +108,8 @@ def test_a_combined_node_and_a_sasl_combined_node_from_the_examples(tmp_path: Pa
                        cwd=tmp_path)  # fmt: skip
     assert anonymous.returncode == 254 and "ILLEGAL_SASL_STATE" in anonymous.stderr and "--user" in anonymous.stderr
     assert "Traceback" not in refused.stderr
+    no_login = kchaos(
+        "admin", "--bootstrap-server", "127.0.0.7:9092", "--timeout", "3000", "topics", "--list", cwd=tmp_path
+    )
+    assert no_login.returncode == 254 and "does this listener need --user and --password?" in no_login.stderr
     assert all(p.poll() is None for p in nodes)
