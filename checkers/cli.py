@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from checkers.history import HistoryError, load_history
+from checkers.progress import ProgressLine, Tracker
 from checkers.registry import CHECKERS, checker_module, get_checker
 from checkers.verdict import Verdict, compose, exit_code
 from harness.errors import UserError
@@ -44,11 +45,13 @@ def run(args: argparse.Namespace) -> int:
     except HistoryError as exc:
         raise UserError(str(exc)) from None
     verdicts = []
-    for name in names:
-        try:
-            verdicts.append(get_checker(name)(history, args))
-        except (ValueError, HistoryError) as exc:  # bad model name, an op the model cannot read...
-            raise UserError(f"{args.history}: {name}: {exc}") from None
+    args.tracker = Tracker()
+    with ProgressLine(args.tracker):  # silent unless the checks take more than a second
+        for name in names:
+            try:
+                verdicts.append(get_checker(name)(history, args))
+            except (ValueError, HistoryError) as exc:  # bad model name, an op the model cannot read...
+                raise UserError(f"{args.history}: {name}: {exc}") from None
     verdict = verdicts[0] if len(verdicts) == 1 else compose(verdicts)
     if args.html:
         _write_html(args, history, verdicts)

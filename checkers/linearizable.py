@@ -33,6 +33,7 @@ from typing import Any
 
 from checkers.history import History, Op
 from checkers.models import ILLEGAL, Canonicalizer, Model, Pruner, get_model
+from checkers.progress import Tracker
 from checkers.verdict import UNKNOWN, Verdict, merge_validity
 
 CHECKER = "linearizable"
@@ -40,6 +41,7 @@ INF = float("inf")
 DEFAULT_MAX_STATES = 4_000_000  # memoised configurations per key (~1 GB); beyond that: unknown
 DEFAULT_TIMEOUT_S = 60.0  # `kchaos check` and a run's checking phase: undecided keys are unknown after this
 _CHECK_EVERY = 1024  # nodes between budget checks
+_TRACKER: list[Tracker | None] = [None]  # the in-process search publishes its states here (a progress line)
 
 
 @dataclass
@@ -143,6 +145,9 @@ def _search(
         nodes += 1
         if nodes >= check_at:
             check_at += _CHECK_EVERY
+            tracker = _TRACKER[0]
+            if tracker is not None:
+                tracker.states = len(seen)
             if clock() > deadline:
                 return _Outcome(UNKNOWN, "timeout", len(seen), best[0], best[1])
             if len(seen) > max_states:
@@ -438,8 +443,10 @@ def check(
     max_states: int = DEFAULT_MAX_STATES,
     jobs: int = 1,
     all_keys: bool = False,
+    tracker: Tracker | None = None,
 ) -> Verdict:
-    """Check a whole history, key by key. Without `all_keys`, stop at the first invalid key."""
+    """Check a whole history, key by key. Without `all_keys`, stop at the first invalid key. A
+    `tracker` is kept up to date with the keys decided (and the in-process search's states)."""
     started = time.monotonic()
     model = get_model(model)
     ops = history.ops if isinstance(history, History) else list(history)
@@ -449,10 +456,15 @@ def check(
     order = sorted(range(len(parts)), key=lambda i: -len(parts[i][1]))  # biggest first: balance
     jobs = max(1, min(jobs, len(parts)))
     _JOB.update(parts=parts, model=model, deadline=deadline, max_states=max_states)
+    if tracker is not None:
+        tracker.key_done(0, len(parts))
     try:
         if jobs == 1:
+            _TRACKER[0] = tracker
             for i in order:
                 results[i] = _run_key(i)[1]
+                if tracker is not None:
+                    tracker.key_done(len(results), len(parts))
                 if results[i].valid is False and not all_keys:
                     break
         else:
@@ -460,11 +472,14 @@ def check(
             with ctx.Pool(jobs) as pool:
                 for i, res in pool.imap_unordered(_run_key, order):
                     results[i] = res
+                    if tracker is not None:
+                        tracker.key_done(len(results), len(parts))
                     if res.valid is False and not all_keys:
                         pool.terminate()
                         break
     finally:
         _JOB.clear()
+        _TRACKER[0] = None
     key_results = []
     for i, (key, key_ops) in enumerate(parts):
         res = results.get(i)
@@ -527,6 +542,7 @@ def check_from_args(history: History, args: Any) -> Verdict:
         max_states=getattr(args, "max_states", DEFAULT_MAX_STATES),
         jobs=jobs,
         all_keys=getattr(args, "all_keys", False),
+        tracker=getattr(args, "tracker", None),  # `kchaos check` shows its progress from it
     )
 
 
