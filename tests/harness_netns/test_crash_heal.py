@@ -15,6 +15,7 @@ import pytest
 from harness import heal_cli
 from harness.backends.ledger import Ledger, heal
 from harness.backends.resources import create_netns, netns_names, netns_pids
+from node.runtime.local_cluster import wait_for
 from tests.harness_netns.conftest import HERE, heal_if_left, marked_pids, needs_root, new_marker, snapshot
 
 pytestmark = [pytest.mark.root, needs_root]
@@ -118,7 +119,10 @@ def test_heal_kills_a_process_started_before_its_pid_was_ledgered(tmp_path):
         create_netns(ledger, name)
         ledger.record("process", node="x", netns=name, argv=["sleep", "300"])  # no pid: "crashed" right here
         sleeper = subprocess.Popen(["ip", "netns", "exec", name, "sleep", "300"], start_new_session=True)
-        assert netns_pids(name) == [sleeper.pid]
+        # `ip netns exec` enters the namespace, then execs sleep: wait until it is in (a loaded machine
+        # may take a while), as heal would find it
+        inside = wait_for(lambda: netns_pids(name) == [sleeper.pid], 30, what="the process in the namespace")
+        assert inside
         report = heal(ledger.path)
         assert report.ok and any("killed 1 process" in r for r in report.removed)
         assert sleeper.wait(timeout=10) == -signal.SIGKILL
