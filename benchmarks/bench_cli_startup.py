@@ -10,7 +10,6 @@ measured in the same run. Target (issue 16): `kchaos --help` and `kchaos admin .
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import statistics
 import subprocess
@@ -37,7 +36,7 @@ def timed(argv: list[str]) -> tuple[float, float]:
     """Wall and CPU (user + system) seconds of one run of `argv`."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ})
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:

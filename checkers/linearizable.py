@@ -41,7 +41,6 @@ INF = float("inf")
 DEFAULT_MAX_STATES = 4_000_000  # memoised configurations per key (~1 GB); beyond that: unknown
 DEFAULT_TIMEOUT_S = 60.0  # `kchaos check` and a run's checking phase: undecided keys are unknown after this
 _CHECK_EVERY = 1024  # nodes between budget checks
-_TRACKER: list[Tracker | None] = [None]  # the in-process search publishes its states here (a progress line)
 
 
 @dataclass
@@ -145,7 +144,7 @@ def _search(
         nodes += 1
         if nodes >= check_at:
             check_at += _CHECK_EVERY
-            tracker = _TRACKER[0]
+            tracker = _JOB.get("tracker")  # `check`'s; what a forked worker writes, nobody reads
             if tracker is not None:
                 tracker.states = len(seen)
             if clock() > deadline:
@@ -455,12 +454,11 @@ def check(
     results: dict[int, KeyResult] = {}
     order = sorted(range(len(parts)), key=lambda i: -len(parts[i][1]))  # biggest first: balance
     jobs = max(1, min(jobs, len(parts)))
-    _JOB.update(parts=parts, model=model, deadline=deadline, max_states=max_states)
+    _JOB.update(parts=parts, model=model, deadline=deadline, max_states=max_states, tracker=tracker)
     if tracker is not None:
         tracker.key_done(0, len(parts))
     try:
         if jobs == 1:
-            _TRACKER[0] = tracker
             for i in order:
                 results[i] = _run_key(i)[1]
                 if tracker is not None:
@@ -479,7 +477,6 @@ def check(
                         break
     finally:
         _JOB.clear()
-        _TRACKER[0] = None
     key_results = []
     for i, (key, key_ops) in enumerate(parts):
         res = results.get(i)

@@ -150,21 +150,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 # --- shared ----------------------------------------------------------------------------------------
 
 
-def client_from(args: argparse.Namespace) -> SyncAdminClient:
-    if not args.bootstrap_server:
-        raise UserError("--bootstrap-server is required")
-    if args.timeout <= 0:
-        raise UserError(f"--timeout must be > 0 ms, not {args.timeout}")
+def login_from(args: argparse.Namespace) -> tuple[str, str] | None:
+    """The SASL/PLAIN (user, password) of `--user` / `--password` (or $KCHAOS_ADMIN_PASSWORD); None
+    without `--user`."""
     password = args.password if args.password is not None else os.environ.get(PASSWORD_ENV)
     if args.user is None and args.password is not None:
         raise UserError("--password needs --user")
     if args.user is not None and password is None:
         raise UserError(f"--user {args.user} needs --password (or ${PASSWORD_ENV})")
+    return (args.user, password) if args.user is not None and password is not None else None
+
+
+def client_from(args: argparse.Namespace) -> SyncAdminClient:
+    if not args.bootstrap_server:
+        raise UserError("--bootstrap-server is required")
+    if args.timeout <= 0:
+        raise UserError(f"--timeout must be > 0 ms, not {args.timeout}")
+    username, password = login_from(args) or (None, None)
     try:
         return SyncAdminClient(
             args.bootstrap_server,
-            username=args.user,
-            password=password if args.user is not None else None,
+            username=username,
+            password=password,
             request_timeout_ms=args.timeout,
             connect_timeout_ms=min(args.timeout, MAX_CONNECT_TIMEOUT_MS),
         )

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import time
 from dataclasses import dataclass
 
 from harness.errors import UserError
-from node.client.cli import PASSWORD_ENV
+from node.client.cli import PASSWORD_ENV, login_from
+from node.client.errors import code_name
 from node.protocol.codec import BinaryCodec, FrameError, FrameKind, FrameReader
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse, ReplicaState
@@ -116,9 +116,8 @@ async def find_leader_answer(
             if answer.error_code == ErrorCode.NONE:
                 return answer
             if answer.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                name = ErrorCode(answer.error_code).name if answer.error_code in ErrorCode._value2member_map_ else ""
                 hint = "; does this listener need --user and --password?" if login is None else ""
-                attempts.notes[addr] = f"refused: {name or answer.error_code}{hint}"
+                attempts.notes[addr] = f"refused: {code_name(answer.error_code)}{hint}"
                 continue
             leader = f"node {answer.leader_id}" if answer.leader_id >= 0 else "unknown"
             attempts.notes[addr] = f"not the leader (leader: {leader}, epoch {answer.leader_epoch})"
@@ -186,12 +185,6 @@ def describe_command(args: argparse.Namespace) -> int:
     servers = parse_servers(args.bootstrap_server)
     if args.timeout_ms <= 0:
         raise UserError("--timeout-ms must be > 0")
-    password = args.password if args.password is not None else os.environ.get(PASSWORD_ENV)
-    if args.user is None and args.password is not None:
-        raise UserError("--password needs --user")
-    if args.user is not None and password is None:
-        raise UserError(f"--user {args.user} needs --password (or ${PASSWORD_ENV})")
-    login = (args.user, password) if args.user is not None and password is not None else None
-    answer = asyncio.run(find_leader_answer(servers, args.timeout_ms, login))
+    answer = asyncio.run(find_leader_answer(servers, args.timeout_ms, login_from(args)))
     print(format_status(answer) if args.status else format_replication(answer))
     return 0
