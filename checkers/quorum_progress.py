@@ -16,10 +16,12 @@ Three rules, over the history:
   `quorum.request.timeout.ms`, is slack).
 - **unanswered**: a request to a voter (`node`) got no answer at all (`info`), although it was sent
   2F + R or longer after that voter was cut off from a majority, and the voter stayed cut off for R
-  after, and up (a crashed node answers nothing) until the request ended: by then it no longer leads,
-  and a non-leader refuses at once (NOT_CONTROLLER). The node is the one the client names for the
-  silence: the server that held the request longest (a client rotating over the controllers blames
-  that one, not the last it tried).
+  after, and up and running (a crashed or paused node answers nothing) until the request ended: by
+  then it no longer leads, and a non-leader refuses at once (NOT_CONTROLLER). The node is the one
+  the client names for the silence: the server that held the request longest (a client rotating
+  over the controllers blames that one, not the last it tried). Not judged for a voter that is also
+  a broker (a combined node): a client's write to its broker side is forwarded to the active
+  controller (KIP-590), and a broker that reaches none may rightly hold it until it times out.
 - **stale-image**: a node answered a read from its metadata image that lacks an offset committed δ
   or longer before (`--catch-up-ms`, default F + R: a fetch timing out, finding the leader, fetching),
   although since P it had been linked with every live voter, all linked with each other and none
@@ -32,9 +34,9 @@ Three rules, over the history:
 
 Inputs: the history (its ops and the nemesis's fault windows, from their starts' invokes; a start that
 failed opened no window but counts as a moment that touched every node), and `commit-times.jsonl`,
-written by the cluster adapter while the run goes on: a header `{"voters": [...], "nodes": [...],
-"ids": {name: node id}, "fetch_timeout_ms": F, "request_timeout_ms": R}`, then `{"time": ns, "end":
-offset}` lines: by `time` (the history's clock) every offset below `end` was committed. Times are
+written by the cluster adapter while the run goes on: a header `{"voters": [...], "brokers": [...],
+"nodes": [...], "ids": {name: node id}, "fetch_timeout_ms": F, "request_timeout_ms": R}`, then
+`{"time": ns, "end": offset}` lines: by `time` (the history's clock) every offset below `end` was committed. Times are
 taken after the observation: upper bounds.
 
 The network and the nodes, segment by segment between fault events:
@@ -68,6 +70,7 @@ COMMITS_NAME = "commit-times.jsonl"
 IMAGE_READ_FS = frozenset({"metadata", "describe-cluster"})  # ops whose `offset` is the answering image's
 QUORUM_F = "quorum"  # DescribeQuorum: value `leader` (a node id) and `epoch`
 DOWN_FAULTS = frozenset({"kill", "lose_unsynced"})
+FROZEN_FAULTS = frozenset({"pause"})  # the process answers nothing while it lasts, as if down
 # Faults that leave a node's timers alone: its check-quorum timer still fires on time under them
 LINK_AND_DISK_FAULTS = frozenset({"packet", "disk_stall", "disk_fail", "corrupt"})
 TARGETED = "buggify"
@@ -88,10 +91,12 @@ def header_line(
     ids: Mapping[str, int],
     fetch_timeout_ms: int,
     request_timeout_ms: int,
+    brokers: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The first line of a commit-times file: what the rules need to know about the cluster."""
     return {
         "voters": list(voters),
+        "brokers": list(brokers),
         "nodes": list(ids),
         "ids": {name: int(i) for name, i in ids.items()},
         "fetch_timeout_ms": int(fetch_timeout_ms),
@@ -112,6 +117,7 @@ class CommitTimes:
     fetch_timeout_ms: int
     request_timeout_ms: int
     times: list[int] = field(default_factory=list)
+    brokers: frozenset[str] = frozenset()  # nodes with the broker role (combined ones too): they forward
     ends: list[int] = field(default_factory=list)  # running maximum, so both lists are sorted
 
     def add(self, time_ns: int, end: int) -> None:
@@ -165,7 +171,8 @@ def read_commit_times(path: str | Path) -> CommitTimes:
 def _header(obj: Any, where: str) -> CommitTimes:
     ok = isinstance(obj, dict) and isinstance(obj.get("voters"), list) and bool(obj["voters"])
     ok = ok and isinstance(obj.get("nodes", []), list) and isinstance(obj.get("ids", {}), dict)
-    ok = ok and all(isinstance(v, str) for v in [*obj["voters"], *obj.get("nodes", [])])
+    ok = ok and isinstance(obj.get("brokers", []), list)
+    ok = ok and all(isinstance(v, str) for v in [*obj["voters"], *obj.get("nodes", []), *obj.get("brokers", [])])
     ok = ok and all(type(i) is int for i in obj.get("ids", {}).values())
     timeouts = [obj.get("fetch_timeout_ms"), obj.get("request_timeout_ms")] if ok else []
     if not ok or not all(type(t) is int and t > 0 for t in timeouts):
@@ -175,7 +182,12 @@ def _header(obj: Any, where: str) -> CommitTimes:
         )
     nodes = tuple(dict.fromkeys([*obj.get("nodes", []), *obj["voters"]]))
     return CommitTimes(
-        tuple(obj["voters"]), nodes, dict(obj.get("ids", {})), obj["fetch_timeout_ms"], obj["request_timeout_ms"]
+        tuple(obj["voters"]),
+        nodes,
+        dict(obj.get("ids", {})),
+        obj["fetch_timeout_ms"],
+        obj["request_timeout_ms"],
+        brokers=frozenset(obj.get("brokers", [])),
     )
 
 
@@ -195,6 +207,7 @@ class Effect:
     down: frozenset[str] = frozenset()
     impaired: frozenset[str] = frozenset()
     untimed: frozenset[str] = frozenset()  # impaired nodes whose timers cannot be trusted either
+    frozen: frozenset[str] = frozenset()  # impaired nodes that answer nothing while it lasts (a pause)
 
 
 def _targets(value: Any, everyone: frozenset[str]) -> frozenset[str]:
@@ -239,7 +252,8 @@ def effects_of(window: FaultWindow, everyone: frozenset[str]) -> list[Effect]:
     if kind == "clock" and window.end is not None:
         return _clock(window, targets, end)
     untimed = frozenset() if kind in LINK_AND_DISK_FAULTS else targets
-    return [Effect(window.start, end, impaired=targets, untimed=untimed)]
+    frozen = targets if kind in FROZEN_FAULTS else frozenset()
+    return [Effect(window.start, end, impaired=targets, untimed=untimed, frozen=frozen)]
 
 
 def _clock(window: FaultWindow, targets: frozenset[str], end: float) -> list[Effect]:
@@ -269,6 +283,7 @@ class Segment:
     down: frozenset[str]
     impaired: frozenset[str]
     untimed: frozenset[str] = frozenset()
+    frozen: frozenset[str] = frozenset()
 
     def hears(self, dst: str, src: str) -> bool:
         return src not in self.cut.get(dst, frozenset())
@@ -299,7 +314,8 @@ def segments(effects: Sequence[Effect]) -> list[Segment]:
         down = frozenset().union(*(e.down for e in active))
         impaired = frozenset().union(*(e.impaired for e in active))
         untimed = frozenset().union(*(e.untimed for e in active))
-        out.append(Segment(int(begin), finish, cut, down, impaired, untimed))
+        frozen = frozenset().union(*(e.frozen for e in active))
+        out.append(Segment(int(begin), finish, cut, down, impaired, untimed, frozen))
     return out
 
 
@@ -432,9 +448,10 @@ def _claims_leadership(op: Op, ids: Mapping[str, int]) -> bool:
     return op.f == QUORUM_F and op.type == "ok" and isinstance(value, dict) and value.get("leader") == ids.get(op.node)
 
 
-def _down_during(tl: Timeline, node: str, start: int, end: int) -> bool:
-    """Whether `node` was down in some segment overlapping [start, end]."""
-    return any(node in tl.segs[k].down for k in range(tl.at(start), tl.at(end) + 1))
+def _silenced_during(tl: Timeline, node: str, start: int, end: int) -> bool:
+    """Whether `node` was down or paused in some segment overlapping [start, end]."""
+    segs = tl.segs
+    return any(node in segs[k].down or node in segs[k].frozen for k in range(tl.at(start), tl.at(end) + 1))
 
 
 def _zombie_rules(history: History, commits: CommitTimes, tl: Timeline, found: Anomalies) -> dict[str, Any]:
@@ -448,17 +465,17 @@ def _zombie_rules(history: History, commits: CommitTimes, tl: Timeline, found: A
             continue
         claim = _claims_leadership(op, commits.ids)
         claims += claim
-        if not claim and op.type != "info":
-            continue
+        if not claim and (op.type != "info" or node in commits.brokers):
+            continue  # a broker (a combined node too) may rightly hold a forward while no controller is reachable
         since = tl.cut_since[tl.at(t)].get(node)
         if since is None:
             continue  # not cut off, or impaired
         if not claim and tl.cut_since[tl.at(t + request_ns)].get(node) != since:
             continue  # healed (or impaired) while the request may still have been on its way
-        if not claim and _down_during(
+        if not claim and _silenced_during(
             tl, node, t, op.complete_time if op.complete_time is not None else t + request_ns
         ):
-            continue  # a crashed node answers nothing: its silence says nothing about leadership
+            continue  # a crashed or paused node answers nothing: its silence says nothing about leadership
         if claim:
             claims_judged += 1
         else:

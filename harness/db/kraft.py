@@ -386,6 +386,7 @@ class KraftDB(DB):
             self.ids,
             ms("quorum.fetch.timeout.ms", "fetch_timeout_ms"),
             ms("quorum.request.timeout.ms", "request_timeout_ms"),
+            brokers=self.brokers,
         )
 
     def _sim_tap_views(self) -> list[Any]:

@@ -116,6 +116,35 @@ def test_a_silent_cut_off_controller_is_unanswered_unless_it_was_down() -> None:
     assert verdict.details["silences_judged"] == 1  # the two the crash explains are not judged
 
 
+def test_a_paused_controller_answers_nothing_and_is_not_judged() -> None:
+    """A pause, like a crash, freezes the process: a request it held when the pause began may die with it."""
+    e = Events()
+    cut_leader(e, 10, 40)
+    e.op(1, "write", 18_000, 23_000, kind="info", node="c1")  # up and running the whole time: judged
+    e.nemesis("start-pause", 26_000, {"kind": "pause", "targets": ["c1"]})
+    e.nemesis("stop-pause", 30_000, {"kind": "pause", "targets": ["c1"]})
+    e.op(2, "write", 24_000, 29_000, kind="info", node="c1")  # paused while it held the request
+    verdict = check_quorum_progress(e.history(), commits((0, 10)))
+    assert [a["time_s"] for a in verdict.details["anomalies"]["unanswered"]] == [18]
+    assert verdict.details["silences_judged"] == 1
+
+
+def test_a_combined_voter_may_hold_a_forward_it_cannot_deliver() -> None:
+    """A write to a combined node's broker side is forwarded (KIP-590): cut off from the active
+    controller, it may rightly wait until it times out. A zombie claim is still judged."""
+    e = Events()
+    cut_leader(e, 10, 40)
+    e.op(1, "write", 18_000, 23_000, kind="info", node="c1")
+    claim(e, 2, "c1", 21, "c1")
+    combined = commits((0, 10))
+    combined.brokers = frozenset(VOTERS)
+    verdict = check_quorum_progress(e.history(), combined)
+    assert "unanswered" not in verdict.details["anomalies"]
+    assert [a["time_s"] for a in verdict.details["anomalies"]["zombie-leader"]] == [21]
+    assert verdict.details["silences_judged"] == 0
+    assert check_quorum_progress(e.history(), commits((0, 10))).details["anomalies"]["unanswered"]
+
+
 def test_a_one_way_link_counts_as_support() -> None:
     """A leader that still hears a follower's Fetches (its answers lost) may keep leading."""
     e = Events()
@@ -279,10 +308,11 @@ def write(path: Path, *lines: Any) -> Path:
 
 
 def test_commit_times_round_trip_and_answer_questions(tmp_path: Path) -> None:
-    header = header_line(VOTERS, IDS, 2000, 1500)
+    header = header_line(VOTERS, IDS, 2000, 1500, brokers=("b1", "b2"))
     path = write(tmp_path / COMMITS_NAME, header, point_line(100, 5), point_line(200, 4), point_line(300, 9), '{"ti')
     c = read_commit_times(path)  # the torn last line is dropped; ends never go back
     assert c.voters == VOTERS and c.ids == IDS and c.request_timeout_ms == 1500
+    assert c.brokers == {"b1", "b2"}
     assert [c.end_at(t) for t in (50, 100, 250, 1000)] == [0, 5, 5, 9]
     assert [c.committed_at(o) for o in (0, 4, 5, 8, 9)] == [100, 100, 300, 300, None]
 
@@ -293,6 +323,7 @@ def test_commit_times_round_trip_and_answer_questions(tmp_path: Path) -> None:
         ((), "empty"),
         (({"voters": []},), ":1: the header needs"),
         (({"voters": ["c1"], "fetch_timeout_ms": 0, "request_timeout_ms": 1},), ":1: the header needs"),
+        (({**header_line(VOTERS, IDS, 1, 1), "brokers": "b1"},), ":1: the header needs"),
         ((header_line(VOTERS, IDS, 1, 1), "nope", point_line(1, 1)), ":2: not valid JSON"),
         ((header_line(VOTERS, IDS, 1, 1), {"time": "1", "end": 2}), ":2: expected"),
         ((header_line(VOTERS, IDS, 1, 1), point_line(5, 1), point_line(4, 2)), ":3: commit times go back"),
