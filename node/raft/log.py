@@ -40,13 +40,14 @@ class RaftLog:
         self._epochs: list[int] = []
         self._epoch_starts: list[int] = []
         self.control_bases: list[int] = []
+        self._end = start_offset  # the last batch's next offset (read on every event: kept, not computed)
         for batch in batches:
             self.append(batch)
 
     # --- reads ---
     @property
     def end_offset(self) -> int:
-        return self._batches[-1].next_offset if self._batches else self.start_offset
+        return self._end if self._batches else self.start_offset
 
     @property
     def last_epoch(self) -> int:
@@ -129,6 +130,7 @@ class RaftLog:
         self._batches.append(batch)
         self._bases.append(batch.base_offset)
         self._sizes.append(encoded_size(batch))
+        self._end = batch.next_offset
         if batch.control:
             self.control_bases.append(batch.base_offset)
 
@@ -142,6 +144,7 @@ class RaftLog:
         if self._bases[i] != offset:
             raise LogError(f"truncate to {offset} inside batch at {self._bases[i]}")
         del self._batches[i:], self._bases[i:], self._sizes[i:]
+        self._end = offset
         while self._epoch_starts and self._epoch_starts[-1] >= offset:
             self._epochs.pop()
             self._epoch_starts.pop()
