@@ -35,7 +35,7 @@ class PlantedBug:
 
 
 CATALOGUE: tuple[PlantedBug, ...] = (
-    # --- Raft (node/raft/node.py) --------------------------------------------------------------------
+    # --- Raft (node/raft/) ---------------------------------------------------------------------------
     PlantedBug(
         "raft-hwm-before-leader-change-committed",
         "raft",

@@ -9,5 +9,7 @@ feeds `RaftNode.handle(now_ms, event)` and carries out the actions it returns, i
 - `events` / `actions`: what goes into and comes out of the state machine;
 - `storage`: the abstract persistent storage both runtimes implement;
 - `config`: the `quorum.*` settings;
-- `node`: the message handlers that tie it together.
+- `node`: `RaftNode`, the entry point, put together from one module per KIP section: `election`,
+  `timers`, `fetch`, `high_watermark`, `append`, `begin_quorum_epoch`, `end_quorum_epoch`,
+  `describe_quorum`, `read_barrier`, `snapshots` (and `base`, the state they share).
 """

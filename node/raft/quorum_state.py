@@ -1,7 +1,7 @@
 """The persisted election state and one state object per role (after Kafka's `QuorumState`).
 
 `QuorumStateData` carries the fields of KIP-595's `QuorumStateMessage`; it is what the quorum-state
-file holds. The role objects hold what each role keeps in memory; the transitions live in `node`.
+file holds. The role objects hold what each role keeps in memory; the transitions live in `election`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,112 @@
+"""The leader's write path: appends grouped into one batch, one write and one fsync at a time.
+
+An `Append` waits while a flush is in flight; when it completes, every waiting append goes out as
+one batch. Each is answered once the high watermark passes it (`high_watermark.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from node.protocol.errors import ErrorCode
+from node.raft.actions import AppendBatches, AppendFailed, Flush
+from node.raft.base import NEVER, RaftNodeBase
+from node.raft.quorum_state import Leader
+from node.raft.records import MAX_BATCH_BYTES, RecordBatch
+
+
+@dataclass(slots=True)
+class PendingAppend:
+    handle: Hashable
+    records: tuple[bytes, ...]
+    size: int
+    received_ms: int
+
+
+@dataclass(slots=True)
+class WrittenAppend:
+    """An append that is in the log and waits for the high watermark to pass it."""
+
+    handle: Hashable
+    base_offset: int
+    last_offset: int
+    epoch: int
+    received_ms: int
+
+
+class AppendMixin(RaftNodeBase):
+    def _on_append(self, now: int, handle: Hashable, records: tuple[bytes, ...]) -> None:
+        if not isinstance(self.state, Leader):
+            self._out.append(AppendFailed(handle, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), "not the leader"))
+            return
+        if not records:
+            self._out.append(AppendFailed(handle, int(ErrorCode.INVALID_REQUEST), "no records"))
+            return
+        size = sum(4 + len(r) for r in records)
+        if size + 64 > MAX_BATCH_BYTES or len(records) > self.config.append_max_records:
+            self._out.append(
+                AppendFailed(handle, int(ErrorCode.MESSAGE_TOO_LARGE), f"{len(records)} records, {size} bytes")
+            )
+            return
+        self._pending.append(PendingAppend(handle, tuple(records), size, now))
+        if not self._flush_in_flight:
+            self._write_pending(now)
+
+    def _write_pending(self, now: int) -> None:
+        """Group every waiting append into one batch, one write and one fsync."""
+        assert isinstance(self.state, Leader)
+        if not self._pending:
+            return
+        records: list[bytes] = []
+        size = 0
+        group: list[PendingAppend] = []
+        while self._pending:
+            nxt = self._pending[0]
+            if group and (
+                size + nxt.size + 64 > MAX_BATCH_BYTES
+                or len(records) + len(nxt.records) > self.config.append_max_records
+            ):
+                break
+            self._pending.popleft()
+            group.append(nxt)
+            records.extend(nxt.records)
+            size += nxt.size
+        base = self.log.end_offset
+        offset = base
+        for item in group:
+            last = offset + len(item.records) - 1
+            self._written.append(WrittenAppend(item.handle, offset, last, self.epoch, item.received_ms))
+            offset = last + 1
+        self.metrics_state.appended(now, len(records))
+        self._write_batch(RecordBatch(base, self.epoch, tuple(records), timestamp_ms=now))
+
+    def _write_batch(self, batch: RecordBatch) -> None:
+        self.log.append(batch)
+        self._out.append(AppendBatches((batch,)))
+        self._request_flush()
+        if isinstance(self.state, Leader):
+            self._complete_parked_fetches(self._now, expired_only=False)
+
+    def _request_flush(self) -> None:
+        if not self._flush_in_flight and self.log.end_offset > self._flushed_end:
+            self._flush_in_flight = True
+            self._out.append(Flush(self.log.end_offset))
+
+    def _on_flush_completed(self, now: int, end_offset: int) -> None:
+        self._flush_in_flight = False
+        self._flushed_end = max(self._flushed_end, min(end_offset, self._flush_cap, self.log.end_offset))
+        self._flush_cap = NEVER
+        if isinstance(self.state, Leader):
+            self._maybe_advance_leader_hwm(now)
+            if self._pending:
+                self._write_pending(now)
+            else:
+                self._request_flush()
+        else:
+            self._request_flush()
+
+    def _fail_pending(self, error: ErrorCode, message: str) -> None:
+        while self._pending:
+            item = self._pending.popleft()
+            self._out.append(AppendFailed(item.handle, int(error), message))

@@ -1,0 +1,115 @@
+"""What every section of the node shares: its state, and the plumbing of requests and answers.
+
+`RaftNode` (node.py) is assembled from one mixin per KIP-595 section; each mixin subclasses
+`RaftNodeBase`, so the attributes below are the whole of the node's state and every section reads
+the same ones. `RaftNode.__init__` sets them. Outgoing requests go through `_send` (one in flight
+per destination, with a timeout) and failed ones through `_back_off`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from node.protocol.messages import Request, Response
+from node.raft.actions import Action, Respond, SendRequest
+from node.raft.config import RaftConfig
+from node.raft.log import RaftLog
+from node.raft.metrics import RaftMetrics
+from node.raft.quorum_state import QuorumStateData, RoleState
+from node.raft.storage import LoadedSnapshot, TrimmedLog
+
+if TYPE_CHECKING:
+    from node.protocol.messages import SnapshotId
+    from node.raft.append import PendingAppend, WrittenAppend
+    from node.raft.fetch import ParkedFetch
+    from node.raft.read_barrier import Barrier
+    from node.raft.snapshots import PendingSnapshot, SnapshotFetch
+
+NEVER = 1 << 62
+
+
+@dataclass(slots=True)
+class InFlight:
+    correlation_id: int
+    deadline: int
+
+
+class RaftNodeBase:
+    # --- identity and configuration
+    config: RaftConfig
+    node_id: int
+    voters: tuple[int, ...]
+    rng: random.Random
+    _cluster_id_factory: Callable[[random.Random], str]
+    cluster_id: str | None
+    # --- role and persisted election state (election.py)
+    state: RoleState
+    quorum_state: QuorumStateData
+    _election_started_ms: int | None
+    _shutting_down: bool  # Resign was asked: a resigned leader never stands again
+    # --- log, flushes and the high watermark (append.py, high_watermark.py)
+    log: RaftLog
+    _loaded_log: TrimmedLog
+    high_watermark: int
+    _pending: deque[PendingAppend]  # appends waiting for the flush in flight
+    _written: deque[WrittenAppend]  # appends in the log, waiting for the high watermark
+    _flushed_end: int
+    _flush_in_flight: bool
+    _flush_cap: int  # a truncation during a flush: the flush cannot make more than this durable
+    _control_applied: int  # index into log.control_bases of the next unapplied control batch
+    # --- snapshots (snapshots.py)
+    _snapshot: LoadedSnapshot | None  # the latest durable snapshot; the log starts at its end
+    _writing: dict[SnapshotId, PendingSnapshot]
+    _snapshot_fetch: SnapshotFetch | None
+    _installing: SnapshotId | None  # a fetched snapshot being written
+    # --- the leader's fetch bookkeeping and read barriers (fetch.py, read_barrier.py)
+    _parked: list[ParkedFetch]
+    _barriers: list[Barrier]
+    _fetch_seq: int
+    # --- requests this node sends, and its timer (timers.py)
+    _inflight: dict[int, InFlight]
+    _backoff_until: dict[int, int]
+    _failures: dict[int, int]
+    _next_correlation: int
+    _timer_armed: int
+    _started: bool
+    # --- the event being handled
+    _now: int
+    _out: list[Action]
+    metrics_state: RaftMetrics
+    # --- views every section reads (properties of RaftNode in node.py)
+    epoch: int
+    leader_id: int
+    is_voter: bool
+
+    def _respond(self, reply_to: Hashable, cid: int, message: Response) -> None:
+        self._out.append(Respond(reply_to, cid, message))
+
+    def _cluster_id_mismatch(self, cluster_id: str | None) -> bool:
+        return cluster_id is not None and self.cluster_id is not None and cluster_id != self.cluster_id
+
+    def _can_send(self, now: int, dest: int) -> bool:
+        return dest not in self._inflight and self._backoff_until.get(dest, 0) <= now
+
+    def _send(self, now: int, dest: int, message: Request) -> None:
+        cid = self._next_correlation
+        self._next_correlation += 1
+        self._inflight[dest] = InFlight(cid, now + self.config.request_timeout_ms)
+        self._out.append(SendRequest(dest, cid, message))
+
+    def _on_request_failed(self, now: int, destination: int, cid: int) -> None:
+        inflight = self._inflight.get(destination)
+        if inflight is None or inflight.correlation_id != cid:
+            return
+        del self._inflight[destination]
+        self._back_off(now, destination)
+
+    def _back_off(self, now: int, destination: int) -> None:
+        failures = self._failures.get(destination, 0) + 1
+        self._failures[destination] = failures
+        delay = min(self.config.retry_backoff_max_ms, self.config.retry_backoff_ms * 2 ** (failures - 1))
+        self._backoff_until[destination] = now + delay

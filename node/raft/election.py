@@ -1,0 +1,250 @@
+"""Leader election (KIP-595 "Vote Request/Response Handling") and the role transitions.
+
+A voter whose election or fetch timeout fires becomes a candidate: it bumps the epoch, persists its
+vote for itself and asks every voter with a VoteRequest; a majority of grants makes it leader, which
+writes a LeaderChange record (and, for a new cluster, the clusterId). The `_become_*` methods are
+every role change of the node (after Kafka's QuorumState); each persists the quorum state before
+anything else is sent. Which timer fires when is in `timers.py`; resignation in `end_quorum_epoch.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from node.protocol.errors import ErrorCode
+from node.protocol.messages import NO_LEADER, VoteRequest, VoteResponse
+from node.raft.actions import LeaderChanged, PersistQuorumState, ReadBarrierFailed
+from node.raft.base import RaftNodeBase
+from node.raft.quorum_state import (
+    NO_ID,
+    Candidate,
+    Follower,
+    Leader,
+    QuorumStateData,
+    ReplicaProgress,
+    Resigned,
+    Unattached,
+    Voted,
+)
+from node.raft.records import ClusterIdMessage, LeaderChangeMessage, RecordBatch, encode_control
+
+
+class ElectionMixin(RaftNodeBase):
+    # --- Role transitions -------------------------------------------------------------------------
+
+    def _persist(self, leader_id: int, voted_id: int) -> None:
+        self.quorum_state = QuorumStateData(
+            leader_id=leader_id,
+            leader_epoch=self.state.epoch,
+            voted_id=voted_id,
+            applied_offset=self.quorum_state.applied_offset,
+            current_voters=self.voters,
+        )
+        self._out.append(PersistQuorumState(self.quorum_state))
+
+    def _leave_role(self) -> None:
+        """Clean up what the old role owned before switching to another."""
+        old = self.state
+        if isinstance(old, Leader):
+            for parked in self._parked:
+                self._respond_fetch_error(parked.reply_to, parked.correlation_id, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            self._parked.clear()
+            self._fail_pending(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership lost before the append was written")
+            for barrier in self._barriers:
+                self._out.append(
+                    ReadBarrierFailed(barrier.handle, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), "leadership lost")
+                )
+            self._barriers.clear()
+        # Requests of the old role are moot; their answers will be ignored.
+        self._snapshot_fetch = None
+        self._inflight.clear()
+        self._backoff_until.clear()
+        self._failures.clear()
+
+    def _announce(self) -> None:
+        self._out.append(LeaderChanged(self.state.epoch, self.leader_id))
+
+    def _become_unattached(self, now: int, epoch: int) -> None:
+        # Learning a newer epoch is not hearing from a leader or granting a vote: a voter that had
+        # no leader keeps its election timer (as Raft and Kafka's QuorumState do). Resetting it let
+        # a disruptive candidate with a stale log, bumping the epoch faster than the others' election
+        # timeout, keep every other voter from ever starting an election it could win.
+        match self.state:
+            case Unattached(election_deadline=deadline) | Voted(election_deadline=deadline):
+                pass
+            case Candidate(backing_off_until=until, election_deadline=deadline):
+                deadline = until if until is not None else deadline
+            case _:
+                deadline = now + self._random_election_timeout()
+        self._leave_role()
+        self.state = Unattached(epoch, deadline)
+        self._persist(NO_ID, NO_ID)
+        self._announce()
+
+    def _become_voted(self, now: int, epoch: int, candidate_id: int) -> None:
+        self._leave_role()
+        self.state = Voted(epoch, candidate_id, now + self._random_election_timeout())
+        self._persist(NO_ID, candidate_id)
+        if "raft-vote-not-persisted" in self.config.bugs:  # the vote lives in memory only
+            self._out[-1] = PersistQuorumState(replace(self.quorum_state, voted_id=NO_ID))
+        self._announce()
+
+    def _become_follower(self, now: int, epoch: int, leader_id: int) -> None:
+        voted = self.quorum_state.voted_id if epoch == self.quorum_state.leader_epoch else NO_ID
+        self._leave_role()
+        self.state = Follower(epoch, leader_id, now + self.config.fetch_timeout_ms)
+        self._persist(leader_id, voted)
+        self._announce()
+        self._election_finished(now)
+
+    def _become_candidate(self, now: int) -> None:
+        if not self.is_voter:
+            return
+        retries = self.state.retries + 1 if isinstance(self.state, Candidate) else 1
+        self._leave_role()
+        if self._election_started_ms is None:
+            self._election_started_ms = now
+        self.state = Candidate(
+            self.state.epoch + 1,
+            retries=retries,
+            election_deadline=now + self._random_election_timeout(),
+            granted={self.node_id},
+        )
+        # KIP-595: the vote for itself is persisted before any VoteRequest leaves.
+        self._persist(NO_ID, self.node_id)
+        self._announce()
+        self._maybe_win_election(now)
+
+    def _become_leader(self, now: int) -> None:
+        assert isinstance(self.state, Candidate)
+        granted = tuple(sorted(self.state.granted))
+        self._leave_role()
+        epoch = self.state.epoch
+        start = self.log.end_offset
+        progress = {v: ReplicaProgress(v) for v in self.voters}
+        self.state = Leader(
+            epoch=epoch,
+            epoch_start_offset=start,
+            voters=progress,
+            observers={},
+            unendorsed={v for v in self.voters if v != self.node_id},
+            granted=granted,
+            check_quorum_deadline=now + self.config.fetch_timeout_ms,
+        )
+        self._persist(self.node_id, self.node_id)
+        self._announce()
+        self._election_finished(now)
+        # The LeaderChange control record lets the high watermark advance without client writes;
+        # the first leader of a cluster also writes the clusterId (KIP-595 "Cluster Bootstrapping").
+        control = [encode_control(LeaderChangeMessage(self.node_id, granted))]
+        # Above a snapshot the ClusterId record is gone but the cluster certainly has one: never mint.
+        if self.cluster_id is None and self.log.start_offset == 0 and not self._log_has_cluster_id():
+            control.append(encode_control(ClusterIdMessage(self._cluster_id_factory(self.rng))))
+        self._write_batch(RecordBatch(start, epoch, tuple(control), control=True, timestamp_ms=now))
+
+    def _election_finished(self, now: int) -> None:
+        if self._election_started_ms is not None:
+            self.metrics_state.record_election(now, now - self._election_started_ms)
+            self._election_started_ms = None
+
+    def _maybe_transition_on_epoch(self, now: int, epoch: int, leader_id: int) -> bool:
+        """Learn of a newer epoch (or of the leader of ours) from any message. True if it changed."""
+        if epoch > self.epoch:
+            if leader_id != NO_LEADER and leader_id != self.node_id:
+                self._become_follower(now, epoch, leader_id)
+            else:
+                self._become_unattached(now, epoch)
+            return True
+        if (
+            epoch == self.epoch
+            and leader_id not in (NO_LEADER, self.node_id)
+            and isinstance(self.state, Unattached | Voted | Candidate)
+        ):
+            self._become_follower(now, epoch, leader_id)
+            return True
+        return False
+
+    # --- Vote Request Handling --------------------------------------------------------------------
+
+    def _vote_response(self, error: ErrorCode, granted: bool) -> VoteResponse:
+        return VoteResponse(int(error), self.leader_id, self.epoch, granted)
+
+    def _on_vote_request(self, now: int, req: VoteRequest) -> VoteResponse:
+        # 1. clusterId must match the cached one when both are known.
+        if self._cluster_id_mismatch(req.cluster_id):
+            return self._vote_response(ErrorCode.INVALID_CLUSTER_ID, False)
+        if not self.is_voter:
+            return self._vote_response(ErrorCode.INCONSISTENT_VOTER_SET, False)
+        # 2. A larger epoch than the candidate's is known: reject.
+        if req.candidate_epoch < self.epoch:
+            return self._vote_response(ErrorCode.FENCED_LEADER_EPOCH, False)
+        # 4.1 A candidate outside the voter set: accept the epoch bump, reject, and start an election.
+        if req.candidate_id not in self.config.voter_ids:
+            if req.candidate_epoch > self.epoch:
+                self._become_unattached(now, req.candidate_epoch)
+                assert isinstance(self.state, Unattached)
+                self.state.election_deadline = now
+            return self._vote_response(ErrorCode.INCONSISTENT_VOTER_SET, False)
+        # 4. A larger epoch: move to it first (a leader or candidate steps down here).
+        if req.candidate_epoch > self.epoch:
+            self._become_unattached(now, req.candidate_epoch)
+        # 3. Already voted in this epoch: only the same candidate gets the vote again.
+        match self.state:
+            case Voted(voted_id=voted):
+                return self._vote_response(ErrorCode.NONE, voted == req.candidate_id)
+            case Candidate() | Leader() | Follower() | Resigned():
+                return self._vote_response(ErrorCode.NONE, False)
+        # 4.2 The candidate's log must be at least as up-to-date as ours.
+        if (req.last_offset_epoch, req.last_offset) < (self.log.last_epoch, self.log.end_offset):
+            return self._vote_response(ErrorCode.NONE, False)
+        self._become_voted(now, req.candidate_epoch, req.candidate_id)  # persisted before granting
+        return self._vote_response(ErrorCode.NONE, True)
+
+    # --- Vote Response Handling -------------------------------------------------------------------
+
+    def _on_vote_response(self, now: int, source: int, resp: VoteResponse) -> None:
+        if self._maybe_transition_on_epoch(now, resp.leader_epoch, resp.leader_id):
+            return
+        # 1. Only a candidate cares. The correlation id already tied this answer to this candidacy
+        # (in-flight requests are dropped on every role change), so an answer carrying an older epoch
+        # is a refusal made before the voter looked at epochs (INVALID_CLUSTER_ID, not a voter).
+        if not isinstance(self.state, Candidate):
+            return
+        candidate = self.state
+        # 2. Count the vote (in memory only: after a restart it is simply asked for again).
+        if resp.vote_granted and resp.error_code == ErrorCode.NONE and resp.leader_epoch == self.epoch:
+            candidate.granted.add(source)
+            self._maybe_win_election(now)
+        else:
+            # INVALID_CLUSTER_ID in a Vote is only a rejection (the inconsistent node may be alone).
+            candidate.rejected.add(source)
+            if len(candidate.rejected) > len(self.voters) - self.config.majority:
+                # The election cannot be won any more (e.g. a refused 2-voter candidate): back off now.
+                self._election_failed(now)
+
+    def _maybe_win_election(self, now: int) -> None:
+        assert isinstance(self.state, Candidate)
+        if len(self.state.granted) >= self.config.majority:
+            self._become_leader(now)
+
+    def _election_failed(self, now: int) -> None:
+        assert isinstance(self.state, Candidate)
+        if self.state.backing_off_until is not None:
+            return
+        cap = self.config.election_backoff_max_ms
+        window = min(cap, 50 * (1 << min(self.state.retries, 20)))
+        self.state.backing_off_until = now + self.rng.randint(0, window)
+        self._inflight.clear()
+
+    # --- What a candidate sends -------------------------------------------------------------------
+
+    def _send_vote_requests(self, now: int, candidate: Candidate) -> None:
+        request = VoteRequest(self.cluster_id, candidate.epoch, self.node_id, self.log.last_epoch, self.log.end_offset)
+        for voter in self.voters:
+            if (
+                voter != self.node_id
+                and voter not in candidate.granted
+                and voter not in candidate.rejected
+                and self._can_send(now, voter)
+            ):
+                self._send(now, voter, request)

@@ -1,0 +1,88 @@
+"""EndQuorumEpoch (KIP-595) and graceful resignation.
+
+A leader asked to `Resign` stops leading and sends EndQuorumEpoch to the other voters, naming its
+preferred successors by how far their logs reached; the first of them starts an election at once,
+the others after a backoff that grows with their place in the list.
+"""
+
+from __future__ import annotations
+
+from node.protocol.errors import ErrorCode
+from node.protocol.messages import EndQuorumEpochRequest, EndQuorumEpochResponse
+from node.raft.base import NEVER, RaftNodeBase
+from node.raft.quorum_state import Candidate, Follower, Leader, Resigned, Unattached, Voted
+
+
+class EndQuorumEpochMixin(RaftNodeBase):
+    def _on_resign(self, now: int) -> None:
+        self._shutting_down = True
+        if isinstance(self.state, Leader):
+            self._become_resigned(now)
+        elif isinstance(self.state, Candidate):
+            self._inflight.clear()
+            self.state.backing_off_until = NEVER  # give up this election; never start another
+
+    def _become_resigned(self, now: int) -> None:
+        assert isinstance(self.state, Leader)
+        leader = self.state
+        successors = sorted(
+            (v for v in self.voters if v != self.node_id),
+            key=lambda v: (-leader.voters[v].end_offset, v),
+        )
+        self._leave_role()
+        self.state = Resigned(
+            leader.epoch,
+            self.node_id,
+            now + self._random_election_timeout(),
+            tuple(successors),
+            unacknowledged=set(successors),
+        )
+        self._announce()
+
+    # --- EndQuorumEpoch Request/Response Handling -------------------------------------------------
+
+    def _on_end_quorum_epoch_request(self, now: int, req: EndQuorumEpochRequest) -> EndQuorumEpochResponse:
+        def answer(error: ErrorCode) -> EndQuorumEpochResponse:
+            return EndQuorumEpochResponse(int(error), self.leader_id, self.epoch)
+
+        if self._cluster_id_mismatch(req.cluster_id):
+            return answer(ErrorCode.INVALID_CLUSTER_ID)
+        if not self.is_voter:
+            return answer(ErrorCode.INCONSISTENT_VOTER_SET)
+        if req.leader_epoch < self.epoch:
+            return answer(ErrorCode.FENCED_LEADER_EPOCH)
+        if req.leader_epoch > self.epoch:
+            self._maybe_transition_on_epoch(now, req.leader_epoch, req.leader_id)
+        elif self.leader_id != req.leader_id:
+            self._maybe_transition_on_epoch(now, req.leader_epoch, req.leader_id)
+            if self.leader_id != req.leader_id:
+                return answer(ErrorCode.INVALID_QUORUM_STATE)  # the leader of this epoch is not known
+        if self.node_id not in req.preferred_successors:
+            return answer(ErrorCode.INCONSISTENT_VOTER_SET)
+        position = req.preferred_successors.index(self.node_id)
+        if position == 0:
+            backoff = 0
+        else:
+            backoff = min(self.config.retry_backoff_max_ms, self.config.retry_backoff_ms * 2 ** (position - 1))
+        match self.state:
+            case Follower() as s:
+                s.fetch_deadline = min(s.fetch_deadline, now + backoff)
+            case Unattached() | Voted() as s:
+                s.election_deadline = min(s.election_deadline, now + backoff)
+        if backoff == 0 and isinstance(self.state, Follower | Unattached | Voted):
+            self._become_candidate(now)
+        return answer(ErrorCode.NONE)
+
+    def _on_end_quorum_epoch_response(self, now: int, source: int, resp: EndQuorumEpochResponse) -> None:
+        if isinstance(self.state, Resigned):
+            self.state.unacknowledged.discard(source)
+        if not self._shutting_down:
+            self._maybe_transition_on_epoch(now, resp.leader_epoch, resp.leader_id)
+
+    def _send_end_quorum_epoch(self, now: int, resigned: Resigned) -> None:
+        request = EndQuorumEpochRequest(
+            self.cluster_id, self.node_id, self.node_id, resigned.epoch, resigned.preferred_successors
+        )
+        for voter in sorted(resigned.unacknowledged):
+            if self._can_send(now, voter) and self._failures.get(voter, 0) < 3:
+                self._send(now, voter, request)

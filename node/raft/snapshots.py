@@ -1,0 +1,253 @@
+"""Snapshots (KIP-630): making them, serving them with FetchSnapshot, and installing them.
+
+The state machine above hands the core opaque snapshot bytes (`CreateSnapshot`); once durable the
+log starts at the snapshot's end. A fetcher below that start is sent the snapshot id in its
+FetchResponse, copies the snapshot chunk by chunk with FetchSnapshot, and restarts its log there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from node.protocol.errors import ErrorCode
+from node.protocol.messages import FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, SnapshotId
+from node.raft.actions import (
+    DeleteLogBefore,
+    Fatal,
+    HighWatermarkAdvanced,
+    LoadSnapshot,
+    PersistClusterId,
+    ResetLog,
+    WriteSnapshot,
+)
+from node.raft.base import RaftNodeBase
+from node.raft.log import LogError
+from node.raft.quorum_state import Follower, Leader
+from node.raft.storage import LoadedSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class PendingSnapshot:
+    """A WriteSnapshot that has not reported back yet."""
+
+    data: bytes
+    fetched: bool  # copied from the leader (install it), or made here (advance the log start)
+    cluster_id: str | None = None  # the leader's, for a fetched snapshot
+
+
+@dataclass(slots=True)
+class SnapshotFetch:
+    """A follower copying the leader's snapshot chunk by chunk (KIP-630 FetchSnapshot)."""
+
+    snapshot_id: SnapshotId
+    cluster_id: str | None
+    parts: list[bytes]
+    position: int = 0
+    size: int = -1
+
+    def accept(self, resp: FetchSnapshotResponse) -> str | None:
+        """Add the chunk; returns why it does not fit, if it does not."""
+        if resp.snapshot_id != self.snapshot_id:
+            return f"chunk of snapshot {resp.snapshot_id}, fetching {self.snapshot_id}"
+        if resp.position != self.position:
+            return f"chunk at position {resp.position}, expected {self.position}"
+        if resp.size <= 0 or (self.size >= 0 and resp.size != self.size):
+            return f"snapshot size {resp.size}, expected {self.size}"
+        if not resp.unaligned_records or resp.position + len(resp.unaligned_records) > resp.size:
+            return f"chunk of {len(resp.unaligned_records)} bytes at {resp.position} does not fit {resp.size}"
+        self.size = resp.size
+        self.parts.append(resp.unaligned_records)
+        self.position += len(resp.unaligned_records)
+        return None
+
+    @property
+    def done(self) -> bool:
+        return self.position == self.size
+
+
+class SnapshotsMixin(RaftNodeBase):
+    # --- Snapshots made here, and installed from the leader ---------------------------------------
+
+    def _snapshot_end(self) -> int:
+        return self._snapshot.snapshot_id.end_offset if self._snapshot is not None else 0
+
+    def _on_create_snapshot(self, end_offset: int, data: bytes) -> None:
+        if end_offset <= self._snapshot_end():
+            return  # a newer snapshot arrived from the leader while this one was being made
+        if end_offset > self.high_watermark:
+            raise LogError(f"snapshot end {end_offset} is above the high watermark {self.high_watermark}")
+        if not self.log.is_boundary(end_offset):
+            raise LogError(f"snapshot end {end_offset} is not a batch boundary of the log")
+        if not data:
+            raise LogError("a snapshot needs at least one byte")
+        epoch = self.log.epoch_at(end_offset - 1) if end_offset > self.log.start_offset else self.log.start_epoch
+        snapshot_id = SnapshotId(end_offset, epoch)
+        if snapshot_id not in self._writing:
+            self._writing[snapshot_id] = PendingSnapshot(bytes(data), fetched=False)
+            self._out.append(WriteSnapshot(snapshot_id, bytes(data)))
+
+    def _on_snapshot_written(self, now: int, snapshot_id: SnapshotId) -> None:
+        pending = self._writing.pop(snapshot_id, None)
+        if pending is None:
+            return
+        if self._installing == snapshot_id:
+            self._installing = None
+        if snapshot_id.end_offset <= self._snapshot_end():
+            return  # superseded while it was written
+        if pending.fetched:
+            self.metrics_state.snapshots_fetched_total += 1
+            self._install_snapshot(now, snapshot_id, pending)
+        else:
+            self.metrics_state.snapshots_written_total += 1
+            self._adopt_local_snapshot(snapshot_id, pending.data)
+
+    def _adopt_local_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        """Serve the new snapshot and start the log at its end. Safe once the snapshot is durable: it
+        holds committed records only, and the log is never truncated below the high watermark."""
+        self._snapshot = LoadedSnapshot(snapshot_id, data)
+        end = snapshot_id.end_offset
+        if self.log.start_offset < end and self.log.is_boundary(end):
+            dropped = sum(1 for base in self.log.control_bases if base < end)
+            self.log.drop_before(end)
+            self._control_applied = max(0, self._control_applied - dropped)
+            self._out.append(DeleteLogBefore(end))
+
+    def _install_snapshot(self, now: int, snapshot_id: SnapshotId, pending: PendingSnapshot) -> None:
+        """A snapshot copied from the leader is durable: the log restarts at its end, the state
+        machine loads it, and the next Fetch starts there. Whatever the log held is either below the
+        snapshot or diverged from the leader (it was told to fetch the snapshot), so none of it can
+        be committed beyond it."""
+        if isinstance(self.state, Leader):
+            return  # cannot happen to a leader (it has every committed record); never cut its log
+        leader_cluster = pending.cluster_id
+        if leader_cluster is not None and self.cluster_id not in (None, leader_cluster):
+            self._out.append(
+                Fatal(
+                    f"the leader's snapshot belongs to cluster {leader_cluster}, "
+                    f"but this node's data dir belongs to cluster {self.cluster_id}"
+                )
+            )
+            return
+        if leader_cluster is not None and self.cluster_id is None:
+            self.cluster_id = leader_cluster
+            self._out.append(PersistClusterId(leader_cluster))
+        end = snapshot_id.end_offset
+        self._snapshot = LoadedSnapshot(snapshot_id, pending.data)
+        self.log.reset(end, snapshot_id.epoch)
+        self._out.append(ResetLog(end))
+        if self._flush_in_flight:
+            self._flush_cap = min(self._flush_cap, end)
+        self._flushed_end = end  # nothing above the snapshot is held; the snapshot itself is durable
+        self._control_applied = 0
+        self._out.append(LoadSnapshot(snapshot_id, pending.data))
+        if end > self.high_watermark:
+            self.high_watermark = end
+            self._out.append(HighWatermarkAdvanced(end))
+            self._resolve_written_appends(now)
+        if isinstance(self.state, Follower):
+            self.state.fetch_deadline = now + self.config.fetch_timeout_ms
+
+    # --- Fetch below the log start: answer with the snapshot id -----------------------------------
+
+    def _needs_snapshot(self, fetch_offset: int, last_fetched_epoch: int) -> bool:
+        """Kafka's validateOffsetAndEpoch: below the log start, at it with another epoch than the
+        snapshot's, or with an epoch older than the snapshot's, the fetcher starts over from it."""
+        start, epoch = self.log.start_offset, self.log.start_epoch
+        if self._snapshot is None or start == 0:
+            return False
+        return (
+            fetch_offset < start
+            or (fetch_offset == start and last_fetched_epoch != epoch)
+            or last_fetched_epoch < epoch
+        )
+
+    def _respond_with_snapshot_id(self, reply_to: Hashable, cid: int) -> None:
+        assert self._snapshot is not None
+        answer = self._fetch_answer(snapshot_id=self._snapshot.snapshot_id, cluster_id=self.cluster_id)
+        self._respond(reply_to, cid, answer)
+
+    # --- FetchSnapshot Request Handling -----------------------------------------------------------
+
+    def _on_fetch_snapshot_request(self, reply_to: Hashable, cid: int, req: FetchSnapshotRequest) -> None:
+        def answer(error: ErrorCode, size: int = 0, position: int = 0, data: bytes = b"") -> None:
+            response = FetchSnapshotResponse(
+                int(error), self.leader_id, self.epoch, req.snapshot_id, size, position, data
+            )
+            self._respond(reply_to, cid, response)
+
+        if isinstance(self.state, Leader) and self._cluster_id_mismatch(req.cluster_id):
+            return answer(ErrorCode.INVALID_CLUSTER_ID)
+        if req.current_leader_epoch < self.epoch:
+            return answer(ErrorCode.FENCED_LEADER_EPOCH)
+        if req.current_leader_epoch > self.epoch:
+            return answer(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        if not isinstance(self.state, Leader):
+            return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if req.replica_id in self.config.voter_ids:
+            self._heard_from_voter(self.state, req.replica_id)
+        snapshot = self._snapshot
+        if snapshot is None or snapshot.snapshot_id != req.snapshot_id:
+            return answer(ErrorCode.SNAPSHOT_NOT_FOUND)
+        size = len(snapshot.data)
+        if not 0 <= req.position < size:
+            return answer(ErrorCode.POSITION_OUT_OF_RANGE, size)
+        if req.max_bytes <= 0:
+            return answer(ErrorCode.INVALID_REQUEST, size)
+        stop = req.position + min(req.max_bytes, self.config.fetch_max_bytes)
+        return answer(ErrorCode.NONE, size, req.position, snapshot.data[req.position : stop])
+
+    # --- FetchSnapshot Response Handling ----------------------------------------------------------
+
+    def _start_snapshot_fetch(self, now: int, source: int, resp: FetchResponse) -> None:
+        """The leader says our fetch offset is below its log start: copy its snapshot first."""
+        snapshot_id = resp.snapshot_id
+        assert snapshot_id is not None
+        if snapshot_id.end_offset <= max(self._snapshot_end(), self.log.start_offset):
+            self._back_off(now, source)  # not newer than what we hold: a confused or stale answer
+            return
+        fetch = self._snapshot_fetch
+        if fetch is None or fetch.snapshot_id != snapshot_id:
+            self._snapshot_fetch = SnapshotFetch(snapshot_id, resp.cluster_id, [])
+
+    def _on_fetch_snapshot_response(self, now: int, source: int, resp: FetchSnapshotResponse) -> None:
+        if not self._answer_still_matters(now, source, resp):
+            return
+        state = self.state
+        fetch = self._snapshot_fetch
+        current = isinstance(state, Follower) and source == state.leader_id and resp.leader_epoch == state.epoch
+        if not current or fetch is None or resp.error_code != ErrorCode.NONE:
+            if resp.error_code in (ErrorCode.SNAPSHOT_NOT_FOUND, ErrorCode.POSITION_OUT_OF_RANGE):
+                self._snapshot_fetch = None  # the leader moved on: the next Fetch names its snapshot
+            if resp.error_code != ErrorCode.NONE:
+                self._back_off(now, source)
+            return
+        assert isinstance(state, Follower)
+        if fetch.accept(resp) is not None:
+            self._snapshot_fetch = None  # start over from the Fetch
+            self._back_off(now, source)
+            return
+        state.fetch_deadline = now + self.config.fetch_timeout_ms
+        if fetch.done:
+            data = b"".join(fetch.parts)
+            self._snapshot_fetch = None
+            self._installing = fetch.snapshot_id
+            self._writing[fetch.snapshot_id] = PendingSnapshot(data, fetched=True, cluster_id=fetch.cluster_id)
+            self._out.append(WriteSnapshot(fetch.snapshot_id, data))
+
+    def _send_fetch_snapshot(self, now: int, follower: Follower) -> None:
+        fetch = self._snapshot_fetch
+        assert fetch is not None
+        if self._can_send(now, follower.leader_id):
+            self._send(
+                now,
+                follower.leader_id,
+                FetchSnapshotRequest(
+                    self.cluster_id,
+                    self.node_id,
+                    self.config.fetch_max_bytes,
+                    follower.epoch,
+                    fetch.snapshot_id,
+                    fetch.position,
+                ),
+            )
