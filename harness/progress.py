@@ -39,6 +39,7 @@ class Progress:
         self.phase = "run"
         self._recent: list[tuple[int, int]] = []  # (time ns, completions so far) samples for ops/s
         self._last_print = time.monotonic()
+        self._printed: tuple[Any, ...] | None = None  # what the last plain line showed
         self._live: Any = None
 
     # -- counting ---------------------------------------------------------------------------------
@@ -58,7 +59,7 @@ class Progress:
                     del self._recent[0]
         if not self.live and time.monotonic() - self._last_print >= self.every_s:
             self._last_print = time.monotonic()
-            print(self.line(), file=self.stream, flush=True)
+            self._print()
 
     def ops_per_s(self) -> float:
         """Completions per second over the last few seconds of run time."""
@@ -80,6 +81,13 @@ class Progress:
 
     # -- showing ----------------------------------------------------------------------------------
 
+    def _state(self) -> tuple[Any, ...]:
+        return (self.phase, self.invoked, *self.counts.values(), tuple(self.faults()))
+
+    def _print(self) -> None:
+        self._printed = self._state()
+        print(self.line(), file=self.stream, flush=True)
+
     def __enter__(self) -> Progress:
         if self.live:
             from rich.console import Console
@@ -99,4 +107,5 @@ class Progress:
         if self._live is not None:
             self._live.stop()
             self._live = None
-        print(self.line(), file=self.stream, flush=True)
+        if self._printed != self._state():  # the closing line, unless the last periodic one said it all
+            self._print()

@@ -1,0 +1,41 @@
+"""The plain (non-terminal) progress lines of a run: periodic, and one closing line that says something new."""
+
+from __future__ import annotations
+
+import io
+
+from harness.progress import Progress
+
+
+def _progress(stream: io.StringIO, clock: list[int]) -> Progress:
+    return Progress(60.0, clock_ns=lambda: clock[0], live=False, stream=stream, every_s=0.0)
+
+
+def _event(kind: str) -> dict:
+    return {"process": 0, "type": kind}
+
+
+def test_the_closing_line_is_not_a_repeat_of_the_last_periodic_one() -> None:
+    """A periodic line printed right before the end said it all: the phase's line must not come twice."""
+    stream, clock = io.StringIO(), [0]
+    with _progress(stream, clock) as progress:
+        progress.phase = "final reads"
+        progress.on_event(_event("invoke"))
+        clock[0] = 2_000_000_000
+        progress.on_event(_event("ok"))
+    lines = stream.getvalue().splitlines()
+    assert [line.split("]")[0] for line in lines] == ["[final reads", "[final reads"]  # one per event, no third
+    assert "ops ok 1 fail 0 info 0" in lines[-1]
+
+
+def test_the_closing_line_reports_what_happened_since_the_last_periodic_one() -> None:
+    stream, clock = io.StringIO(), [0]
+    progress = _progress(stream, clock)
+    with progress:
+        progress.on_event(_event("invoke"))  # printed (every_s 0)
+        progress.every_s = 3600.0  # no more periodic lines
+        progress.on_event(_event("ok"))
+        progress.on_event({"process": "nemesis", "type": "info"})  # the nemesis's ops are not counted
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2
+    assert "ops ok 0" in lines[0] and "ops ok 1 fail 0 info 0" in lines[1]
