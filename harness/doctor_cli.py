@@ -159,6 +159,31 @@ def _python_deps_probe() -> str:
     return "importable: " + ", ".join(PYTHON_DEPS)
 
 
+def _docker_probe() -> str:
+    from harness.backends.docker_engine import engine_url, reachable
+
+    if reachable():
+        return f"answers at {engine_url()}"
+    if shutil.which("dockerd") is None:
+        raise BackendError(f"no engine answers at {engine_url()} and dockerd is not installed")
+    return f"no engine at {engine_url()}; a docker run starts dockerd and stops it at the end"
+
+
+def _docker_image_probe() -> str:
+    from harness.backends import docker_image
+    from harness.backends.docker_engine import client, reachable
+
+    if not reachable():
+        if shutil.which("debootstrap") is None:
+            raise BackendError("debootstrap is not installed: the first docker run cannot build the image")
+        return f"{docker_image.node_tag()}: built by the first docker run (or kchaos image build)"
+    c = client()
+    try:
+        return docker_image.describe(c)
+    finally:
+        c.close()
+
+
 def _subnet_probe() -> str:
     return f"{free_subnet(secrets.token_hex(3))} is free for a bridge"
 
@@ -234,6 +259,8 @@ def run_checks() -> list[Check]:
     checks.append(_try("clock faults (libfaketime)", False, "apt-get install faketime gcc", fault_checks.clock_probe))
     checks.append(_try("disk faults (preload shim)", False, "apt-get install gcc", fault_checks.disk_probe))
     checks.append(_try("java", False, "apt-get install openjdk-17-jre-headless", _java_probe))
+    checks.append(_try("docker engine (--backend docker)", False, "apt-get install docker.io", _docker_probe))
+    checks.append(_try("docker node image", False, "apt-get install debootstrap", _docker_image_probe))
     checks.append(_try("python packages", True, "pip install -e . (in the project's venv)", _python_deps_probe))
     return checks
 

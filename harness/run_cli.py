@@ -22,6 +22,7 @@ from harness.errors import UserError
 
 # The reference cluster: 3 controllers + 2 brokers, so client writes go through forwarding brokers.
 DEFAULT_NODES = "3+2"
+BACKENDS = ("sim", "netns", "docker")  # as harness.test_spec.BACKENDS (a test checks), without importing it
 
 
 def default_backend() -> str:
@@ -76,7 +77,7 @@ def registries() -> Any:
     from nemesis.catalogue import FAULT_KINDS
     from workloads import workload_names
 
-    return Registries(backends=("sim", "netns"), suts=tuple(SUTS), workloads=workload_names(), nemeses=FAULT_KINDS)
+    return Registries(backends=BACKENDS, suts=tuple(SUTS), workloads=workload_names(), nemeses=FAULT_KINDS)
 
 
 def resolve(args: argparse.Namespace) -> Any:
@@ -158,9 +159,7 @@ def register(subparsers: Any) -> None:
         description=__doc__.split("\n\n")[0],
     )
     p.add_argument("--test", metavar="FILE", help="test file (TOML); flags win over it")
-    p.add_argument(
-        "--backend", choices=("sim", "netns"), help="where the cluster runs (default: netns as root, else sim)"
-    )
+    p.add_argument("--backend", choices=BACKENDS, help="where the cluster runs (default: netns as root, else sim)")
     p.add_argument("--nodes", help="cluster shape: N combined nodes, or C+B controllers+brokers (default 3+2)")
     p.add_argument("--workload", help="workload name (default config-register)")
     p.add_argument("--nemesis", help="comma-separated fault kinds, e.g. clock,kill,disk_stall; 'none' for none")

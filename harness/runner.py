@@ -92,7 +92,13 @@ def make_backend(spec: Any, run_dir: Path) -> Backend:
         if os.geteuid() != 0:
             raise UserError("--backend netns needs root (network namespaces); use --backend sim")
         return NetnsBackend(run_dir, spec.nodes)
-    raise UserError(f"backend {spec.backend!r} is not implemented (choose sim or netns)")
+    if spec.backend == "docker":
+        from harness.backends.docker import DockerBackend
+
+        if os.geteuid() != 0:
+            raise UserError("--backend docker needs root (it attaches the containers' namespaces); use --backend sim")
+        return DockerBackend(run_dir, spec.nodes, say=lambda text: print(f"kchaos run: {text}", file=sys.stderr))
+    raise UserError(f"backend {spec.backend!r} is not implemented (choose sim, netns or docker)")
 
 
 def make_scheduler(backend: Backend) -> Scheduler:

@@ -61,7 +61,7 @@ from nemesis.catalogue import FAULT_KINDS, check_option, mode_choices
 SCHEMA_VERSION = 1
 
 # Default registries (what load_test accepts when the caller passes none).
-BACKENDS: tuple[str, ...] = ("sim", "netns")
+BACKENDS: tuple[str, ...] = ("sim", "netns", "docker")
 SUTS: tuple[str, ...] = ("kraft",)
 NEMESES: tuple[str, ...] = FAULT_KINDS
 

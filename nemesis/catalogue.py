@@ -142,7 +142,12 @@ class KindSpec:
     params: tuple[Param, ...] = ()
     sim: str = ""  # how the sim backend does it
     netns: str = ""
+    docker: str = ""  # where the docker backend differs from netns (it shares its namespace machinery)
     mode_doc: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def docker_mechanism(self) -> str:
+        return self.docker or f"as netns, in the container's network namespace: {self.netns}"
 
     @property
     def modes_are_targets(self) -> bool:
@@ -229,6 +234,7 @@ CATALOGUE: dict[str, KindSpec] = {
             "start the killed nodes again",
             sim="the simulated process is dropped (its page cache survives)",
             netns="SIGKILL, restart with the same command",
+            docker="docker kill -s KILL; a restart replaces the container (same namespace, address, data)",
         ),
         KindSpec(
             "pause",
@@ -238,6 +244,7 @@ CATALOGUE: dict[str, KindSpec] = {
             "resume them",
             sim="events to the node queue up until it resumes",
             netns="SIGSTOP / SIGCONT of the node's process group",
+            docker="docker pause / unpause (the cgroup freezer)",
         ),
         KindSpec(
             "disk_stall",
@@ -338,6 +345,7 @@ SCHEDULE_OPTIONS: tuple[str, ...] = ("weight", "modes", "targets")
 BACKEND_CLASSES: dict[str, str] = {
     "sim": "harness.backends.sim:SimBackend",
     "netns": "harness.backends.netns:NetnsBackend",
+    "docker": "harness.backends.docker:DockerBackend",
 }
 
 

@@ -44,7 +44,7 @@ def catalogue_json() -> list[dict[str, Any]]:
                 ],
                 "stop": kind_spec.stop,
                 "backends": sorted(b for b, kinds in support.items() if kind_spec.kind in kinds),
-                "mechanism": {"sim": kind_spec.sim, "netns": kind_spec.netns},
+                "mechanism": {"sim": kind_spec.sim, "netns": kind_spec.netns, "docker": kind_spec.docker_mechanism},
             }
         )
     out.append(_targeted_json())
@@ -82,6 +82,8 @@ def _block(kind_spec: KindSpec, backends: list[str]) -> list[str]:
     lines.append(f"  stop:       {kind_spec.stop}")
     lines.append(f"  sim:        {kind_spec.sim}")
     lines.append(f"  netns:      {kind_spec.netns}")
+    if kind_spec.docker:
+        lines.append(f"  docker:     {kind_spec.docker}")
     return lines
 
 

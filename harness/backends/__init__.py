@@ -68,6 +68,14 @@ class Backend(ABC):
     def is_alive(self, node: str) -> bool:
         """Whether the node's process is running."""
 
+    def terminate(self, node: str) -> None:
+        """Ask the node's process to stop (SIGTERM: it shuts down cleanly and writes its dumps)."""
+        raise NotImplementedError(f"the {type(self).__name__} backend cannot stop a node gracefully")
+
+    def wait_stopped(self, node: str, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the node's process to exit; whether it did."""
+        raise NotImplementedError(f"the {type(self).__name__} backend cannot stop a node gracefully")
+
     # -- the rest of the fault vocabulary: optional, each backend lists what it does in `faults` --------
 
     def enable_faults(self, kinds: Collection[str]) -> None:  # noqa: B027 - optional

@@ -37,6 +37,8 @@ UNDO_MODULES: list[str] = ["harness.backends.resources", "harness.backends.firew
 UNDO_MODULES += [f"harness.backends.{m}" for m in ("packets", "clocks", "pauses", "disks")]
 # lose_unsynced: the lazyfs daemons.
 UNDO_MODULES += ["harness.backends.lazyfs.mount"]
+# The docker backend: its engine, containers, network and namespace names.
+UNDO_MODULES += ["harness.backends.docker_engine", "harness.backends.docker"]
 
 
 def register_undo(kind: str) -> Callable[[Undo], Undo]:

@@ -306,6 +306,22 @@ class NetnsBackend(Backend):
         proc = self._procs.get(node)
         return proc is not None and proc.popen.poll() is None
 
+    def terminate(self, node: str) -> None:
+        with self._lock:
+            proc = self._procs.get(node)
+            if proc is not None and proc.starttime is not None and proc.popen.poll() is None:
+                kill_verified(proc.pid, proc.starttime, signal.SIGTERM)
+
+    def wait_stopped(self, node: str, timeout: float) -> bool:
+        proc = self._procs.get(node)
+        if proc is None:
+            return True
+        try:
+            proc.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def kill(self, node: str) -> None:
         ledger, _ = self._ready()
         self._host(node)

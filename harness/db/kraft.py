@@ -32,8 +32,6 @@ import os
 import random
 import secrets
 import shutil
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -161,9 +159,17 @@ class KraftDB(DB):
             config = self.write_config(node)
             backend.start(  # type: ignore[attr-defined]
                 node,
-                [sys.executable, "-m", "node.runtime", "node", "start", "--config", str(config)],
+                [
+                    getattr(backend, "node_python", sys.executable),
+                    "-m",
+                    "node.runtime",
+                    "node",
+                    "start",
+                    "--config",
+                    str(config),
+                ],
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                cwd=REPO_ROOT,
+                cwd=getattr(backend, "node_code_root", REPO_ROOT),
             )
 
     def properties(self, node: str) -> dict[str, str]:
@@ -514,17 +520,11 @@ class KraftDB(DB):
         warnings = []
         broker_only = [n for n in self.ids if n[0] == "b"]
         for group in (broker_only, [n for n in self.ids if n not in broker_only]):
-            procs = [(n, getattr(backend, "process", lambda _n: None)(n)) for n in group if backend.is_alive(n)]
-            for _node, proc in procs:
-                if proc is not None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(proc.pid, signal.SIGTERM)
-            for node, proc in procs:
-                if proc is None:
-                    continue
-                try:
-                    proc.popen.wait(timeout=STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
+            running = [n for n in group if backend.is_alive(n)]
+            for node in running:
+                backend.terminate(node)
+            for node in running:
+                if not backend.wait_stopped(node, STOP_TIMEOUT_S):
                     warnings.append(f"{node}: did not stop within {STOP_TIMEOUT_S:.0f} s of SIGTERM; killed")
                 backend.kill(node)  # reaps it and closes its ledger entry
         return warnings

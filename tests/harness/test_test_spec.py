@@ -137,7 +137,7 @@ BAD_FILES = [
     ('time_limit_s = "5 parsecs"\n', r"^{f}:1: time_limit_s: expected a duration like 30, 30s, 500ms or 2m, got"),
     ("recovery_s = true\n", r"^{f}:1: recovery_s: expected a duration in seconds, got boolean True$"),
     ("rate = -1\n", r"^{f}:1: rate: must be a number >= 0, got -1$"),
-    ('backend = "docker"\n', r"^{f}:1: backend: unknown backend 'docker' \(choose from netns, sim\)$"),
+    ('backend = "kubernetes"\n', r"^{f}:1: backend: unknown backend 'kubernetes' \(choose from docker, netns, sim\)$"),
     (
         'workload = "bank"\n',
         r"^{f}:1: workload: unknown workload 'bank' \(choose from [a-z, -]*config-register[a-z, -]*\)$",
@@ -202,3 +202,9 @@ def test_unreadable_files(tmp_path):
 def test_from_dict_validates_a_stored_test_json():
     with pytest.raises(UserError, match=r"^runs/x/test.json: concurrency: must be >= 1, got 0$"):
         from_dict({"schema_version": 1, "name": "x", "concurrency": 0}, "runs/x/test.json")
+
+
+def test_the_run_command_offers_every_backend_a_test_file_may_name() -> None:
+    from harness import run_cli, test_spec
+
+    assert run_cli.BACKENDS == test_spec.BACKENDS

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.backends.docker import DockerBackend
 from harness.backends.faults import FAULT_KINDS
 from harness.backends.netns import NetnsBackend
 from harness.backends.sim import SimBackend
@@ -110,6 +111,7 @@ def test_kchaos_nemeses_prints_every_kind_with_modes_parameters_and_backends(cap
         backends = re.search(r"backends:\s+(.*)", blocks[kind]).group(1)
         assert ("sim" in backends) == (kind in SimBackend.faults), kind
         assert ("netns" in backends) == (kind in NetnsBackend.faults), kind
+        assert ("docker" in backends) == (kind in DockerBackend.faults), kind
     assert "vote-granted" in blocks["buggify"]
 
 
@@ -119,8 +121,12 @@ def test_kchaos_nemeses_json_and_run_list_nemeses(capsys):
     by_kind = {d["kind"]: d for d in data}
     assert list(by_kind)[: len(FAULT_KINDS)] == list(FAULT_KINDS)
     assert by_kind["clock"]["backends"] == sorted(
-        b for b, cls in (("sim", SimBackend), ("netns", NetnsBackend)) if "clock" in cls.faults
+        b
+        for b, cls in (("sim", SimBackend), ("netns", NetnsBackend), ("docker", DockerBackend))
+        if "clock" in cls.faults
     )
+    assert by_kind["pause"]["mechanism"]["docker"].startswith("docker pause")
+    assert by_kind["partition"]["mechanism"]["docker"].startswith("as netns")
     delta = next(p for p in by_kind["clock"]["params"] if p["name"] == "delta_ms")
     assert delta["unit"] == "ms" and delta["modes"] == ["bump", "strobe"] and -60_000 in delta["default"]
     assert main(["run", "--list-nemeses"]) == 0

@@ -1,0 +1,155 @@
+"""The Docker engine the docker backend talks to, through the docker SDK for Python.
+
+Where no engine answers (no systemd here to start one), the backend starts `dockerd` itself, ledgers it
+like any other resource, and stops it at teardown, so a run leaves the machine as it found it. Every
+container and network the harness creates carries the label `kchaos.run=<tag>`; an undo removes only
+what carries its run's label.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.backends.ledger import Ledger, register_undo
+from harness.backends.procs import is_same_process, kill_verified, start_time, wait_gone
+from harness.backends.shell import BackendError
+
+LABEL = "kchaos.run"
+DEFAULT_SOCKET = "unix:///var/run/docker.sock"
+START_TIMEOUT_S = 60.0
+
+
+def engine_url() -> str:
+    return os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
+
+
+def client(url: str | None = None, *, timeout: float = 60.0) -> Any:
+    """A docker SDK client, or BackendError naming the engine that did not answer."""
+    try:
+        import docker
+    except ImportError as exc:  # a dependency of the project: only a broken install lacks it
+        raise BackendError("the docker backend needs the 'docker' Python package (pip install docker)") from exc
+    url = url or engine_url()
+    try:
+        c = docker.DockerClient(base_url=url, timeout=timeout)
+        c.ping()
+    except Exception as exc:
+        raise BackendError(f"no Docker engine answers at {url}: {_reason(exc)}") from exc
+    return c
+
+
+def reachable(url: str | None = None) -> bool:
+    try:
+        client(url, timeout=5.0).close()
+    except BackendError:
+        return False
+    return True
+
+
+def ensure_engine(ledger: Ledger, log_dir: Path) -> Any:
+    """A client of a running engine; starts (and ledgers) `dockerd` when none answers at the default
+    socket. Only root can do that; anyone else gets a one-line error saying what to start."""
+    url = engine_url()
+    if reachable(url):
+        return client(url)
+    dockerd = shutil.which("dockerd")
+    if url != DEFAULT_SOCKET or dockerd is None or os.geteuid() != 0:
+        why = "dockerd is not installed (apt-get install docker.io)" if dockerd is None else "start dockerd"
+        raise BackendError(f"no Docker engine answers at {url}: {why}")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    rid = ledger.record("dockerd", argv=[dockerd])
+    with open(log_dir / "dockerd.log", "ab") as log:
+        proc = subprocess.Popen(
+            [dockerd], stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
+        )
+    ledger.update(rid, pid=proc.pid, starttime=start_time(proc.pid))
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise BackendError(f"dockerd exited with {proc.returncode} at start-up; see {log_dir / 'dockerd.log'}")
+        if reachable(url):
+            return client(url)
+        time.sleep(0.2)
+    raise BackendError(f"dockerd did not answer within {START_TIMEOUT_S:.0f} s; see {log_dir / 'dockerd.log'}")
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1] if text else type(exc).__name__
+
+
+def _quiet_client() -> Any | None:
+    """For undos: the engine if it still answers (no engine, nothing of ours can be left in it)."""
+    with contextlib.suppress(BackendError):
+        return client(timeout=30.0)
+    return None
+
+
+@register_undo("dockerd")
+def undo_dockerd(fields: dict[str, Any]) -> str | None:
+    pid, start = fields.get("pid"), fields.get("starttime")
+    if pid is None or start is None or not is_same_process(pid, start):
+        return None
+    kill_verified(pid, start, signal.SIGTERM)  # dockerd stops its containers and cleans up on TERM
+    if not wait_gone(pid, start, timeout=30.0):
+        kill_verified(pid, start, signal.SIGKILL)
+        wait_gone(pid, start)
+    with contextlib.suppress(ChildProcessError):  # reap it when this process started it
+        os.waitpid(pid, os.WNOHANG)
+    return f"dockerd {pid}"
+
+
+def _find(kind: str, name: str) -> Any | None:
+    """The engine's container or network called `name`, or None (also when no engine answers: then
+    nothing of ours can be left in it)."""
+    c = _quiet_client()
+    if c is None:
+        return None
+    import docker.errors
+
+    try:
+        return (c.containers if kind == "container" else c.networks).get(name)
+    except docker.errors.NotFound:
+        return None
+
+
+def _check_label(kind: str, obj: Any, fields: dict[str, Any]) -> None:
+    labels = obj.labels if kind == "container" else obj.attrs.get("Labels") or {}
+    if labels.get(LABEL) != fields["run"]:
+        raise ValueError(f"refusing to remove {kind} {fields['name']}: not labelled {LABEL}={fields['run']}")
+
+
+@register_undo("docker-container")
+def undo_container(fields: dict[str, Any]) -> str | None:
+    container = _find("container", fields["name"])
+    if container is None:
+        return None
+    _check_label("container", container, fields)
+    container.remove(force=True)
+    return f"container {fields['name']}"
+
+
+@register_undo("docker-network")
+def undo_network(fields: dict[str, Any]) -> str | None:
+    network = _find("network", fields["name"])
+    if network is None:
+        return None
+    _check_label("network", network, fields)
+    network.remove()
+    return f"network {fields['name']}"
+
+
+@register_undo("docker-pause")
+def undo_pause(fields: dict[str, Any]) -> str | None:
+    container = _find("container", fields["name"])
+    if container is None or container.status != "paused":
+        return None
+    container.unpause()
+    return f"pause of container {fields['name']}"

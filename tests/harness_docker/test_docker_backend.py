@@ -1,0 +1,206 @@
+"""The docker backend for real (root; dockerd is started when none runs, and stopped again): containers
+carry every fault, a whole chaos run is valid, and what a SIGKILLed harness leaves `kchaos heal` removes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.backends.docker import DockerBackend
+from harness.backends.docker_engine import LABEL
+from harness.backends.ledger import LEDGER_NAME, heal
+from harness.backends.resources import netns_names
+from harness.runner import run_test
+from harness.test_spec import Cluster
+from tests.harness_netns.conftest import (
+    ECHO,
+    PORT,
+    heal_if_left,
+    needs_root,
+    reach_matrix,
+    root_reaches,
+    wait_reachable,
+)
+from tests.harness_run.helpers import sim_spec
+
+pytestmark = [pytest.mark.root, needs_root]
+
+REPO = Path(__file__).resolve().parents[2]
+NODES = ["n1", "n2", "n3"]
+
+
+def _engine_objects(tag: str) -> set[str]:
+    """Containers and networks labelled with the run's tag, if an engine still answers."""
+    from harness.backends.docker_engine import client, reachable
+
+    if not reachable():
+        return set()
+    c = client()
+    try:
+        filters = {"label": f"{LABEL}={tag}"}
+        names = {f"container {x.name}" for x in c.containers.list(all=True, filters=filters)}
+        return names | {f"network {x.name}" for x in c.networks.list(filters=filters)}
+    finally:
+        c.close()
+
+
+def _leftovers(tag: str) -> set[str]:
+    return _engine_objects(tag) | {n for n in netns_names() if n.startswith(f"kc{tag}")}
+
+
+def _start_echo(backend: DockerBackend, node: str) -> None:
+    script = backend.run_dir / "echo_server.py"  # the run directory is what a container sees of the host
+    if not script.exists():
+        shutil.copyfile(ECHO, script)
+    argv = [backend.node_python, str(script), backend.address(node), str(PORT), "kchaos-docker-test"]
+    backend.start(node, argv, env={"PYTHONUNBUFFERED": "1", "HOME": "/not/passed"})
+
+
+def test_containers_carry_partition_kill_and_pause_and_leave_nothing(tmp_path):
+    backend = DockerBackend(tmp_path, NODES)
+    try:
+        with backend:
+            for node in NODES:
+                _start_echo(backend, node)
+            for node in NODES:
+                wait_reachable(backend.address(node), deadline_s=60)
+
+            backend.partition({"n1": frozenset({"n2"})})  # n1 stops hearing n2
+            assert reach_matrix(backend, [("n2", "n1"), ("n3", "n1"), ("n2", "n3")]) == {
+                ("n2", "n1"): False,
+                ("n3", "n1"): True,
+                ("n2", "n3"): True,
+            }
+
+            backend.kill("n1")
+            assert not backend.is_alive("n1") and not root_reaches(backend.address("n1"), timeout=1.0)
+            backend.restart("n1")  # a new container, in the same namespace: same address, same rules
+            wait_reachable(backend.address("n1"), deadline_s=60)
+            assert reach_matrix(backend, [("n2", "n1"), ("n3", "n1")]) == {("n2", "n1"): False, ("n3", "n1"): True}
+
+            backend.heal_network()
+            assert reach_matrix(backend, [("n2", "n1")]) == {("n2", "n1"): True}
+
+            backend.pause("n2")
+            assert backend.is_paused("n2") and backend.is_alive("n2")
+            assert not root_reaches(backend.address("n2"), timeout=1.0)  # the kernel accepts, nobody echoes
+            backend.resume("n2")
+            wait_reachable(backend.address("n2"))
+
+            backend.terminate("n3")
+            assert backend.wait_stopped("n3", 30.0) and not backend.is_alive("n3")
+            env = backend.client.containers.get(f"{backend.bridge}-n1-p").attrs["Config"]["Env"]
+            assert "PYTHONUNBUFFERED=1" in env and not any(e.startswith("HOME=/not") for e in env)
+    finally:
+        heal_if_left(tmp_path)
+    assert not _leftovers(backend.tag)
+
+
+def test_a_sigkilled_harness_leaves_containers_that_heal_removes(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline() if child.stdout else ""
+        assert line.startswith("ready "), f"the child never got its containers up: {line!r}"
+        tag = line.split()[1]
+        assert _engine_objects(tag)  # something to clean up
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+        report = heal(tmp_path / LEDGER_NAME)
+        assert report.ok, report.failed
+        assert any(r.startswith("container ") for r in report.removed)
+        assert not _leftovers(tag)
+        assert heal(tmp_path / LEDGER_NAME).removed == []  # healing twice is a no-op
+    finally:
+        if child.poll() is None:
+            child.kill()
+        heal_if_left(tmp_path)
+
+
+_CHILD = """
+import sys, time
+from pathlib import Path
+from harness.backends.docker import DockerBackend
+backend = DockerBackend(Path(sys.argv[1]), ["n1", "n2"])
+backend.setup()
+script = Path(sys.argv[1]) / "sleeper.py"
+script.write_text("import time\\nwhile True: time.sleep(1)\\n")
+backend.start("n1", [backend.node_python, str(script)])
+print("ready", backend.tag, flush=True)
+time.sleep(600)
+"""
+
+
+ALL_KINDS = ("partition", "packet", "clock", "kill", "pause", "disk_stall", "disk_fail", "lose_unsynced", "corrupt")
+
+
+def test_a_chaos_run_on_docker_with_every_fault_kind_is_valid(tmp_path):
+    spec = sim_spec(
+        seed=2,
+        backend="docker",
+        cluster=Cluster(controllers=3, brokers=2),
+        nemesis=ALL_KINDS,
+        time_limit_s=60.0,
+        nemesis_interval_s=2.0,
+        nemesis_duration_s=3.0,
+        concurrency=5,
+        rate=30.0,
+    )
+    try:
+        result = run_test(spec, root=tmp_path, say=lambda _: None, progress=False)
+    finally:
+        for ledger in tmp_path.glob(f"*/*/{LEDGER_NAME}"):
+            heal_if_left(ledger.parent)
+    assert result.error is None, result.error
+    events = [json.loads(line) for line in (result.run.path / "history.jsonl").read_text().splitlines()]
+    started = {e["f"] for e in events if e["process"] == "nemesis" and e["type"] == "info"}
+    # corrupt may find nothing to damage (a definite `fail`); every other kind was carried out
+    assert {f"start-{kind}" for kind in ALL_KINDS if kind != "corrupt"} <= started, started
+    assert sum(1 for e in events if e["process"] != "nemesis" and e["type"] == "ok") > 50
+    assert result.valid is True and result.exit_code == 0, result.checker_lines
+    for node in ("c1", "c2", "c3", "b1", "b2"):
+        assert (result.run.path / "nodes" / node / "committed-log.jsonl").is_file()  # dumps came out
+    tag = next(
+        json.loads(line)["name"][2:]
+        for line in (result.run.path / LEDGER_NAME).read_text().splitlines()
+        if json.loads(line).get("kind") == "docker-network"
+    )
+    assert not _leftovers(tag)
+
+
+def test_the_heal_of_an_unlabelled_container_is_refused(tmp_path):
+    """Heal removes only what carries its run's label, whatever a ledger names."""
+    from harness.backends.docker_engine import undo_container
+
+    with pytest.raises(ValueError, match="not labelled"), _foreign_container() as name:
+        undo_container({"name": name, "run": "feedbeef"})
+
+
+class _foreign_container:
+    """A container of someone else's (no kchaos label), on an engine started for the test if needed."""
+
+    def __enter__(self) -> str:
+        from harness.backends.docker_engine import ensure_engine
+        from harness.backends.docker_image import ensure_image
+        from harness.backends.ledger import Ledger
+
+        self.dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"kchaos-foreign-{os.getpid()}-{time.monotonic_ns()}"
+        self.dir.mkdir()
+        self.ledger = Ledger.create(self.dir / LEDGER_NAME)
+        self.client = ensure_engine(self.ledger, self.dir)
+        self.name = f"not-kchaos-{os.getpid()}"
+        self.client.containers.create(ensure_image(self.client), ["true"], name=self.name)
+        return self.name
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.containers.get(self.name).remove(force=True)
+        self.client.close()
+        heal(self.dir / LEDGER_NAME)
+        shutil.rmtree(self.dir, ignore_errors=True)
