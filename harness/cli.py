@@ -35,6 +35,9 @@ COMMANDS: dict[str, Command] = {
     "admin": Command(
         "node.client.cli", "administer a cluster: topics, configs, ACLs, brokers (like Kafka's admin tools)"
     ),
+    "reproduce": Command(
+        "harness.reproduce_cli", "run a stored test again with the same seed and fault timeline, and compare"
+    ),
     "image": Command("harness.image_cli", "build the Docker image of the node for --backend docker (cached)"),
     "heal": Command("harness.heal_cli", "remove namespaces, rules and processes a killed run left behind"),
     "doctor": Command("harness.doctor_cli", "check this machine can run the netns backend; says what to install"),

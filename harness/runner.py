@@ -38,6 +38,7 @@ from harness.driver import Driver, DriverStats
 from harness.errors import EXIT_ERROR, EXIT_INVALID, UserError
 from harness.generators import (
     clients,
+    fault_timeline,
     heal_all,
     main_phase,
     nemesis,
@@ -46,6 +47,7 @@ from harness.generators import (
     rate,
     time_limit,
 )
+from harness.generators.schedule import TimedFault
 from harness.history_writer import HistoryWriter
 from harness.progress import Progress
 from harness.schedulers import RealtimeScheduler, Scheduler, VirtualScheduler
@@ -107,22 +109,28 @@ def make_scheduler(backend: Backend) -> Scheduler:
     return backend.scheduler() if isinstance(backend, SimBackend) else RealtimeScheduler()
 
 
-def build_main_generator(spec: Any, workload: WorkloadRun, targeted: bool = False) -> Any:
+def build_main_generator(
+    spec: Any, workload: WorkloadRun, targeted: bool = False, timeline: Sequence[TimedFault] | None = None
+) -> Any:
     """Clients at `rate` beside the nemesis schedule for the time limit, then heal every fault
-    (with `targeted`, the simulator's targeted faults too)."""
+    (with `targeted`, the simulator's targeted faults too). With `timeline` (`kchaos reproduce`), the
+    nemesis replays those ops at their times instead of following a schedule."""
     client_gen = rate(spec.rate, workload.generator())
     kinds = list(spec.nemesis)
     if not kinds:
         return main_phase(client_gen, [], spec.time_limit_s)
-    options = all_options(kinds, spec.nemesis_modes, spec.nemesis_options)
-    schedule = nemesis_schedule(
-        kinds,
-        spec.nemesis_interval_s,
-        spec.nemesis_duration_s,
-        modes={k: o.modes for k, o in options.items()},
-        weights={k: o.weight for k, o in options.items()},
-        max_active=spec.nemesis_max_active or len(kinds),
-    )
+    if timeline is not None:
+        schedule: Any = fault_timeline(timeline)
+    else:
+        options = all_options(kinds, spec.nemesis_modes, spec.nemesis_options)
+        schedule = nemesis_schedule(
+            kinds,
+            spec.nemesis_interval_s,
+            spec.nemesis_duration_s,
+            modes={k: o.modes for k, o in options.items()},
+            weights={k: o.weight for k, o in options.items()},
+            max_active=spec.nemesis_max_active or len(kinds),
+        )
     healed = [*kinds, TARGETED_KIND] if targeted else kinds
     return phases(main_phase(client_gen, schedule, spec.time_limit_s), nemesis(heal_all(healed, HEAL_ORDER)))
 
@@ -130,9 +138,18 @@ def build_main_generator(spec: Any, workload: WorkloadRun, targeted: bool = Fals
 class Run:
     """The state of one run while its phases go by (see the module docstring)."""
 
-    def __init__(self, spec: Any, run: store.RunDir, *, say: Callable[[str], None], progress: bool | None) -> None:
+    def __init__(
+        self,
+        spec: Any,
+        run: store.RunDir,
+        *,
+        say: Callable[[str], None],
+        progress: bool | None,
+        timeline: Sequence[TimedFault] | None = None,
+    ) -> None:
         self.spec = spec
         self.run = run
+        self.timeline = timeline
         self.say = say
         self.progress_live = progress
         self.warnings: list[str] = []
@@ -211,7 +228,7 @@ class Run:
         tap.start()
         try:
             with progress if not scheduler.virtual else contextlib.nullcontext(), self._side(forger):
-                self.stats = driver.run(build_main_generator(spec, workload, targeted), spec.seed)
+                self.stats = driver.run(build_main_generator(spec, workload, targeted, self.timeline), spec.seed)
                 if forger is not None:
                     forger.stop()
                 if self._simulation_stopped():
@@ -393,9 +410,11 @@ def run_test(
     progress: bool | None = None,
     extra_test: Mapping[str, Any] | None = None,
     draw_plots: bool = True,
+    timeline: Sequence[TimedFault] | None = None,
 ) -> RunResult:
     """Run one test (a resolved `TestSpec`) and analyse it; see the module docstring. `draw_plots=False`
-    leaves the plots out of the analysis (batch runs; `kchaos analyze RUN_DIR` draws them later)."""
+    leaves the plots out of the analysis (batch runs; `kchaos analyze RUN_DIR` draws them later);
+    `timeline` replays a recorded fault timeline instead of the nemesis schedule (`kchaos reproduce`)."""
     from harness.run_report import analyze_run
 
     say = say or (lambda text: print(f"kchaos run: {text}", file=sys.stderr, flush=True))
@@ -403,7 +422,7 @@ def run_test(
     run = store.create_run(spec.name, root)
     test = {**spec.to_dict(store.iso_utc(store.utc_now())), **(extra_test or {})}
     store.write_json_atomic(run.test_json, test)
-    state = Run(spec, run, say=say, progress=progress)
+    state = Run(spec, run, say=say, progress=progress, timeline=timeline)
     error: str | None = None
     try:
         state.execute()

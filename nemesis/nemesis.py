@@ -36,6 +36,13 @@ from nemesis.options import KindOptions, kind_options
 from nemesis.targets import ClusterView, NoTarget, choose
 
 DOWN_KINDS = ("kill", "lose_unsynced", "corrupt")  # kinds that take nodes down until their stop
+# A start's value may carry what an earlier run's start did (`kchaos reproduce`): targets, parameters,
+# a partition's grudge. The nemesis then does that again instead of choosing.
+REPLAY = "replay"
+# Aimed by role, a replayed fault is aimed by role again (the leader of the new run, which another
+# backend may have elected differently); aimed otherwise, at the recorded nodes by name.
+ROLE_TARGET_MODES = frozenset({"leader", "follower"})
+ROLE_PARTITIONS = frozenset({"isolate-leader", "leader-from-controllers"})
 
 
 @dataclass
@@ -71,6 +78,7 @@ class Nemesis:
         # `lag_after_reset_ns`): until then a node's timers lag, so recovery is judged from there
         self.settled_at_ns = 0
         self._lock = threading.Lock()
+        self._replay: dict[str, Any] | None = None  # what the start being carried out replays (REPLAY)
         self._starts: dict[str, Callable[[str, KindOptions, list[str]], ActiveFault]] = {
             "partition": self._start_partition,
             "packet": self._start_packet,
@@ -124,6 +132,14 @@ class Nemesis:
     # -- starting and stopping -----------------------------------------------------------------------
 
     def start(self, kind: str, value: Any = None) -> Completion:
+        replay = value.get(REPLAY) if isinstance(value, dict) else None
+        self._replay = replay if isinstance(replay, dict) else None
+        try:
+            return self._start(kind, value)
+        finally:
+            self._replay = None
+
+    def _start(self, kind: str, value: Any) -> Completion:
         opts = self._options(kind)
         requested = value.get("mode") if isinstance(value, dict) else None
         mode = requested if requested in spec(kind).modes else self.rng.choice(opts.modes)
@@ -172,7 +188,25 @@ class Nemesis:
         return ClusterView.of(self.db, self.db.leader())
 
     def _targets(self, target_mode: str, eligible: Collection[str] | None = None) -> list[str]:
+        replay_names = self._replay is not None and target_mode not in ROLE_TARGET_MODES
+        if replay_names and isinstance(self._replay.get("targets"), list):
+            recorded = [str(t) for t in self._replay["targets"]]
+            chosen = [t for t in recorded if t in self.nodes and (eligible is None or t in eligible)]
+            if recorded and not chosen:
+                raise NoTarget(f"the recorded targets {', '.join(recorded)} cannot be hit now (down, or unknown)")
+            return chosen
         return choose(target_mode, self._view(), self.rng, eligible)
+
+    def _params(self, mode: str, opts: KindOptions) -> dict[str, Any]:
+        """The kind's parameters: the recorded ones when replaying (any missing drawn), else drawn."""
+        drawn = opts.draw_params(mode, self.rng)
+        if self._replay is None:
+            return drawn
+        return {name: self._replay.get(name, value) for name, value in drawn.items()}
+
+    def _target_mode(self, opts: KindOptions) -> str:
+        recorded = self._replay.get("target_mode") if self._replay is not None else None
+        return str(recorded) if recorded in opts.targets else self.rng.choice(opts.targets)
 
     def _up(self) -> list[str]:
         """Nodes running now that no fault holds down."""
@@ -212,7 +246,11 @@ class Nemesis:
     # -- partition and packet ---------------------------------------------------------------------------
 
     def _start_partition(self, mode: str, opts: KindOptions, errors: list[str]) -> ActiveFault:
-        partition = partitions.build(mode, self._view(), self.rng)
+        replay_names = self._replay is not None and mode not in ROLE_PARTITIONS
+        if replay_names and isinstance(self._replay.get("grudge"), dict):
+            partition = partitions.recorded(mode, self._replay, self.nodes)
+        else:
+            partition = partitions.build(mode, self._view(), self.rng)
         self.backend.partition(partition.grudge)
         details = partition.describe()
         targets = details.pop("targets")
@@ -223,7 +261,7 @@ class Nemesis:
         return {}
 
     def _start_packet(self, mode: str, opts: KindOptions, errors: list[str]) -> ActiveFault:
-        params = opts.draw_params(mode, self.rng)
+        params = self._params(mode, opts)
         params["jitter_ms"] = min(params["jitter_ms"], params["delay_ms"])
         fault = PacketFault(params["loss"], params["delay_ms"], params["jitter_ms"])
         if mode == "all":
@@ -242,8 +280,8 @@ class Nemesis:
     # -- clock -------------------------------------------------------------------------------------------
 
     def _start_clock(self, mode: str, opts: KindOptions, errors: list[str]) -> ActiveFault:
-        target_mode = self.rng.choice(opts.targets)
-        params = opts.draw_params(mode, self.rng)
+        target_mode = self._target_mode(opts)
+        params = self._params(mode, opts)
         fault = ClockFault(
             mode,
             delta_ms=params.get("delta_ms", 0),
@@ -298,7 +336,7 @@ class Nemesis:
     # -- disks ---------------------------------------------------------------------------------------------
 
     def _start_disk(self, mode: str, opts: KindOptions, errors: list[str]) -> ActiveFault:
-        params = opts.draw_params(mode, self.rng)
+        params = self._params(mode, opts)
         ops = tuple(params["ops"].split("+"))
         if opts.kind == "disk_stall":
             fault = DiskFault("stall", ops, delay_ms=params["delay_ms"])
@@ -318,7 +356,7 @@ class Nemesis:
     # -- corruption ------------------------------------------------------------------------------------------
 
     def _start_corrupt(self, mode: str, opts: KindOptions, errors: list[str]) -> ActiveFault:
-        target_mode = self.rng.choice(opts.targets)
+        target_mode = self._target_mode(opts)
         targets = self._targets(target_mode, self._up())
         damaged: dict[str, Any] = {}
         alive: dict[str, bool] = {}

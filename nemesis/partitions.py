@@ -34,6 +34,20 @@ class Partition:
         return {"targets": [str(t) for t in self.targets], **self.details, "grudge": cut}
 
 
+def recorded(mode: str, value: dict[str, Any], nodes: Sequence[str]) -> Partition:
+    """The partition a history's start-partition value describes (`Partition.describe`), for a replay:
+    its grudge over the nodes this cluster has, its targets and details as they were."""
+    known = set(nodes)
+    grudge = {
+        str(dst): frozenset(str(s) for s in srcs if str(s) in known)
+        for dst, srcs in value["grudge"].items()
+        if str(dst) in known and isinstance(srcs, list)
+    }
+    details = {k: v for k, v in value.items() if k not in ("kind", "mode", "targets", "grudge")}
+    targets = [str(t) for t in value.get("targets", []) if str(t) in known]
+    return Partition(mode, {dst: srcs for dst, srcs in grudge.items() if srcs}, targets, details)
+
+
 def build(mode: str, view: ClusterView, rng: random.Random) -> Partition:
     """The partition of `mode` for this cluster now (NoTarget when the mode cannot apply)."""
     nodes = list(view.nodes)

@@ -29,6 +29,7 @@ from harness.generators.core import EXHAUSTED, NEMESIS, PENDING, Context, Gen, O
 from harness.generators.interpreter import Outcome, WorkerPool, run_virtual
 from harness.generators.schedule import (
     FAULT_KINDS,
+    fault_timeline,
     final_phase,
     heal_all,
     main_phase,
@@ -55,6 +56,7 @@ __all__ = [
     "delay",
     "each_process",
     "each_worker",
+    "fault_timeline",
     "filter_ops",
     "final_phase",
     "heal_all",

@@ -27,7 +27,17 @@ from harness.generators.combinators import (
 )
 from harness.generators.core import EXHAUSTED, NEMESIS, PENDING, Context, Gen, Op, Rng, Step, seconds
 
-__all__ = ["FAULT_KINDS", "NemesisSchedule", "final_phase", "heal_all", "main_phase", "nemesis_schedule", "whole_run"]
+__all__ = [
+    "FAULT_KINDS",
+    "FaultTimeline",
+    "NemesisSchedule",
+    "fault_timeline",
+    "final_phase",
+    "heal_all",
+    "main_phase",
+    "nemesis_schedule",
+    "whole_run",
+]
 
 _START, _STOP = "start", "stop"
 
@@ -111,6 +121,43 @@ class NemesisSchedule(Gen):
 
     def _with(self, **changes: Any) -> NemesisSchedule:
         return dataclasses.replace(self, **changes)
+
+
+TimedFault = tuple[int, str, Any]  # (ns since the run's start, "start-<kind>" | "stop-<kind>", op value)
+
+
+@dataclass(frozen=True, slots=True)
+class FaultTimeline(Gen):
+    """A recorded fault timeline replayed (`kchaos reproduce`): each `(time ns, f, value)` is invoked on
+    the nemesis worker at its time (or as soon as the previous one completed, if that is later), in
+    order, whatever the completions say. The nemesis reads a start's recorded targets and parameters
+    from its value's `replay`. No randomness: the run's other generators draw what they always drew."""
+
+    entries: tuple[TimedFault, ...]
+    next_index: int = 0
+    inflight: bool = False
+
+    def op(self, ctx: Context) -> Step:
+        if self.inflight:
+            return PENDING
+        if self.next_index >= len(self.entries):
+            return EXHAUSTED
+        free = ctx.first_free()
+        if free is None:
+            return PENDING
+        at, f, value = self.entries[self.next_index]
+        op = Op(f, value, free[1], "invoke", max(at, ctx.time))
+        return op, dataclasses.replace(self, next_index=self.next_index + 1, inflight=True)
+
+    def update(self, ctx: Context, event: Op) -> Gen:
+        if event.process != NEMESIS or event.type == "invoke" or not self.inflight:
+            return self
+        return dataclasses.replace(self, inflight=False)
+
+
+def fault_timeline(entries: Iterable[TimedFault]) -> FaultTimeline:
+    """The generator of a recorded timeline (see `FaultTimeline`), sorted by time."""
+    return FaultTimeline(tuple(sorted(entries, key=lambda e: e[0])))
 
 
 def _weighted(rng: Rng, items: Sequence[str], weights: Sequence[float]) -> str:

@@ -310,3 +310,43 @@ def test_every_kind_starts_and_stops_with_its_default_options(kind):
     assert done.value["kind"] == kind and done.value["mode"] and done.value["targets"]
     assert nem.stop(kind).type == "info" and nem.active == []
     assert all(rec.up.values())  # everything taken down came back
+
+
+# -- replaying a recorded start (`kchaos reproduce`) -------------------------------------------------
+
+
+def test_a_replayed_start_hits_the_recorded_nodes_with_the_recorded_parameters():
+    """What an earlier run did is done again, whatever this nemesis's own random choices would be."""
+    recorded = {"kind": "clock", "mode": "bump", "targets": ["c3", "b1"], "target_mode": "minority", "delta_ms": -4321}
+    nem, rec = make()
+    done = nem.start("clock", {"mode": "bump", "replay": recorded})
+    assert done.type == "info", done.error
+    assert done.value["targets"] == ["c3", "b1"] and done.value["delta_ms"] == -4321
+    assert done.value["target_mode"] == "minority"
+    assert [c[1] for c in rec.calls if c[0] == "clock"] == ["c3", "b1"]
+    assert {c[2].delta_ms for c in rec.calls if c[0] == "clock"} == {-4321}
+
+
+def test_a_replayed_partition_is_the_recorded_grudge_and_a_role_aimed_one_is_aimed_by_role():
+    nem, rec = make()
+    grudge = {"b1": ["c1"], "c1": ["b1"]}
+    done = nem.start(
+        "partition", {"mode": "one-way", "replay": {"mode": "one-way", "targets": ["c1"], "grudge": grudge}}
+    )
+    assert done.type == "info" and done.value["grudge"] == grudge
+    assert rec.calls[-1] == ("partition", {"b1": frozenset({"c1"}), "c1": frozenset({"b1"})})
+    nem.stop("partition")
+    # Recorded against c1, the leader then; the leader now is c2 (FakeDB): the replay isolates c2.
+    recorded = {"mode": "isolate-leader", "targets": ["c1"], "leader": "c1", "grudge": {"c1": ["c2", "c3", "b1", "b2"]}}
+    done = nem.start("partition", {"mode": "isolate-leader", "replay": recorded})
+    assert done.value["targets"] == ["c2"] and done.value["leader"] == "c2"
+
+
+def test_a_replayed_kill_aimed_at_the_leader_kills_the_leader_of_now_and_one_aimed_by_name_waits_for_its_node():
+    nem, rec = make()
+    done = nem.start("kill", {"mode": "leader", "replay": {"mode": "leader", "targets": ["c1"]}})
+    assert done.value["targets"] == ["c2"]  # FakeDB's leader
+    nem.stop("kill")
+    rec.up["c3"] = False  # down for another reason: a recorded target that cannot be hit now
+    done = nem.start("pause", {"mode": "one", "replay": {"mode": "one", "targets": ["c3"]}})
+    assert done.type == "fail" and "recorded targets c3" in done.error

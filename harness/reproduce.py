@@ -1,0 +1,139 @@
+"""Reproduce a stored run: the same test (seed, workload, cluster shape, options) and the same faults.
+
+A run's faults are its history's nemesis ops. Replayed, each is invoked at the same offset from the
+run's start, and each start that did something carries what it did (`nemesis.nemesis.REPLAY`: its
+targets, parameters and a partition's grudge), so the new run's nemesis hits the same nodes the same
+way instead of choosing. Starts that failed (they opened no fault) are left out; the simulator's
+targeted faults (`buggify`) exist only there and are not replayed elsewhere.
+
+A simulated run reproduced in the simulator is simply run again: one seed fixes everything, the fault
+timeline included, so the history comes out byte for byte the same (`compare` says whether it did).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import store
+from harness.errors import UserError
+from harness.generators.schedule import TimedFault
+from nemesis.catalogue import TARGETED_KIND
+from nemesis.nemesis import REPLAY
+
+
+@dataclass
+class Plan:
+    """What a reproduction runs: the spec, the timeline (None: the seed replays it), and notes."""
+
+    source: Path
+    spec: Any
+    timeline: list[TimedFault] | None
+    notes: list[str] = field(default_factory=list)
+
+
+def timeline_of(events: list[dict[str, Any]], time_limit_s: float) -> tuple[list[TimedFault], int]:
+    """The nemesis ops of a history's main phase as a replayable timeline, and how many of the
+    simulator's targeted faults it left out. A start is paired with its completion (the nemesis does
+    one op at a time): `info` gives what to replay, `fail` leaves it out."""
+    limit_ns = int(time_limit_s * 1e9)
+    out: list[TimedFault] = []
+    targeted = 0
+    pending: dict[str, Any] | None = None
+    for event in events:
+        if event.get("process") != "nemesis":
+            continue
+        f = str(event.get("f", ""))
+        action, _, kind = f.partition("-")
+        if kind == TARGETED_KIND:
+            targeted += action == "start" and event.get("type") == "info"
+            continue
+        if event.get("type") == "invoke":
+            pending = event
+            continue
+        if pending is None or pending.get("f") != f or int(pending["time"]) >= limit_ns:
+            pending = None
+            continue
+        at = int(pending["time"])
+        if action == "start" and event.get("type") == "info" and isinstance(event.get("value"), dict):
+            done = event["value"]
+            out.append((at, f, {"mode": done.get("mode"), REPLAY: done}))
+        elif action == "stop":
+            out.append((at, f, None))
+        pending = None
+    return out, targeted
+
+
+def plan(run_dir: str | Path, backend: str | None = None) -> Plan:
+    """The reproduction of the run in `run_dir` on `backend` (default: the run's own)."""
+    from harness.test_spec import from_dict
+
+    run = store.open_run(run_dir)
+    test = store.read_test(run)
+    spec = from_dict(test, source=str(run.test_json))
+    history = store.read_history(run.history_jsonl) if run.history_jsonl.exists() else None
+    if history is None:
+        raise UserError(f"{run.path}: no history.jsonl: the run never started, there is nothing to reproduce")
+    target = backend or spec.backend
+    name = spec.name if spec.name.endswith("-reproduction") else f"{spec.name}-reproduction"
+    new = dataclasses.replace(spec, backend=target, name=name)
+    notes: list[str] = []
+    if spec.backend == "sim" and target == "sim":
+        return Plan(run.path, new, None, ["simulator to simulator: the seed replays the whole run"])
+    timeline, targeted = timeline_of(history.events, spec.time_limit_s)
+    if targeted:
+        notes.append(f"{targeted} targeted fault(s) of the simulator are not replayed on {target}")
+    if target == "sim" and spec.nemesis_buggify:
+        new = dataclasses.replace(new, nemesis_buggify=False)  # only the recorded faults
+    kinds = sorted({f.partition("-")[2] for _, f, _ in timeline})
+    if kinds and not set(kinds) <= set(new.nemesis):
+        new = dataclasses.replace(new, nemesis=tuple(dict.fromkeys([*new.nemesis, *kinds])))
+    starts = sum(1 for _, f, _ in timeline if f.startswith("start-"))
+    notes.append(f"{starts} fault start(s) replayed at their recorded times and targets")
+    return Plan(run.path, new, timeline, notes)
+
+
+@dataclass
+class Comparison:
+    """Each checker's verdict in the stored run and in its reproduction, side by side."""
+
+    rows: list[tuple[str, Any, Any]]
+    original_valid: Any
+    reproduced_valid: Any
+    identical_history: bool | None  # simulator to simulator only
+
+    @property
+    def reproduced(self) -> bool:
+        return self.original_valid == self.reproduced_valid
+
+    def lines(self) -> list[str]:
+        width = max([len("checker"), *(len(name) for name, _, _ in self.rows)])
+        out = [f"{'checker':<{width}}  {'original':<10}  reproduction"]
+        out += [f"{name:<{width}}  {_show(a):<10}  {_show(b)}" for name, a, b in self.rows]
+        out.append(f"{'verdict':<{width}}  {_show(self.original_valid):<10}  {_show(self.reproduced_valid)}")
+        if self.identical_history is not None:
+            out.append(f"history: {'byte-identical' if self.identical_history else 'DIFFERS'} from the original's")
+        same = "the same verdict" if self.reproduced else "a different verdict"
+        out.append(f"reproduced: {'yes' if self.reproduced else 'NO'} ({same})")
+        return out
+
+
+def compare(original: Path, reproduction: Path, same_seed_sim: bool) -> Comparison:
+    first = store.read_results(store.open_run(original)) or {}
+    second = store.read_results(store.open_run(reproduction)) or {}
+    a, b = first.get("checkers", {}), second.get("checkers", {})
+    rows = [(name, _valid(a.get(name)), _valid(b.get(name))) for name in sorted(set(a) | set(b))]
+    identical = None
+    if same_seed_sim:
+        identical = (original / "history.jsonl").read_bytes() == (reproduction / "history.jsonl").read_bytes()
+    return Comparison(rows, first.get("valid", "unknown"), second.get("valid", "unknown"), identical)
+
+
+def _valid(entry: Any) -> Any:
+    return entry.get("valid", "unknown") if isinstance(entry, dict) else None
+
+
+def _show(value: Any) -> str:
+    return {True: "valid", False: "INVALID", None: "-"}.get(value, str(value)) if not isinstance(value, str) else value

@@ -1,0 +1,59 @@
+"""`kchaos reproduce RUN_DIR [--backend B]`: run a stored test again with the same faults, and compare.
+
+    kchaos reproduce results/latest                   # on the run's own backend
+    kchaos reproduce results/latest --backend sim     # a netns/docker run's fault timeline, simulated
+    kchaos reproduce results/latest --backend docker
+
+The same seed, workload, cluster shape and options, and the same fault timeline: each nemesis op at
+the same offset with the same targets and parameters (see harness/reproduce.py). Prints both runs'
+verdicts checker by checker, and whether the reproduction reached the same verdict. Exit code: the
+reproduction's own (0 valid, 1 invalid, 2 unknown, 254 error), as `kchaos run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from harness.test_spec import BACKENDS
+
+
+def reproduce_command(args: argparse.Namespace) -> int:
+    from harness.reproduce import compare, plan
+    from harness.run_report import verdict_word
+    from harness.runner import run_test
+
+    p = plan(args.run_dir, args.backend)
+    print(
+        f"kchaos reproduce: {p.source} ({p.spec.name}, seed {p.spec.seed}) on {p.spec.backend}",
+        file=sys.stderr,
+        flush=True,
+    )
+    for note in p.notes:
+        print(f"kchaos reproduce: {note}", file=sys.stderr)
+    result = run_test(
+        p.spec,
+        root=args.results,
+        progress=None if not args.no_progress else False,
+        extra_test={"reproduces": str(p.source)},
+        timeline=p.timeline,
+    )
+    if result.error:
+        print(f"kchaos reproduce: error: {result.error}", file=sys.stderr)
+    if result.valid is not None:
+        for line in compare(p.source, result.run.path, same_seed_sim=p.timeline is None).lines():
+            print(line)
+    word = verdict_word(result.valid)[0] if result.valid is not None else "error"
+    print(f"verdict: {word} (exit {result.exit_code})")
+    print(f"run directory: {result.run.path}")
+    return result.exit_code
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("reproduce", description=__doc__.splitlines()[0])
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a stored run (e.g. results/latest)")
+    p.add_argument("--backend", choices=BACKENDS, help="where to run it (default: where it ran)")
+    p.add_argument("--results", metavar="DIR", help="results root (default: $KCHAOS_RESULTS or ./results)")
+    p.add_argument("--no-progress", action="store_true", help="no live progress line")
+    p.set_defaults(func=reproduce_command)

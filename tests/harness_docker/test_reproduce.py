@@ -1,0 +1,86 @@
+"""`kchaos reproduce` across backends (root): a netns run with a planted bug fails again when reproduced
+in the simulator and on docker, with the same faults at the same times; a valid run stays valid."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.backends.ledger import LEDGER_NAME
+from harness.cli import main
+from harness.runner import run_test
+from harness.test_spec import Cluster
+from tests.harness_netns.conftest import heal_if_left, needs_root
+from tests.harness_run.helpers import sim_spec
+
+pytestmark = [pytest.mark.root, needs_root]
+
+
+def _faults(run: Path) -> list[tuple[float, str, list[str]]]:
+    """The fault starts that did something: (seconds, f, targets)."""
+    out = []
+    for line in (run / "history.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event["process"] == "nemesis" and event["type"] == "info" and event["f"].startswith("start-"):
+            out.append((event["time"] / 1e9, event["f"], event["value"].get("targets")))
+    return out
+
+
+def _reproduce(run: Path, backend: str, root: Path, capsys) -> tuple[int, str, Path]:
+    try:
+        code = main(["reproduce", str(run), "--backend", backend, "--results", str(root), "--no-progress"])
+    finally:
+        for ledger in root.glob(f"*/*/{LEDGER_NAME}"):
+            heal_if_left(ledger.parent)
+    return code, capsys.readouterr().out, next(p for p in root.glob("*/2*") if p.is_dir())
+
+
+def _same_timeline(original: Path, reproduction: Path) -> None:
+    a, b = _faults(original), _faults(reproduction)
+    assert [(f, targets) for _, f, targets in a] == [(f, targets) for _, f, targets in b]
+    # each fault at the same offset, give or take how long the previous fault took to carry out
+    assert all(abs(ta - tb) < 2.0 for (ta, _, _), (tb, _, _) in zip(a, b, strict=True)), (a, b)
+
+
+def test_a_planted_bug_caught_on_netns_is_caught_again_in_the_simulator_and_on_docker(tmp_path, capsys):
+    # One controller, so the forger's Envelope always reaches the active one: the bug shows whatever
+    # the faults do, and what the test checks of the faults is that they come back as they were.
+    spec = sim_spec(
+        seed=32,
+        backend="netns",
+        cluster=Cluster(controllers=1, brokers=2),
+        nemesis=("partition", "pause"),
+        nemesis_interval_s=2.0,
+        nemesis_duration_s=2.0,
+        time_limit_s=14.0,
+        bugs=("ctl-envelope-unauthorized",),
+    )
+    try:
+        original = run_test(spec, root=tmp_path / "netns", say=lambda _: None, progress=False)
+    finally:
+        for ledger in (tmp_path / "netns").glob(f"*/*/{LEDGER_NAME}"):
+            heal_if_left(ledger.parent)
+    assert original.error is None, original.error
+    assert original.valid is False and len(_faults(original.run.path)) >= 3
+    for backend in ("sim", "docker"):
+        code, out, run = _reproduce(original.run.path, backend, tmp_path / backend, capsys)
+        assert code == 1, out
+        assert "reproduced: yes" in out and "forgery" in out
+        test = json.loads((run / "test.json").read_text())
+        assert test["backend"] == backend and test["reproduces"] == str(original.run.path)
+        _same_timeline(original.run.path, run)
+
+
+def test_a_valid_netns_run_reproduced_in_the_simulator_stays_valid(tmp_path, capsys):
+    spec = sim_spec(seed=8, backend="netns", time_limit_s=10.0)
+    try:
+        original = run_test(spec, root=tmp_path / "netns", say=lambda _: None, progress=False)
+    finally:
+        for ledger in (tmp_path / "netns").glob(f"*/*/{LEDGER_NAME}"):
+            heal_if_left(ledger.parent)
+    assert original.valid is True, original.checker_lines
+    code, out, run = _reproduce(original.run.path, "sim", tmp_path / "sim", capsys)
+    assert code == 0 and "reproduced: yes" in out
+    _same_timeline(original.run.path, run)

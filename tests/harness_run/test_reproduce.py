@@ -1,0 +1,74 @@
+"""`kchaos reproduce` in the simulator, and the timeline a history yields (the netns and docker
+reproductions of a planted bug are in tests/harness_docker/test_reproduce.py)."""
+
+from __future__ import annotations
+
+from harness.cli import main
+from harness.generators import Op, Outcome, fault_timeline, nemesis, run_virtual
+from harness.reproduce import compare, plan, timeline_of
+from harness.runner import run_test
+from tests.harness_run.helpers import sim_spec
+
+S = 1_000_000_000
+
+
+def _nemesis(f: str, type_: str, t: float, value=None) -> dict:
+    return {"process": "nemesis", "type": type_, "f": f, "time": int(t * S), "value": value}
+
+
+def test_the_timeline_of_a_history_pairs_each_start_with_what_it_did():
+    events = [
+        _nemesis("start-kill", "invoke", 1.0, {"mode": "leader"}),
+        {"process": 0, "type": "invoke", "f": "write", "time": int(1.1 * S), "value": 1},
+        _nemesis("start-kill", "info", 1.2, {"kind": "kill", "mode": "leader", "targets": ["c2"]}),
+        _nemesis("start-buggify", "info", 1.5, {"kind": "buggify", "targets": ["c1"]}),  # the simulator's own
+        _nemesis("start-pause", "invoke", 2.0, {"mode": "one"}),
+        _nemesis("start-pause", "fail", 2.0, {"kind": "pause", "mode": "one"}),  # did nothing: left out
+        _nemesis("stop-kill", "invoke", 3.0),
+        _nemesis("stop-kill", "info", 3.5, {"kind": "kill", "targets": ["c2"]}),
+        _nemesis("stop-pause", "invoke", 10.0),  # the final heal, after the main phase
+        _nemesis("stop-pause", "info", 10.0, {"kind": "pause", "targets": [], "noop": True}),
+    ]
+    timeline, targeted = timeline_of(events, time_limit_s=8.0)
+    assert targeted == 1
+    assert timeline == [
+        (1 * S, "start-kill", {"mode": "leader", "replay": {"kind": "kill", "mode": "leader", "targets": ["c2"]}}),
+        (3 * S, "stop-kill", None),
+    ]
+
+
+def test_a_fault_timeline_generator_emits_each_op_at_its_time_one_after_another():
+    """Sorted by time; an op due while the previous one is still in flight waits for its completion."""
+    gen = fault_timeline(
+        [(5 * S, "stop-kill", None), (1 * S, "start-kill", {"mode": "one"}), (2 * S, "start-pause", None)]
+    )
+
+    def execute(op: Op, rng) -> Outcome:
+        return Outcome("info", 3 * S if op.f == "start-kill" else 0)
+
+    history = run_virtual(nemesis(gen), execute, concurrency=0, seed=1)
+    invokes = [(e["f"], e["time"] / S) for e in history if e["type"] == "invoke"]
+    assert invokes == [("start-kill", 1.0), ("start-pause", 4.0), ("stop-kill", 5.0)]
+
+
+def test_a_simulated_run_reproduced_in_the_simulator_is_byte_identical(tmp_path, capsys):
+    first = run_test(sim_spec(seed=21, bugs=("raft-vote-not-persisted",)), root=tmp_path / "a", say=lambda _: None)
+    assert first.valid is False  # the planted bug is caught
+    p = plan(first.run.path)
+    assert p.timeline is None and p.spec.seed == 21 and p.spec.bugs == ("raft-vote-not-persisted",)
+    code = main(["reproduce", str(first.run.path), "--results", str(tmp_path / "b"), "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "history: byte-identical from the original's" in out and "reproduced: yes" in out
+    second = next((tmp_path / "b").glob("*/2*"))
+    assert compare(first.run.path, second, same_seed_sim=True).identical_history is True
+
+
+def test_a_valid_run_reproduced_stays_valid_and_a_missing_run_is_one_line(tmp_path, capsys):
+    first = run_test(sim_spec(seed=3), root=tmp_path / "a", say=lambda _: None)
+    assert first.valid is True
+    assert main(["reproduce", str(first.run.path), "--results", str(tmp_path / "b"), "--no-progress"]) == 0
+    assert "reproduced: yes" in capsys.readouterr().out
+    assert main(["reproduce", str(tmp_path / "nope")]) == 254
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not exist" in err[0]
