@@ -13,9 +13,10 @@ Because the sandbox's namespace is a named one on the host, every fault of the n
 unchanged: partitions and packet faults are rules inside that namespace (which outlive a restarted node),
 clock and disk faults are the same preload shims (their cache is bind-mounted read-only), power loss is
 the same lazyfs mount. Only processes differ: kill is `docker kill -s KILL`, pause is `docker pause` (the
-cgroup freezer: SIGCONT cannot wake it early). Everything is ledgered before it is created; teardown
-and `kchaos heal` remove our containers, network and namespace names only (by label), and stop the
-engine if this run started it.
+cgroup freezer: SIGCONT cannot wake it early). An engine the run starts itself gets no docker0, no
+iptables rules and no NAT (`docker_engine`), so the host's packet filter stays as it was. Everything is
+ledgered before it is created; teardown and `kchaos heal` remove our containers, network and namespace
+names only (by label), and stop the engine if this run started it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 from harness.backends.docker_engine import LABEL, ensure_engine
 from harness.backends.docker_image import CODE_ROOT, cache_dir, ensure_image
-from harness.backends.firewall import firewall_named
+from harness.backends.firewall import allow_bridge_forwarding, firewall_named
 from harness.backends.ledger import HealReport, Ledger, register_undo
 from harness.backends.native import cache_dir as native_cache_dir
 from harness.backends.netns import NetnsBackend, NodeHost, free_subnet
@@ -93,6 +94,7 @@ class DockerBackend(NetnsBackend):
             if len(self._nodes) + 1 > len(hosts):
                 raise BackendError(f"{len(self._nodes)} nodes do not fit in {self.subnet}")
             self._create_network(str(hosts[0]))
+            allow_bridge_forwarding(self.ledger, self.bridge)  # bridged frames cross root FORWARD
             for i, node in enumerate(self._nodes):
                 host = NodeHost(node, f"{self.bridge}-{node}", "", str(hosts[i + 1]))
                 self._create_sandbox(host)

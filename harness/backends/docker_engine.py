@@ -24,6 +24,10 @@ from harness.backends.shell import BackendError
 LABEL = "kchaos.run"
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 START_TIMEOUT_S = 60.0
+# An engine the harness starts touches the host no more than the runs need: no docker0 bridge, no
+# iptables chains or NAT, no ip_forward sysctl (all of which outlive dockerd). Nodes only talk to each
+# other and to the harness, on the run's own bridge.
+DOCKERD_FLAGS = ("--bridge=none", "--iptables=false", "--ip-forward=false", "--ip-masq=false")
 
 
 def engine_url() -> str:
@@ -64,10 +68,11 @@ def ensure_engine(ledger: Ledger, log_dir: Path) -> Any:
         why = "dockerd is not installed (apt-get install docker.io)" if dockerd is None else "start dockerd"
         raise BackendError(f"no Docker engine answers at {url}: {why}")
     log_dir.mkdir(parents=True, exist_ok=True)
-    rid = ledger.record("dockerd", argv=[dockerd])
+    argv = [dockerd, *DOCKERD_FLAGS]
+    rid = ledger.record("dockerd", argv=argv)
     with open(log_dir / "dockerd.log", "ab") as log:
         proc = subprocess.Popen(
-            [dockerd], stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
         )
     ledger.update(rid, pid=proc.pid, starttime=start_time(proc.pid))
     deadline = time.monotonic() + START_TIMEOUT_S
