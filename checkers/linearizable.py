@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.history import History, Op
-from checkers.models import ILLEGAL, Canonicalizer, Model, Pruner, get_model
+from checkers.models import ILLEGAL, Canonicalizer, Guard, Model, Pruner, get_model
 from checkers.progress import Tracker
 from checkers.verdict import UNKNOWN, Verdict, merge_validity
+from checkers.zones import ZoneVerdict
 
 CHECKER = "linearizable"
 INF = float("inf")
@@ -58,6 +59,7 @@ class KeyResult:
     states_after: list[str] = field(default_factory=list)  # model state after each op of it
     final_state: str | None = None  # state after the longest partial linearization
     stuck: list[dict[str, Any]] = field(default_factory=list)  # ops that could not be linearized next
+    method: str = "search"  # "zones": decided by the zone analysis (checkers.zones), else the search
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -67,6 +69,7 @@ class KeyResult:
             "info_ops": self.info_ops,
             "states": self.states,
             "elapsed": round(self.elapsed, 4),
+            "method": self.method,
         }
         if self.reason:
             out["reason"] = self.reason
@@ -126,6 +129,7 @@ def _search(
     canon: Canonicalizer | None,
     deadline: float,
     max_states: int,
+    guard: Guard | None = None,
 ) -> _Outcome:
     """Depth-first just-in-time linearization; see the module docstring for the pruning rules."""
     inv, ret, iinv = p.inv, p.ret, p.iinv
@@ -181,6 +185,8 @@ def _search(
                 children = [(c, ns)]
                 forced = True
                 break
+            if guard is not None and ns != state and guard(state, lo, dmask, c):
+                continue  # leaves a value that a pending op still needs, for good
             children.append((c, ns))
         stack.append([children, 0, lo, dmask, imask, state, path, depth, minret, forced or not ni, cands])
         # Move to the next unexplored child, backtracking as needed.
@@ -193,7 +199,8 @@ def _search(
                     stack.pop()
                     continue
                 fr[9] = True  # determinate candidates exhausted: now try indeterminate ops
-                children.extend(_info_children(fns, ifns, blind, iinv, fr[10], fr[4], fr[5], fr[8], n))
+                if guard is None or not guard(fr[5], fr[2], fr[3], -1):
+                    children.extend(_info_children(fns, ifns, blind, iinv, fr[10], fr[4], fr[5], fr[8], n))
                 continue
             fr[1] = k + 1
             c, ns = children[k]
@@ -345,23 +352,29 @@ def check_key(
     deadline: float = INF,
     max_states: int = DEFAULT_MAX_STATES,
     prune: bool = True,
+    zones: bool = True,
 ) -> KeyResult:
-    """Decide one key's sub-history."""
+    """Decide one key's sub-history: the model's zone analysis first if it has one (and `zones`),
+    then the search. `prune=False` turns off every model cut (the reference search of the tests)."""
     with no_gc():
-        return _check_key(model, key, ops, deadline, max_states, prune)
+        return _check_key(model, key, ops, deadline, max_states, prune, zones and prune)
 
 
-def _check_key(model: Model, key: Any, ops: Iterable[Op], deadline: float, max_states: int, prune: bool) -> KeyResult:
+def _check_key(
+    model: Model, key: Any, ops: Iterable[Op], deadline: float, max_states: int, prune: bool, zones: bool
+) -> KeyResult:
     started = time.monotonic()
     p = _prepare(model, ops)
-    fns = [model.compile(op) for op in p.ops]
-    ifns = [model.compile(op) for op in p.info]
-    init = model.init()
-    pure = [model.observer(op) for op in p.ops]
+    zv = model.zones(p.ops, p.info) if zones else None
+    if zv is not None and zv.valid is not None:
+        result = _zone_result(model, key, p, zv, deadline)
+        result.elapsed = time.monotonic() - started
+        return result
+    fns, ifns, init, pure, blind = _compiled(model, p)
     doomed = model.pruner(p.ops, p.info) if prune else None
     canon = model.canonicalizer(p.ops, p.info) if prune else None
-    blind = [model.blind(op) for op in p.ops] + [model.blind(op) for op in p.info]
-    out = _search(p, fns, ifns, init, pure, blind, doomed, canon, deadline, max_states)
+    guard = model.guard(p.ops, p.info) if prune else None
+    out = _search(p, fns, ifns, init, pure, blind, doomed, canon, deadline, max_states, guard)
     result = KeyResult(
         key=key,
         valid=out.valid,
@@ -375,6 +388,64 @@ def _check_key(model: Model, key: Any, ops: Iterable[Op], deadline: float, max_s
             out = _longer_partial(p, fns, ifns, init, pure, blind, canon, deadline, out)
         _explain(model, p, fns, ifns, init, doomed, out, result)
     result.elapsed = time.monotonic() - started
+    return result
+
+
+def _compiled(model: Model, p: _Prepared) -> tuple[list, list, Any, list[bool], list[bool]]:
+    """What the search needs of the model per op: step functions (determinate, indeterminate), the
+    initial state, which ops are observers and which are blind."""
+    fns = [model.compile(op) for op in p.ops]
+    ifns = [model.compile(op) for op in p.info]
+    pure = [model.observer(op) for op in p.ops]
+    blind = [model.blind(op) for op in p.ops] + [model.blind(op) for op in p.info]
+    return fns, ifns, model.init(), pure, blind
+
+
+ZONE_EXPLAIN_SECONDS = 1.0  # search for a partial linearization to show with a zone violation
+ZONE_EXPLAIN_STATES = 200_000
+
+
+def _zone_result(model: Model, key: Any, p: _Prepared, zv: ZoneVerdict, deadline: float) -> KeyResult:
+    """A key the zone analysis decided. For a violation, a short budgeted search finds a partial
+    linearization to show, and the ops the analysis proved doomed lead the stuck list."""
+    result = KeyResult(key, zv.valid, len(p.ops) + len(p.info), len(p.info), method="zones")  # type: ignore[arg-type]
+    if zv.valid:
+        return result
+    fns, ifns, init, pure, blind = _compiled(model, p)
+    doomed = model.pruner(p.ops, p.info)
+    canon = model.canonicalizer(p.ops, p.info)
+    guard = model.guard(p.ops, p.info)
+    budget = min(deadline, time.monotonic() + ZONE_EXPLAIN_SECONDS)
+    out = _search(p, fns, ifns, init, pure, blind, doomed, canon, budget, ZONE_EXPLAIN_STATES, guard)
+    if out.valid is True:  # impossible unless the zone analysis is wrong: never report a false alarm
+        raise AssertionError("zone analysis said invalid, the search found a linearization")
+    result.states = out.states
+    _explain(model, p, fns, ifns, init, doomed, out, result)
+    n = len(p.ops)
+
+    def op_at(k: int) -> Op:
+        return p.ops[k] if k < n else p.info[k - n]
+
+    because = [op_at(k).id for k in zv.because]
+    proven = []
+    for k in zv.doomed:
+        op = p.ops[k]
+        proven.append(
+            {
+                "id": op.id,
+                "op": model.describe_op(op),
+                "process": op.process,
+                "needs": model.requirement(op),
+                "state": result.final_state,
+                "legal": False,
+                "deadline": False,
+                "doomed": True,
+                "why": zv.why,
+                "because": because,
+            }
+        )
+    ids = {s["id"] for s in proven}
+    result.stuck = proven + [s for s in result.stuck if s["id"] not in ids]
     return result
 
 
@@ -574,6 +645,9 @@ def summarize(verdict: Verdict) -> list[str]:
                 continue
             need = f" needs {s['needs']}" if s["needs"] else " cannot follow"
             lines.append(f"    op {s['id']} (process {s['process']}) {s['op']}:{need}")
+            if s.get("why"):
+                ops = ", ".join(str(i) for i in s.get("because", []))
+                lines.append(f"      never possible: {s['why']}" + (f" (ops {ops})" if ops else ""))
     skipped = sum(1 for r in results if r.get("reason") == "not checked")
     if skipped:
         lines.append(f"  {skipped} keys not checked after the first invalid key (use --all-keys)")

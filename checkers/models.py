@@ -13,6 +13,7 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any, ClassVar
 
 from checkers.history import Op
+from checkers.zones import ZoneVerdict, analyse
 
 ILLEGAL: Any = object()
 INFINITY = float("inf")  # a step function returns this when the op cannot happen in that state
@@ -20,6 +21,7 @@ INFINITY = float("inf")  # a step function returns this when the op cannot happe
 StepFn = Callable[[Any], Any]
 Pruner = Callable[[Any, int, int, list[int]], int]  # -> index of a doomed op, or -1
 Canonicalizer = Callable[[Any, int, int], Any]
+Guard = Callable[[Any, int, int, int], bool]  # (state, lo, dmask, op about to change it) -> blocked
 
 
 def hashable(value: Any) -> Any:
@@ -110,6 +112,19 @@ class Model:
         """
         return None
 
+    def guard(self, ops: list[Op], info: list[Op]) -> Guard | None:
+        """Optional: when a state, once left, can never come back (unique written values).
+
+        `guard(state, lo, dmask, c)` says whether leaving `state` now (by op index `c`, -1 for an
+        indeterminate op) is a dead end because some other pending op still needs that state.
+        """
+        return None
+
+    def zones(self, ops: list[Op], info: list[Op]) -> ZoneVerdict | None:
+        """Optional: a fast analysis run before the search (see `checkers.zones`). None: not applicable;
+        a `ZoneVerdict` with valid True / False decides the key, with None it leaves it to the search."""
+        return None
+
     def describe_op(self, op: Op) -> str:
         value = op.invoke_value if op.f != "read" else op.value
         suffix = "" if op.type == "ok" else f" ({op.type})"
@@ -194,6 +209,47 @@ class RegisterModel(Model):
         inv = [op.invoke_time for op in ops]
         ret = [op.complete_time for op in ops]
         return _settable_pruner(needs, writers, info_writers, inv, ret)
+
+    def written(self, ops: Iterable[Op]) -> list[Any]:
+        """The values `ops` may write (writes, and cas that succeeded or may have)."""
+        out = []
+        for op in ops:
+            f, a, b = self._parts(op)
+            if f == "write":
+                out.append(a)
+            elif f == "cas" and op.type != "fail":
+                out.append(b)
+        return out
+
+    def unique_values(self, ops: list[Op], info: list[Op]) -> bool:
+        """Whether every value is written by at most one op and none writes the initial nil: then a
+        value, once overwritten, never comes back, and each value names its writer."""
+        values = self.written(ops) + self.written(info)
+        return None not in values and len(set(values)) == len(values)
+
+    def guard(self, ops: list[Op], info: list[Op]) -> Guard | None:
+        """With unique values, leaving value v while a read of v (or a successful cas from v) is
+        still pending dooms that op: nothing can write v again."""
+        if not self.unique_values(ops, info):
+            return None
+        keepers: dict[Any, list[int]] = {}  # value -> determinate ops that need it, by index
+        for i, op in enumerate(ops):
+            f, a, _ = self._parts(op)
+            if f == "read" or (f == "cas" and op.type == "ok"):
+                keepers.setdefault(a, []).append(i)
+        empty: list[int] = []
+
+        def blocked(state: Any, lo: int, dmask: int, c: int) -> bool:
+            return any(k >= lo and k != c and not (dmask >> (k - lo)) & 1 for k in keepers.get(state, empty))
+
+        return blocked
+
+    def zones(self, ops: list[Op], info: list[Op]) -> ZoneVerdict | None:
+        """Gibbons & Korach zones when written values are unique: decides read/write histories,
+        and finds the usual violations (a stale read) of histories with cas without any search."""
+        if not self.unique_values(ops, info):
+            return None
+        return analyse(ops, info, self._parts, _short)
 
     def describe_op(self, op: Op) -> str:
         f, a, b = self._parts(op)
