@@ -204,9 +204,8 @@ def _parse(lines: Iterable[str | bytes | dict], source: str) -> Iterator[Event]:
 Row = tuple[int, int, Any, str, str, Any, Any, Any, Any, int]
 
 
-def _fast_rows(lines: Iterable[bytes], source: str) -> Iterator[Row]:
-    """Rows of a JSONL file; any irregular line is re-read by `_event_from` for a precise error."""
-    ordinal = 0
+def _decoded(lines: Iterable[bytes], source: str) -> Iterator[tuple[int, Any]]:
+    """(line number, decoded object) of each non-blank line."""
     loads = _loads
     for line_no, raw in enumerate(lines, start=1):
         try:
@@ -215,6 +214,29 @@ def _fast_rows(lines: Iterable[bytes], source: str) -> Iterator[Row]:
             if not raw.strip():
                 continue
             raise HistoryError(f"{source}:{line_no}: not valid JSON ({exc})") from None
+        yield line_no, obj
+
+
+def _decoded_at_once(data: bytes) -> list[Any] | None:
+    """Every line of a JSONL file decoded by one call, as the elements of one JSON array: one parser
+    call instead of one per line (about twice as fast). None if that is not valid JSON (a bad or
+    blank line): the caller then goes line by line, which names the line."""
+    body = data.rstrip(b"\n")
+    breaks = body.count(b"\n")
+    # Every line one object: each line break sits between a "}" and a "{" (no blank or CRLF line, no
+    # object spread over lines), and there are as many elements as lines.
+    if not body or body.count(b"}\n{") != breaks or body[:1] != b"{" or body[-1:] != b"}":
+        return None
+    try:
+        objs = _loads(b"[" + body.replace(b"\n", b",") + b"]")
+    except _JSONError:
+        return None
+    return objs if len(objs) == breaks + 1 else None
+
+
+def _fast_rows(decoded: Iterable[tuple[int, Any]], source: str) -> Iterator[Row]:
+    """Rows of decoded JSONL lines; any irregular line is re-read by `_event_from` for a precise error."""
+    for ordinal, (line_no, obj) in enumerate(decoded):
         try:
             t = obj["time"]
             process = obj["process"]
@@ -240,7 +262,6 @@ def _fast_rows(lines: Iterable[bytes], source: str) -> Iterator[Row]:
             if key.__class__ is list or key.__class__ is dict:
                 key = _hashable(key)
             yield (index, t, process, kind, f, obj.get("value"), key, node, obj.get("error"), line_no)
-        ordinal += 1
 
 
 def pair(events: Iterable[Event], source: str = "<memory>") -> History:
@@ -312,8 +333,11 @@ def load_history(path: str | Path) -> History:
     was_enabled = gc.isenabled()
     gc.disable()  # a million acyclic ops: full collections while loading would cost O(n²)
     try:
-        with Path(path).open("rb") as handle:
-            return _pair_rows(_fast_rows(handle, source), source)
+        data = Path(path).read_bytes()
+        objs = _decoded_at_once(data)
+        decoded = enumerate(objs, start=1) if objs is not None else _decoded(data.splitlines(), source)
+        del data
+        return _pair_rows(_fast_rows(decoded, source), source)
     except OSError as exc:
         raise HistoryError(f"{source}: cannot read history: {exc.strerror or exc}") from None
     finally:

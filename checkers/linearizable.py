@@ -528,26 +528,27 @@ def check(
     _JOB.update(parts=parts, model=model, deadline=deadline, max_states=max_states, tracker=tracker)
     if tracker is not None:
         tracker.key_done(0, len(parts))
-    try:
-        if jobs == 1:
-            for i in order:
-                results[i] = _run_key(i)[1]
-                if tracker is not None:
-                    tracker.key_done(len(results), len(parts))
-                if results[i].valid is False and not all_keys:
-                    break
-        else:
-            ctx = multiprocessing.get_context("fork")
-            with ctx.Pool(jobs) as pool:
-                for i, res in pool.imap_unordered(_run_key, order):
-                    results[i] = res
+    with no_gc():  # once for all keys: turning it back on after each key costs a full collection
+        try:
+            if jobs == 1:
+                for i in order:
+                    results[i] = _run_key(i)[1]
                     if tracker is not None:
                         tracker.key_done(len(results), len(parts))
-                    if res.valid is False and not all_keys:
-                        pool.terminate()
+                    if results[i].valid is False and not all_keys:
                         break
-    finally:
-        _JOB.clear()
+            else:
+                ctx = multiprocessing.get_context("fork")
+                with ctx.Pool(jobs) as pool:
+                    for i, res in pool.imap_unordered(_run_key, order):
+                        results[i] = res
+                        if tracker is not None:
+                            tracker.key_done(len(results), len(parts))
+                        if res.valid is False and not all_keys:
+                            pool.terminate()
+                            break
+        finally:
+            _JOB.clear()
     key_results = []
     for i, (key, key_ops) in enumerate(parts):
         res = results.get(i)

@@ -143,6 +143,10 @@ class RegisterModel(Model):
 
     name = "register"
 
+    def __init__(self) -> None:
+        self._recent: list[tuple[list[Op], list[tuple[str, Any, Any]]]] = []
+        self._unique: tuple[list[Op], list[Op], bool] | None = None
+
     def init(self) -> Hashable:
         return None
 
@@ -185,24 +189,34 @@ class RegisterModel(Model):
         return op.f == "write"
 
     def observer(self, op: Op) -> bool:
-        f, a, b = self._parts(op)
-        return f == "read" or (f == "cas" and (op.type == "fail" or a == b))
+        if op.f != "cas":
+            return op.f == "read"
+        _, a, b = self._parts(op)
+        return op.type == "fail" or a == b
+
+    def _all_parts(self, ops: list[Op]) -> list[tuple[str, Any, Any]]:
+        """`_parts` of every op of a key, computed once for the pruner, the guard and the zones
+        (remembered for the last few lists, by identity; the lists are kept alive with them)."""
+        for known, parts in self._recent:
+            if known is ops:
+                return parts
+        parts = [self._parts(op) for op in ops]
+        self._recent = [(ops, parts), *self._recent[:1]]
+        return parts
 
     def pruner(self, ops: list[Op], info: list[Op]) -> Pruner | None:
         """A read (or successful cas) of v needs state v now, or a pending writer of v it can follow."""
         needs: dict[int, Any] = {}  # op index -> value it must observe
         writers: dict[Any, list[int]] = {}  # value -> determinate ops that may set it, by index
         info_writers: dict[Any, list[int]] = {}  # value -> invoke times of indeterminate setters
-        for i, op in enumerate(ops):
-            f, a, b = self._parts(op)
+        for i, (op, (f, a, b)) in enumerate(zip(ops, self._all_parts(ops), strict=True)):
             if f == "read" or (f == "cas" and op.type == "ok"):
                 needs[i] = a
             if f == "write":
                 writers.setdefault(a, []).append(i)
             elif f == "cas" and op.type == "ok":
                 writers.setdefault(b, []).append(i)
-        for op in info:
-            f, a, b = self._parts(op)
+        for op, (f, a, b) in zip(info, self._all_parts(info), strict=True):
             info_writers.setdefault(a if f == "write" else b, []).append(op.invoke_time)
         if not needs:
             return None
@@ -210,11 +224,10 @@ class RegisterModel(Model):
         ret = [op.complete_time for op in ops]
         return _settable_pruner(needs, writers, info_writers, inv, ret)
 
-    def written(self, ops: Iterable[Op]) -> list[Any]:
+    def written(self, ops: list[Op]) -> list[Any]:
         """The values `ops` may write (writes, and cas that succeeded or may have)."""
         out = []
-        for op in ops:
-            f, a, b = self._parts(op)
+        for op, (f, a, b) in zip(ops, self._all_parts(ops), strict=True):
             if f == "write":
                 out.append(a)
             elif f == "cas" and op.type != "fail":
@@ -224,8 +237,12 @@ class RegisterModel(Model):
     def unique_values(self, ops: list[Op], info: list[Op]) -> bool:
         """Whether every value is written by at most one op and none writes the initial nil: then a
         value, once overwritten, never comes back, and each value names its writer."""
+        if self._unique is not None and self._unique[0] is ops and self._unique[1] is info:
+            return self._unique[2]  # the guard and the zones both ask
         values = self.written(ops) + self.written(info)
-        return None not in values and len(set(values)) == len(values)
+        unique = None not in values and len(set(values)) == len(values)
+        self._unique = (ops, info, unique)
+        return unique
 
     def guard(self, ops: list[Op], info: list[Op]) -> Guard | None:
         """With unique values, leaving value v while a read of v (or a successful cas from v) is
@@ -233,8 +250,7 @@ class RegisterModel(Model):
         if not self.unique_values(ops, info):
             return None
         keepers: dict[Any, list[int]] = {}  # value -> determinate ops that need it, by index
-        for i, op in enumerate(ops):
-            f, a, _ = self._parts(op)
+        for i, (op, (f, a, _)) in enumerate(zip(ops, self._all_parts(ops), strict=True)):
             if f == "read" or (f == "cas" and op.type == "ok"):
                 keepers.setdefault(a, []).append(i)
         empty: list[int] = []
@@ -249,7 +265,7 @@ class RegisterModel(Model):
         and finds the usual violations (a stale read) of histories with cas without any search."""
         if not self.unique_values(ops, info):
             return None
-        return analyse(ops, info, self._parts, _short)
+        return analyse(ops, info, self._all_parts(ops), self._all_parts(info), _short)
 
     def describe_op(self, op: Op) -> str:
         f, a, b = self._parts(op)

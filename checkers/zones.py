@@ -64,20 +64,22 @@ class _Cluster:
 def analyse(
     ops: list[Op],
     info: list[Op],
-    parts: Callable[[Op], tuple[str, Any, Any]],
+    parts: list[tuple[str, Any, Any]],
+    iparts: list[tuple[str, Any, Any]],
     show: Callable[[Any], str] = repr,
 ) -> ZoneVerdict:
     """Zone analysis of one key's determinate `ops` and indeterminate `info` ops of a unique-value
-    register; `parts(op)` gives (f, a, b) as `RegisterModel._parts` does."""
+    register; `parts`, `iparts` give each op's (f, a, b) as `RegisterModel._parts` does."""
     writer: dict[Any, int] = {}
     observers: dict[Any, list[int]] = {}
     consumer: dict[Any, int] = {}
     has_cas = False
-    for i, op in enumerate(ops):
-        f, a, b = parts(op)
-        if f == "write":
+    for i, (op, (f, a, b)) in enumerate(zip(ops, parts, strict=True)):
+        if f == "read":
+            observers.setdefault(a, []).append(i)
+        elif f == "write":
             writer[a] = i
-        elif f == "cas":
+        else:
             has_cas = True
             if op.type == "ok":
                 writer[b] = i
@@ -86,19 +88,14 @@ def analyse(
                         False, [i], [consumer[a]], f"two successful cas from {show(a)}: the first consumed it for good"
                     )
                 consumer[a] = i
-        if f == "read" or (f == "cas" and op.type == "ok"):
-            observers.setdefault(a, []).append(i)
+                observers.setdefault(a, []).append(i)
     n = len(ops)
-    for j, op in enumerate(info):
-        f, a, b = parts(op)
+    for j, (f, a, b) in enumerate(iparts):
         has_cas = has_cas or f == "cas"
         writer[a if f == "write" else b] = n + j
-
-    def inv(k: int) -> float:
-        return ops[k].invoke_time if k < n else info[k - n].invoke_time
-
-    def ret(k: int) -> float:
-        return ops[k].complete_time if k < n else INF  # type: ignore[return-value]
+    invs = [op.invoke_time for op in ops] + [op.invoke_time for op in info]
+    rets: list[float] = [op.complete_time for op in ops] + [INF] * len(info)  # type: ignore[misc]
+    inv, ret = invs.__getitem__, rets.__getitem__
 
     clusters: list[_Cluster] = []
     for v, obs in observers.items():

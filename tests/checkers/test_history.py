@@ -160,3 +160,33 @@ def test_verdicts_compose_false_over_unknown_over_true():
     assert [exit_code(v) for v in (True, False, UNKNOWN)] == [0, 1, 2]
     with pytest.raises(ValueError):
         Verdict("z", "maybe", {})
+
+
+def test_the_whole_file_parse_and_the_line_by_line_one_load_the_same_history(tmp_path):
+    """`load_history` decodes a regular file with one parser call; blank lines, CRLF line ends or
+    anything irregular send it line by line. Both must give what the reference reader gives."""
+    from checkers.gen import register_history
+
+    gen = register_history(400, keys=3, processes=6, crash_rate=0.1, fail_rate=0.05, seed=4)
+    regular = gen.write_jsonl(tmp_path / "regular.jsonl")
+    text = regular.read_text()
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text(text.replace("\n", "\n\n", 5))
+    crlf = tmp_path / "crlf.jsonl"
+    crlf.write_bytes(text.replace("\n", "\r\n").encode())
+    from checkers.history import _decoded_at_once
+
+    assert _decoded_at_once(regular.read_bytes()) is not None  # the one-call path is taken...
+    assert _decoded_at_once(blank.read_bytes()) is None and _decoded_at_once(crlf.read_bytes()) is None
+    reference = pair(read_events(regular), source="x")
+    for path in (regular, blank, crlf):
+        loaded = load_history(path)
+        assert loaded.ops == reference.ops and loaded.nemesis == reference.nemesis
+
+
+def test_two_events_on_one_line_are_refused_with_the_line(tmp_path):
+    path = tmp_path / "two.jsonl"
+    first, second = json.dumps(ev(0, 0, "invoke", "read")), json.dumps(ev(1, 0, "ok", "read", 3))
+    path.write_text(f"{first},{second}\n{first}\n")
+    with pytest.raises(HistoryError, match=r"two.jsonl:1: not valid JSON"):
+        load_history(path)
