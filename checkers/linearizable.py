@@ -363,18 +363,30 @@ def check_key(
 def _check_key(
     model: Model, key: Any, ops: Iterable[Op], deadline: float, max_states: int, prune: bool, zones: bool
 ) -> KeyResult:
+    """The search, first with a small state budget (most keys are decided there); a key it has not
+    shown valid then gets the model's zone analysis, which may decide it (with a proof of why), and
+    else the search again with the full budget."""
     started = time.monotonic()
     p = _prepare(model, ops)
-    zv = model.zones(p.ops, p.info) if zones else None
-    if zv is not None and zv.valid is not None:
-        result = _zone_result(model, key, p, zv, deadline)
-        result.elapsed = time.monotonic() - started
-        return result
     fns, ifns, init, pure, blind = _compiled(model, p)
     doomed = model.pruner(p.ops, p.info) if prune else None
     canon = model.canonicalizer(p.ops, p.info) if prune else None
     guard = model.guard(p.ops, p.info) if prune else None
-    out = _search(p, fns, ifns, init, pure, blind, doomed, canon, deadline, max_states, guard)
+    quick = min(max_states, QUICK_STATES + QUICK_STATES_PER_OP * len(p.ops)) if zones else max_states
+    soon = min(deadline, started + QUICK_SECONDS) if zones else deadline
+    out = _search(p, fns, ifns, init, pure, blind, doomed, canon, soon, quick, guard)
+    if zones and out.valid is not True:
+        zv = model.zones(p.ops, p.info)
+        if zv is not None and zv.valid is not None:
+            if zv.valid is True and out.valid is False:  # impossible unless one of them is wrong
+                raise AssertionError("zone analysis said valid, the search proved the key invalid")
+            result = KeyResult(key, zv.valid, len(p.ops) + len(p.info), len(p.info), method="zones")
+            if not zv.valid:
+                _zone_counterexample(model, p, zv, fns, ifns, doomed, out, result)
+            result.elapsed = time.monotonic() - started
+            return result
+        if (out.reason == "state budget" and quick < max_states) or (out.reason == "timeout" and soon < deadline):
+            out = _search(p, fns, ifns, init, pure, blind, doomed, canon, deadline, max_states, guard)
     result = KeyResult(
         key=key,
         valid=out.valid,
@@ -391,6 +403,11 @@ def _check_key(
     return result
 
 
+QUICK_STATES = 5_000  # the first search's state budget: easy keys need about one state per op
+QUICK_STATES_PER_OP = 2
+QUICK_SECONDS = 0.25  # and its time budget: a state of a hard key can cost a millisecond
+
+
 def _compiled(model: Model, p: _Prepared) -> tuple[list, list, Any, list[bool], list[bool]]:
     """What the search needs of the model per op: step functions (determinate, indeterminate), the
     initial state, which ops are observers and which are blind."""
@@ -401,32 +418,22 @@ def _compiled(model: Model, p: _Prepared) -> tuple[list, list, Any, list[bool], 
     return fns, ifns, model.init(), pure, blind
 
 
-ZONE_EXPLAIN_SECONDS = 1.0  # search for a partial linearization to show with a zone violation
-ZONE_EXPLAIN_STATES = 200_000
-
-
-def _zone_result(model: Model, key: Any, p: _Prepared, zv: ZoneVerdict, deadline: float) -> KeyResult:
-    """A key the zone analysis decided. For a violation, a short budgeted search finds a partial
-    linearization to show, and the ops the analysis proved doomed lead the stuck list."""
-    result = KeyResult(key, zv.valid, len(p.ops) + len(p.info), len(p.info), method="zones")  # type: ignore[arg-type]
-    if zv.valid:
-        return result
-    fns, ifns, init, pure, blind = _compiled(model, p)
-    doomed = model.pruner(p.ops, p.info)
-    canon = model.canonicalizer(p.ops, p.info)
-    guard = model.guard(p.ops, p.info)
-    budget = min(deadline, time.monotonic() + ZONE_EXPLAIN_SECONDS)
-    out = _search(p, fns, ifns, init, pure, blind, doomed, canon, budget, ZONE_EXPLAIN_STATES, guard)
-    if out.valid is True:  # impossible unless the zone analysis is wrong: never report a false alarm
-        raise AssertionError("zone analysis said invalid, the search found a linearization")
+def _zone_counterexample(
+    model: Model,
+    p: _Prepared,
+    zv: ZoneVerdict,
+    fns: list,
+    ifns: list,
+    doomed: Pruner | None,
+    out: _Outcome,
+    result: KeyResult,
+) -> None:
+    """A zone violation shown as the viewer expects: the longest partial linearization the (quick)
+    search found, and the ops the analysis proved doomed first in the stuck list, with why."""
     result.states = out.states
-    _explain(model, p, fns, ifns, init, doomed, out, result)
+    _explain(model, p, fns, ifns, model.init(), doomed, out, result)
     n = len(p.ops)
-
-    def op_at(k: int) -> Op:
-        return p.ops[k] if k < n else p.info[k - n]
-
-    because = [op_at(k).id for k in zv.because]
+    because = [(p.ops[k] if k < n else p.info[k - n]).id for k in zv.because]
     proven = []
     for k in zv.doomed:
         op = p.ops[k]
@@ -446,7 +453,6 @@ def _zone_result(model: Model, key: Any, p: _Prepared, zv: ZoneVerdict, deadline
         )
     ids = {s["id"] for s in proven}
     result.stuck = proven + [s for s in result.stuck if s["id"] not in ids]
-    return result
 
 
 def _explain(

@@ -51,8 +51,15 @@ def test_read_write_history_is_decided_valid_by_zones_alone():
         (7, 1, "ok", "read", 2),
     )
     assert zone_verdict(h).valid is True
-    res = check_key(MODEL, None, h.ops)
-    assert res.valid is True and res.method == "zones" and res.states == 0
+    assert check_key(MODEL, None, h.ops).valid is True  # (the quick search decides this one first)
+
+
+def test_zones_decide_a_read_write_key_the_search_gives_up_on():
+    gen = register_history(3000, processes=20, crash_rate=0.1, mix=(0.6, 0.4, 0.0), seed=2)
+    h = pair(read_events(gen.events))
+    res = check_key(MODEL, None, h.ops, max_states=1)  # the search alone: unknown at once
+    assert res.valid is True and res.method == "zones"
+    assert check_key(MODEL, None, h.ops, max_states=1, zones=False).reason == "state budget"
 
 
 def test_a_stale_read_is_a_backward_zone_inside_a_forward_one():
