@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 try:  # a faster parser when present; the standard one otherwise
     import orjson
@@ -204,10 +204,10 @@ def _parse(lines: Iterable[str | bytes | dict], source: str) -> Iterator[Event]:
 Row = tuple[int, int, Any, str, str, Any, Any, Any, Any, int]
 
 
-def _decoded(lines: Iterable[bytes], source: str) -> Iterator[tuple[int, Any]]:
-    """(line number, decoded object) of each non-blank line."""
+def _decoded(lines: Iterable[bytes], source: str, first: int = 1) -> Iterator[tuple[int, Any]]:
+    """(line number, decoded object) of each non-blank line; `first` is the first line's number."""
     loads = _loads
-    for line_no, raw in enumerate(lines, start=1):
+    for line_no, raw in enumerate(lines, start=first):
         try:
             obj = loads(raw)
         except _JSONError as exc:
@@ -232,6 +232,33 @@ def _decoded_at_once(data: bytes) -> list[Any] | None:
     except _JSONError:
         return None
     return objs if len(objs) == breaks + 1 else None
+
+
+CHUNK_BYTES = 1 << 22  # decoded per parser call: few calls, and only one chunk's objects alive at once
+
+
+def _decoded_chunks(handle: BinaryIO, source: str) -> Iterator[tuple[int, Any]]:
+    """(line number, decoded object) of each non-blank line of a JSONL file, a chunk of whole lines
+    at a time: one parser call per regular chunk, line by line (naming a bad line) otherwise."""
+    done = 0  # lines before the current chunk
+    rest = b""
+    while True:
+        block = handle.read(CHUNK_BYTES)
+        if not block:
+            if rest.strip():
+                yield from _decoded([rest], source, done + 1)
+            return
+        block = rest + block
+        cut = block.rfind(b"\n") + 1
+        chunk, rest = block[:cut], block[cut:]
+        if not chunk:
+            continue
+        objs = _decoded_at_once(chunk)
+        if objs is None:
+            yield from _decoded(chunk.splitlines(), source, done + 1)
+        else:
+            yield from zip(range(done + 1, done + 1 + len(objs)), objs)
+        done += chunk.count(b"\n")
 
 
 def _fast_rows(decoded: Iterable[tuple[int, Any]], source: str) -> Iterator[Row]:
@@ -333,11 +360,8 @@ def load_history(path: str | Path) -> History:
     was_enabled = gc.isenabled()
     gc.disable()  # a million acyclic ops: full collections while loading would cost O(n²)
     try:
-        data = Path(path).read_bytes()
-        objs = _decoded_at_once(data)
-        decoded = enumerate(objs, start=1) if objs is not None else _decoded(data.splitlines(), source)
-        del data
-        return _pair_rows(_fast_rows(decoded, source), source)
+        with Path(path).open("rb") as handle:
+            return _pair_rows(_fast_rows(_decoded_chunks(handle, source), source), source)
     except OSError as exc:
         raise HistoryError(f"{source}: cannot read history: {exc.strerror or exc}") from None
     finally:

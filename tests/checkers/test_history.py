@@ -162,9 +162,14 @@ def test_verdicts_compose_false_over_unknown_over_true():
         Verdict("z", "maybe", {})
 
 
-def test_the_whole_file_parse_and_the_line_by_line_one_load_the_same_history(tmp_path):
-    """`load_history` decodes a regular file with one parser call; blank lines, CRLF line ends or
-    anything irregular send it line by line. Both must give what the reference reader gives."""
+@pytest.mark.parametrize("chunk", [1 << 22, 1000])
+def test_the_whole_chunk_parse_and_the_line_by_line_one_load_the_same_history(tmp_path, monkeypatch, chunk):
+    """`load_history` decodes each chunk of a regular file with one parser call; blank lines, CRLF
+    line ends or anything irregular send a chunk line by line. Both must give what the reference
+    reader gives, whatever the chunk size."""
+    from checkers import history as history_module
+
+    monkeypatch.setattr(history_module, "CHUNK_BYTES", chunk)
     from checkers.gen import register_history
 
     gen = register_history(400, keys=3, processes=6, crash_rate=0.1, fail_rate=0.05, seed=4)
@@ -190,3 +195,20 @@ def test_two_events_on_one_line_are_refused_with_the_line(tmp_path):
     path.write_text(f"{first},{second}\n{first}\n")
     with pytest.raises(HistoryError, match=r"two.jsonl:1: not valid JSON"):
         load_history(path)
+
+
+def test_a_bad_line_far_into_the_file_is_named_with_its_number(tmp_path, monkeypatch):
+    from checkers import history as history_module
+
+    monkeypatch.setattr(history_module, "CHUNK_BYTES", 1000)
+    lines = []
+    for i in range(200):
+        lines += [json.dumps(ev(2 * i, 0, "invoke", "read")), json.dumps(ev(2 * i + 1, 0, "ok", "read", 3))]
+    lines[357] = '{"time": 715, "process": 0, "type": "ok", "f": "read"'
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines))  # and no newline at the end
+    with pytest.raises(HistoryError, match=r"bad.jsonl:358: not valid JSON"):
+        load_history(path)
+    lines[357] = json.dumps(ev(715, 0, "ok", "read", 3))
+    path.write_text("\n".join(lines))
+    assert len(load_history(path).ops) == 200
