@@ -25,6 +25,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -32,12 +33,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.history import History, Op
-from checkers.models import ILLEGAL, Canonicalizer, Guard, Model, Pruner, get_model
+from checkers.models import ILLEGAL, Canonicalizer, Guard, Model, NativeSpec, Pruner, get_model
 from checkers.progress import Tracker
 from checkers.verdict import UNKNOWN, Verdict, merge_validity
 from checkers.zones import ZoneVerdict
 
+try:  # the compiled search (setup.py builds it); without it, the pure-Python one, with a notice
+    from checkers import _lincore
+except ImportError:  # pragma: no cover - depends on the build
+    _lincore = None
+
 CHECKER = "linearizable"
+NATIVE_MISSING = (
+    "note: the compiled linearizability search (checkers/_lincore) is not built, so the pure-Python "
+    "search runs (slower); build it with `pip install -e .` (setup.sh; needs gcc and python3-dev)"
+)
 INF = float("inf")
 DEFAULT_MAX_STATES = 4_000_000  # memoised configurations per key (~1 GB); beyond that: unknown
 DEFAULT_TIMEOUT_S = 60.0  # `kchaos check` and a run's checking phase: undecided keys are unknown after this
@@ -234,6 +244,38 @@ def _search(
             return _Outcome(False, None, len(seen), best[0], best[1])
 
 
+NATIVE_OPS_PER_JOB = 300_000  # the compiled search does ~1M ops a second: forking pays off beyond this
+
+_RESULTS = {1: (True, None), 0: (False, None), 2: (UNKNOWN, "timeout"), 3: (UNKNOWN, "state budget")}
+
+
+def _native_search(
+    p: _Prepared, spec: NativeSpec, prune: bool, guard: bool, deadline: float, max_states: int
+) -> _Outcome:
+    """`_search` in C (checkers/_lincore.c) for the models that give a `NativeSpec`: the same walk,
+    the same configurations, the same longest partial linearization. `prune`: the model's pruner
+    (and observer shortcut stays on either way, as in `_search`); `guard`: the unique-value guard."""
+    code, states, order = _lincore.search(
+        p.inv, p.ret, spec.kind, spec.a, spec.b, spec.pure, p.iinv, spec.ikind, spec.ia, spec.ib, spec.blind,
+        spec.values, prune, guard, deadline, max_states,
+    )  # fmt: skip
+    valid, reason = _RESULTS[code]
+    path = None
+    n = len(p.inv)
+    done, info = set(), 0
+    for c in order:
+        path = (c, path)
+        if c < n:
+            done.add(c)
+        else:
+            info |= 1 << (c - n)
+    lo = 0
+    while lo in done:
+        lo += 1
+    dmask = sum(1 << (c - lo) for c in done if c > lo)
+    return _Outcome(valid, reason, states, path, (lo, dmask, info, None))
+
+
 EXPLAIN_SECONDS = 0.5  # extra search for a longer partial linearization of a bad key
 EXPLAIN_STATES = 50_000
 
@@ -246,21 +288,14 @@ def _depth(path: tuple | None) -> int:
     return depth
 
 
-def _longer_partial(
-    p: _Prepared,
-    fns: list,
-    ifns: list,
-    init: Any,
-    pure: list[bool],
-    blind: list[bool],
-    canon: Canonicalizer | None,
-    deadline: float,
-    out: _Outcome,
-) -> _Outcome:
+def _longer_partial(native: NativeSpec | None, p: _Prepared, t: _Tools, deadline: float, out: _Outcome) -> _Outcome:
     """Pruning stops a doomed branch early, so its partial linearizations are short. A short,
     budgeted search without the pruner usually finds a longer one, which explains more."""
     budget = min(deadline, time.monotonic() + EXPLAIN_SECONDS)
-    alt = _search(p, fns, ifns, init, pure, blind, None, canon, budget, EXPLAIN_STATES)
+    if native is not None:
+        alt = _native_search(p, native, False, False, budget, EXPLAIN_STATES)
+    else:
+        alt = _search(p, t.fns, t.ifns, t.init, t.pure, t.blind, None, t.canon, budget, EXPLAIN_STATES)
     if alt.valid is True:  # impossible unless the pruner is wrong; keep the proven verdict honest
         raise AssertionError("pruned search said invalid, unpruned search found a linearization")
     if _depth(alt.path) > _depth(out.path):
@@ -353,28 +388,76 @@ def check_key(
     max_states: int = DEFAULT_MAX_STATES,
     prune: bool = True,
     zones: bool = True,
+    native: bool = True,
 ) -> KeyResult:
     """Decide one key's sub-history: the model's zone analysis first if it has one (and `zones`),
-    then the search. `prune=False` turns off every model cut (the reference search of the tests)."""
+    then the search. `prune=False` turns off every model cut; `native=False` runs the Python search even
+    where the compiled one could (the reference of the tests)."""
     with no_gc():
-        return _check_key(model, key, ops, deadline, max_states, prune, zones and prune)
+        return _check_key(model, key, ops, deadline, max_states, prune, zones and prune, native)
+
+
+@dataclass
+class _Tools:
+    """What the Python search (and any explanation) needs of the model for one key."""
+
+    fns: list
+    ifns: list
+    init: Any
+    pure: list[bool]
+    blind: list[bool]
+    doomed: Pruner | None
+    canon: Canonicalizer | None
+    guard: Guard | None
+
+
+def _tools(model: Model, p: _Prepared, prune: bool) -> _Tools:
+    fns, ifns, init, pure, blind = _compiled(model, p)
+    return _Tools(
+        fns,
+        ifns,
+        init,
+        pure,
+        blind,
+        model.pruner(p.ops, p.info) if prune else None,
+        model.canonicalizer(p.ops, p.info) if prune else None,
+        model.guard(p.ops, p.info) if prune else None,
+    )
 
 
 def _check_key(
-    model: Model, key: Any, ops: Iterable[Op], deadline: float, max_states: int, prune: bool, zones: bool
+    model: Model,
+    key: Any,
+    ops: Iterable[Op],
+    deadline: float,
+    max_states: int,
+    prune: bool,
+    zones: bool,
+    use_native: bool,
 ) -> KeyResult:
     """The search, first with a small state budget (most keys are decided there); a key it has not
     shown valid then gets the model's zone analysis, which may decide it (with a proof of why), and
-    else the search again with the full budget."""
+    else the search again with the full budget. The compiled search needs no step functions, so
+    they are only made for a key that needs explaining (or when the Python search runs)."""
     started = time.monotonic()
     p = _prepare(model, ops)
-    fns, ifns, init, pure, blind = _compiled(model, p)
-    doomed = model.pruner(p.ops, p.info) if prune else None
-    canon = model.canonicalizer(p.ops, p.info) if prune else None
-    guard = model.guard(p.ops, p.info) if prune else None
+    native = model.native(p.ops, p.info) if use_native and _lincore is not None else None
+    made: list[_Tools] = []
+
+    def tools() -> _Tools:
+        if not made:
+            made.append(_tools(model, p, prune))
+        return made[0]
+
+    def search(until: float, states: int) -> _Outcome:
+        if native is not None:
+            return _native_search(p, native, prune, prune and native.unique, until, states)
+        t = tools()
+        return _search(p, t.fns, t.ifns, t.init, t.pure, t.blind, t.doomed, t.canon, until, states, t.guard)
+
     quick = min(max_states, QUICK_STATES + QUICK_STATES_PER_OP * len(p.ops)) if zones else max_states
     soon = min(deadline, started + QUICK_SECONDS) if zones else deadline
-    out = _search(p, fns, ifns, init, pure, blind, doomed, canon, soon, quick, guard)
+    out = search(soon, quick)
     if zones and out.valid is not True:
         zv = model.zones(p.ops, p.info)
         if zv is not None and zv.valid is not None:
@@ -382,11 +465,12 @@ def _check_key(
                 raise AssertionError("zone analysis said valid, the search proved the key invalid")
             result = KeyResult(key, zv.valid, len(p.ops) + len(p.info), len(p.info), method="zones")
             if not zv.valid:
-                _zone_counterexample(model, p, zv, fns, ifns, doomed, out, result)
+                t = tools()
+                _zone_counterexample(model, p, zv, t.fns, t.ifns, t.doomed, out, result)
             result.elapsed = time.monotonic() - started
             return result
         if (out.reason == "state budget" and quick < max_states) or (out.reason == "timeout" and soon < deadline):
-            out = _search(p, fns, ifns, init, pure, blind, doomed, canon, deadline, max_states, guard)
+            out = search(deadline, max_states)
     result = KeyResult(
         key=key,
         valid=out.valid,
@@ -396,9 +480,10 @@ def _check_key(
         reason=out.reason,
     )
     if out.valid is not True:
-        if doomed is not None and out.valid is False:
-            out = _longer_partial(p, fns, ifns, init, pure, blind, canon, deadline, out)
-        _explain(model, p, fns, ifns, init, doomed, out, result)
+        t = tools()
+        if t.doomed is not None and out.valid is False:
+            out = _longer_partial(native, p, t, deadline, out)
+        _explain(model, p, t.fns, t.ifns, t.init, t.doomed, out, result)
     result.elapsed = time.monotonic() - started
     return result
 
@@ -525,11 +610,14 @@ def check(
     `tracker` is kept up to date with the keys decided (and the in-process search's states)."""
     started = time.monotonic()
     model = get_model(model)
+    _notice_if_pure_python(model)
     ops = history.ops if isinstance(history, History) else list(history)
     parts = list(model.partition(ops).items())
     deadline = started + timeout if timeout is not None else INF
     results: dict[int, KeyResult] = {}
     order = sorted(range(len(parts)), key=lambda i: -len(parts[i][1]))  # biggest first: balance
+    if _lincore is not None and type(model).native is not Model.native:
+        jobs = min(jobs, 1 + len(ops) // NATIVE_OPS_PER_JOB)  # a worker costs more than it saves
     jobs = max(1, min(jobs, len(parts)))
     _JOB.update(parts=parts, model=model, deadline=deadline, max_states=max_states, tracker=tracker)
     if tracker is not None:
@@ -572,6 +660,22 @@ def check(
         "results": [r.to_json() for r in key_results],
     }
     return Verdict(CHECKER, valid, details)
+
+
+_NOTICED: list[bool] = []
+
+
+def _notice_if_pure_python(model: Model) -> None:
+    """One line on stderr, once per process, when the model could use the compiled search but it
+    is not built."""
+    if _lincore is None and type(model).native is not Model.native and not _NOTICED:
+        _NOTICED.append(True)
+        print(NATIVE_MISSING, file=sys.stderr)
+
+
+def native_available() -> bool:
+    """Whether the compiled search is built (`kchaos doctor` reports it)."""
+    return _lincore is not None
 
 
 def default_jobs() -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from checkers.history import Op
@@ -21,6 +22,24 @@ INFINITY = float("inf")  # a step function returns this when the op cannot happe
 StepFn = Callable[[Any], Any]
 Pruner = Callable[[Any, int, int, list[int]], int]  # -> index of a doomed op, or -1
 Canonicalizer = Callable[[Any, int, int], Any]
+
+
+@dataclass
+class NativeSpec:
+    """A register key as the compiled search takes it: per op a kind and interned values."""
+
+    kind: list[int]
+    a: list[int]
+    b: list[int]
+    ikind: list[int]
+    ia: list[int]
+    ib: list[int]
+    values: int  # distinct values (ids 0 .. values - 1)
+    pure: list[bool]  # determinate ops that are observers (`Model.observer`)
+    blind: list[bool]  # determinate then indeterminate ops that are blind (`Model.blind`)
+    unique: bool  # written values are unique: the guard applies
+
+
 Guard = Callable[[Any, int, int, int], bool]  # (state, lo, dmask, op about to change it) -> blocked
 
 
@@ -123,6 +142,12 @@ class Model:
     def zones(self, ops: list[Op], info: list[Op]) -> ZoneVerdict | None:
         """Optional: a fast analysis run before the search (see `checkers.zones`). None: not applicable;
         a `ZoneVerdict` with valid True / False decides the key, with None it leaves it to the search."""
+        return None
+
+    def native(self, ops: list[Op], info: list[Op]) -> NativeSpec | None:
+        """Optional: the key in the compiled search's terms (`checkers._lincore`), or None for the
+        Python search. Only models the compiled core knows (the register, which has no
+        canonicalizer) give one."""
         return None
 
     def describe_op(self, op: Op) -> str:
@@ -259,6 +284,24 @@ class RegisterModel(Model):
             return any(k >= lo and k != c and not (dmask >> (k - lo)) & 1 for k in keepers.get(state, empty))
 
         return blocked
+
+    def native(self, ops: list[Op], info: list[Op]) -> NativeSpec | None:
+        """Op kinds (read 0, write 1, successful cas 2, failed cas 3; an indeterminate cas counts as
+        one that may succeed) and values interned to ints, nil being 0."""
+        ids: dict[Any, int] = {None: 0}
+        intern = ids.setdefault
+        kinds = {"read": 0, "write": 1, "cas": 2}
+        out: list[list[int]] = [[], [], [], [], [], []]
+        for sub, base in ((ops, 0), (info, 3)):
+            kind, a_ids, b_ids = out[base], out[base + 1], out[base + 2]
+            for op, (f, a, b) in zip(sub, self._all_parts(sub), strict=True):
+                kind.append(3 if f == "cas" and op.type == "fail" else kinds[f])
+                a_ids.append(intern(a, len(ids)))
+                b_ids.append(0 if b is None else intern(b, len(ids)))
+        kind, a_ids, b_ids, ikind = out[0], out[1], out[2], out[3]
+        pure = [k == 0 or k == 3 or (k == 2 and x == y) for k, x, y in zip(kind, a_ids, b_ids, strict=True)]
+        blind = [k == 1 for k in kind] + [k == 1 for k in ikind]
+        return NativeSpec(*out, values=len(ids), pure=pure, blind=blind, unique=self.unique_values(ops, info))
 
     def zones(self, ops: list[Op], info: list[Op]) -> ZoneVerdict | None:
         """Gibbons & Korach zones when written values are unique: decides read/write histories,

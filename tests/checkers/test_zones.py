@@ -13,7 +13,7 @@ from checkers.history import pair, read_events
 from checkers.linearizable import _prepare, check, check_key
 from checkers.models import RegisterModel
 from checkers.viewer import build_data
-from tests.checkers.lin_helpers import history
+from tests.checkers.lin_helpers import drawn_register_history, history
 from tests.checkers.test_linearizable import brute_force
 
 MODEL = RegisterModel()
@@ -176,16 +176,7 @@ def unique_perturbed(gen, data):
 @given(st.data())
 def test_zones_and_guard_agree_with_brute_force(data):
     cas = data.draw(st.booleans())
-    gen = register_history(
-        data.draw(st.integers(1, 6)),
-        processes=data.draw(st.integers(1, 4)),
-        crash_rate=data.draw(st.sampled_from([0.0, 0.3])),
-        fail_rate=data.draw(st.sampled_from([0.0, 0.3])),
-        mix=(0.5, 0.3, 0.2) if cas else (0.5, 0.5, 0.0),
-        latency=data.draw(st.integers(1, 20)),
-        think=data.draw(st.integers(0, 20)),
-        seed=data.draw(st.integers(0, 2**32)),
-    )
+    gen = drawn_register_history(data, mix=(0.5, 0.3, 0.2) if cas else (0.5, 0.5, 0.0))
     h = unique_perturbed(gen, data)
     expected = brute_force(MODEL, h.ops)
     zv = zone_verdict(h)

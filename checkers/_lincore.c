@@ -1,0 +1,552 @@
+/* The linearizability search of checkers/linearizable.py (`_search`), compiled, for the register
+ * model (read / write / cas; values interned to small ints, nil = 0).
+ *
+ * It mirrors the Python search step for step: the same candidates in the same order, the same
+ * observer shortcut, register pruner, unique-value guard, indeterminate-op rule and memo with
+ * dominance on the indeterminate ops used, so it visits the same configurations and reports the same
+ * count and the same longest partial linearization. The Python search stays the reference; the tests
+ * compare both on every history. The GIL is released while searching (the progress line keeps
+ * drawing); signals are checked with the budgets, every 1024 configurations.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int64_t i64;
+typedef uint64_t u64;
+
+enum { K_READ = 0, K_WRITE = 1, K_CAS = 2, K_CASFAIL = 3 };
+#define ILL (-1)
+#define NONE_VALUE (-2)
+#define CHECK_EVERY 1024
+enum { R_VALID = 1, R_INVALID = 0, R_TIMEOUT = 2, R_STATES = 3, R_ERROR = -1 };
+
+static inline int step(int kind, int a, int b, int s) {
+    switch (kind) {
+    case K_READ: return s == a ? s : ILL;
+    case K_WRITE: return a;
+    case K_CAS: return s == a ? b : ILL;
+    default: return s != a ? s : ILL;
+    }
+}
+
+/* growable arrays */
+typedef struct { u64 *v; size_t n, cap; } U64s;
+typedef struct { int *v; size_t n, cap; } Ints;
+
+static int u64s_reserve(U64s *a, size_t extra) {
+    if (a->n + extra <= a->cap) return 0;
+    size_t cap = a->cap ? a->cap : 1024;
+    while (cap < a->n + extra) cap *= 2;
+    u64 *v = realloc(a->v, cap * sizeof(u64));
+    if (!v) return -1;
+    a->v = v; a->cap = cap;
+    return 0;
+}
+static int ints_reserve(Ints *a, size_t extra) {
+    if (a->n + extra <= a->cap) return 0;
+    size_t cap = a->cap ? a->cap : 1024;
+    while (cap < a->n + extra) cap *= 2;
+    int *v = realloc(a->v, cap * sizeof(int));
+    if (!v) return -1;
+    a->v = v; a->cap = cap;
+    return 0;
+}
+
+typedef struct {
+    int lo, state, depth, info_done;
+    i64 minret;
+    size_t cands_off, ncands, ch_off, nch, k, mask_off;
+} Frame;
+
+typedef struct {
+    /* ops */
+    int n, ni, nv;
+    i64 *inv, *ret, *iinv;
+    int *kind, *a, *b, *ikind, *ia, *ib;
+    char *pure, *blind;
+    int use_pruner, use_guard;
+    /* per value: csr lists */
+    int *needs;             /* per det op: value it must observe, or NONE_VALUE */
+    int *wr_off, *wr;       /* determinate setters of each value, ascending */
+    int *kp_off, *kp;       /* determinate ops that need each value, ascending */
+    i64 *info_min;          /* earliest invoke of an indeterminate setter of each value */
+    /* search */
+    int W, WI;              /* words of the determinate window mask, of the indeterminate mask */
+    size_t E;               /* words per memo entry: key word, W mask words, imask list head */
+    U64s entries, inodes;
+    i64 *table; size_t tcap, count;
+} S;
+
+static inline int bit(const u64 *m, int W, i64 k) {
+    if (k < 0 || k >= (i64)W * 64) return 0;
+    return (int)((m[k >> 6] >> (k & 63)) & 1);
+}
+
+static int pending_setter(S *s, int v, int lo, const u64 *dm, i64 deadline) {
+    int lo_i = s->wr_off[v], hi_i = s->wr_off[v + 1];
+    /* bisect_left(ws, lo) */
+    while (lo_i < hi_i) {
+        int mid = (lo_i + hi_i) / 2;
+        if (s->wr[mid] < lo) lo_i = mid + 1; else hi_i = mid;
+    }
+    for (int k = lo_i; k < s->wr_off[v + 1]; k++) {
+        int w = s->wr[k];
+        if (s->inv[w] > deadline) return 0;
+        if (!bit(dm, s->W, w - lo)) return 1;
+    }
+    return 0;
+}
+
+static int doomed(S *s, int state, int lo, const u64 *dm, const int *cands, size_t nc) {
+    for (size_t i = 0; i < nc; i++) {
+        int c = cands[i];
+        int v = s->needs[c];
+        if (v == NONE_VALUE || v == state) continue;
+        i64 deadline = s->ret[c];
+        if (pending_setter(s, v, lo, dm, deadline)) continue;
+        if (s->info_min[v] > deadline) return c;
+    }
+    return -1;
+}
+
+static int blocked(S *s, int state, int lo, const u64 *dm, int c) {
+    if (state < 0 || state >= s->nv) return 0;
+    for (int k = s->kp_off[state]; k < s->kp_off[state + 1]; k++) {
+        int x = s->kp[k];
+        if (x >= lo && x != c && !bit(dm, s->W, x - lo)) return 1;
+    }
+    return 0;
+}
+
+static inline u64 mix(u64 h) {
+    h ^= h >> 33; h *= 0xff51afd7ed558ccdULL; h ^= h >> 33; h *= 0xc4ceb9fe1a85ec53ULL; h ^= h >> 33;
+    return h;
+}
+
+static u64 hash_key(S *s, u64 kw, const u64 *dm) {
+    u64 h = mix(kw);
+    for (int i = 0; i < s->W; i++) h = mix(h ^ (dm[i] + 0x9e3779b97f4a7c15ULL * (u64)(i + 1)));
+    return h;
+}
+
+static int table_grow(S *s) {
+    size_t cap = s->tcap ? s->tcap * 2 : 1 << 12;
+    i64 *t = malloc(cap * sizeof(i64));
+    if (!t) return -1;
+    for (size_t i = 0; i < cap; i++) t[i] = -1;
+    for (size_t e = 0; e < s->count; e++) {
+        u64 *ent = s->entries.v + e * s->E;
+        size_t h = hash_key(s, ent[0], ent + 1) & (cap - 1);
+        while (t[h] >= 0) h = (h + 1) & (cap - 1);
+        t[h] = (i64)e;
+    }
+    free(s->table);
+    s->table = t; s->tcap = cap;
+    return 0;
+}
+
+/* 1: new configuration (recorded), 0: dominated (skip), -1: out of memory */
+static int memo(S *s, int lo, int state, const u64 *dm, const u64 *im) {
+    if ((s->count + 1) * 2 > s->tcap && table_grow(s) < 0) return -1;
+    u64 kw = ((u64)(uint32_t)lo << 32) | (uint32_t)state;
+    size_t h = hash_key(s, kw, dm) & (s->tcap - 1);
+    while (s->table[h] >= 0) {
+        u64 *ent = s->entries.v + (size_t)s->table[h] * s->E;
+        if (ent[0] == kw && memcmp(ent + 1, dm, s->W * sizeof(u64)) == 0) {
+            /* seen: dominated if some recorded imask is a subset of this one */
+            u64 node = ent[1 + s->W];
+            while (node != UINT64_MAX) {
+                u64 *q = s->inodes.v + node;
+                int subset = 1;
+                for (int i = 0; i < s->WI; i++)
+                    if (q[1 + i] & ~im[i]) { subset = 0; break; }
+                if (subset) return 0;
+                node = q[0];
+            }
+            if (u64s_reserve(&s->inodes, 1 + s->WI) < 0) return -1;
+            size_t at = s->inodes.n;
+            ent = s->entries.v + (size_t)s->table[h] * s->E; /* (entries did not move) */
+            s->inodes.v[at] = ent[1 + s->W];
+            memcpy(s->inodes.v + at + 1, im, s->WI * sizeof(u64));
+            s->inodes.n += 1 + s->WI;
+            ent[1 + s->W] = at;
+            return 1;
+        }
+        h = (h + 1) & (s->tcap - 1);
+    }
+    if (u64s_reserve(&s->entries, s->E) < 0 || u64s_reserve(&s->inodes, 1 + s->WI) < 0) return -1;
+    u64 *ent = s->entries.v + s->count * s->E;
+    ent[0] = kw;
+    memcpy(ent + 1, dm, s->W * sizeof(u64));
+    size_t at = s->inodes.n;
+    s->inodes.v[at] = UINT64_MAX;
+    memcpy(s->inodes.v + at + 1, im, s->WI * sizeof(u64));
+    s->inodes.n += 1 + s->WI;
+    ent[1 + s->W] = at;
+    s->entries.n += s->E;
+    s->table[h] = (i64)s->count;
+    s->count++;
+    return 1;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* the indeterminate ops worth linearizing next (see `_info_children`), appended as (n + j, state) */
+static int info_children(S *s, Ints *ar, const int *cands, size_t nc, const u64 *im, int state, i64 minret,
+                         Ints *scratch) {
+    scratch->n = 0;
+    int n = s->n;
+    for (int j = 0; j < s->ni && s->iinv[j] <= minret; j++)
+        if (!bit(im, s->WI, j)) {
+            if (ints_reserve(scratch, 1) < 0) return -1;
+            scratch->v[scratch->n++] = j;
+        }
+    size_t navail = scratch->n;
+    /* nexts: determinate candidates that are not blind, then available indeterminate ops (n + k) */
+    for (size_t i = 0; i < nc; i++)
+        if (!s->blind[cands[i]]) {
+            if (ints_reserve(scratch, 1) < 0) return -1;
+            scratch->v[scratch->n++] = cands[i];
+        }
+    for (size_t i = 0; i < navail; i++)
+        if (!s->blind[n + scratch->v[i]]) {
+            if (ints_reserve(scratch, 1) < 0) return -1;
+            scratch->v[scratch->n++] = n + scratch->v[i];
+        }
+    for (size_t i = 0; i < navail; i++) {
+        int j = scratch->v[i];
+        int sj = step(s->ikind[j], s->ia[j], s->ib[j], state);
+        if (sj == ILL || sj == state) continue;
+        for (size_t t = navail; t < scratch->n; t++) {
+            int y = scratch->v[t];
+            if (y == n + j) continue;
+            int kind = y < n ? s->kind[y] : s->ikind[y - n];
+            int ya = y < n ? s->a[y] : s->ia[y - n], yb = y < n ? s->b[y] : s->ib[y - n];
+            int after = step(kind, ya, yb, sj);
+            if (after != ILL) {
+                int before = step(kind, ya, yb, state);
+                if (before == ILL || before != after) {
+                    if (ints_reserve(ar, 2) < 0) return -1;
+                    ar->v[ar->n++] = n + j;
+                    ar->v[ar->n++] = sj;
+                    break;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+static void shift_right(u64 *m, int W, int k) {
+    /* m >>= k, k >= 1 */
+    int words = k >> 6, bits = k & 63;
+    for (int i = 0; i < W; i++) {
+        u64 lo = i + words < W ? m[i + words] : 0;
+        u64 hi = i + words + 1 < W ? m[i + words + 1] : 0;
+        m[i] = bits ? (lo >> bits) | (hi << (64 - bits)) : lo;
+    }
+}
+
+static int search(S *s, double deadline, i64 max_states, int **best_out, int *best_len, i64 *states_out) {
+    int n = s->n, W = s->W, WI = s->WI;
+    size_t MW = (size_t)W + WI;
+    U64s masks = {0};
+    Ints ar = {0}, scratch = {0};
+    Frame *stack = NULL;
+    size_t sp = 0, scap = 0;
+    int *path = malloc(sizeof(int) * (n + s->ni + 1));
+    int *best = malloc(sizeof(int) * (n + s->ni + 1));
+    u64 *cur = calloc(MW ? MW : 1, sizeof(u64));
+    int rc = R_ERROR;
+    if (!path || !best || !cur) goto done;
+    int lo = 0, state = 0, depth = 0, best_depth = -1, best_live = 0;
+    i64 nodes = 0, check_at = CHECK_EVERY;
+    for (;;) {
+        /* expand the current configuration */
+        if (lo == n) { rc = R_VALID; goto done; }
+        nodes++;
+        if (nodes >= check_at) {
+            check_at += CHECK_EVERY;
+            if (now() > deadline) { rc = R_TIMEOUT; goto done; }
+            if ((i64)s->count > max_states) { rc = R_STATES; goto done; }
+            PyGILState_STATE g = PyGILState_Ensure();
+            int sig = PyErr_CheckSignals();
+            PyGILState_Release(g);
+            if (sig < 0) { rc = R_ERROR; goto done; }
+        }
+        if (depth > best_depth) { best_depth = depth; best_live = 1; }
+        /* candidates */
+        size_t cands_off = ar.n;
+        i64 minret = INT64_MAX;
+        for (int i = lo; i < n; i++) {
+            if (s->inv[i] > minret) break;
+            if (!bit(cur, W, i - lo)) {
+                if (ints_reserve(&ar, 1) < 0) goto done;
+                ar.v[ar.n++] = i;
+                if (s->ret[i] < minret) minret = s->ret[i];
+            }
+        }
+        size_t nc = ar.n - cands_off;
+        if (nc > 1) {
+            size_t m = 0;
+            for (size_t i = 0; i < nc; i++) {
+                int c = ar.v[cands_off + i];
+                if (s->inv[c] <= minret) ar.v[cands_off + m++] = c;
+            }
+            nc = m;
+            ar.n = cands_off + nc;
+            for (size_t i = 1; i < nc; i++) { /* stable insertion sort by return time */
+                int c = ar.v[cands_off + i];
+                size_t j = i;
+                while (j > 0 && s->ret[ar.v[cands_off + j - 1]] > s->ret[c]) {
+                    ar.v[cands_off + j] = ar.v[cands_off + j - 1];
+                    j--;
+                }
+                ar.v[cands_off + j] = c;
+            }
+        }
+        int forced = 0;
+        if (s->use_pruner && doomed(s, state, lo, cur, ar.v + cands_off, nc) >= 0) {
+            nc = 0;
+            ar.n = cands_off;
+            forced = 1;
+        }
+        size_t ch_off = ar.n, nch = 0;
+        for (size_t i = 0; i < nc; i++) {
+            int c = ar.v[cands_off + i];
+            int ns = step(s->kind[c], s->a[c], s->b[c], state);
+            if (ns == ILL) continue;
+            if (s->pure[c]) {
+                ar.n = ch_off;
+                if (ints_reserve(&ar, 2) < 0) goto done;
+                ar.v[ar.n++] = c; ar.v[ar.n++] = ns;
+                nch = 1;
+                forced = 1;
+                break;
+            }
+            if (s->use_guard && ns != state && blocked(s, state, lo, cur, c)) continue;
+            if (ints_reserve(&ar, 2) < 0) goto done;
+            ar.v[ar.n++] = c; ar.v[ar.n++] = ns;
+            nch++;
+        }
+        if (sp == scap) {
+            size_t ncap = scap ? scap * 2 : 256;
+            Frame *ns = realloc(stack, ncap * sizeof(Frame));
+            if (!ns) goto done;
+            stack = ns; scap = ncap;
+        }
+        if (u64s_reserve(&masks, MW) < 0) goto done;
+        Frame *f = &stack[sp++];
+        f->lo = lo; f->state = state; f->depth = depth; f->minret = minret;
+        f->info_done = forced || s->ni == 0;
+        f->cands_off = cands_off; f->ncands = nc; f->ch_off = ch_off; f->nch = nch; f->k = 0;
+        f->mask_off = masks.n;
+        memcpy(masks.v + masks.n, cur, MW * sizeof(u64));
+        masks.n += MW;
+        /* move to the next unexplored child, backtracking as needed */
+        for (;;) {
+            if (sp == 0) { rc = R_INVALID; goto done; }
+            f = &stack[sp - 1];
+            if (f->k == f->nch) {
+                if (f->info_done) {
+                    ar.n = f->cands_off;
+                    masks.n = f->mask_off;
+                    sp--;
+                    continue;
+                }
+                f->info_done = 1;
+                u64 *fm = masks.v + f->mask_off;
+                if (!s->use_guard || !blocked(s, f->state, f->lo, fm, -1)) {
+                    size_t before = ar.n;
+                    if (info_children(s, &ar, ar.v + f->cands_off, f->ncands, fm + W, f->state, f->minret,
+                                      &scratch) < 0)
+                        goto done;
+                    f->nch += (ar.n - before) / 2;
+                }
+                continue;
+            }
+            size_t k = f->k++;
+            int c = ar.v[f->ch_off + 2 * k], ns = ar.v[f->ch_off + 2 * k + 1];
+            int nlo = f->lo;
+            memcpy(cur, masks.v + f->mask_off, MW * sizeof(u64));
+            if (c < n) {
+                int off = c - nlo;
+                cur[off >> 6] |= (u64)1 << (off & 63);
+                int sh = 0;
+                while (bit(cur, W, sh)) sh++;
+                if (sh) { shift_right(cur, W, sh); nlo += sh; }
+            } else {
+                int j = c - n;
+                cur[W + (j >> 6)] |= (u64)1 << (j & 63);
+            }
+            int fresh = memo(s, nlo, ns, cur, cur + W);
+            if (fresh < 0) goto done;
+            if (!fresh) continue;
+            if (best_live && f->depth < best_depth) {
+                memcpy(best, path, sizeof(int) * best_depth);
+                best_live = 0;
+            }
+            path[f->depth] = c;
+            lo = nlo; state = ns; depth = f->depth + 1;
+            break;
+        }
+    }
+done:
+    if (rc != R_ERROR && rc != R_VALID) {
+        if (best_live) memcpy(best, path, sizeof(int) * (best_depth > 0 ? best_depth : 0));
+        *best_out = best; best = NULL;
+        *best_len = best_depth > 0 ? best_depth : 0;
+    } else if (rc == R_VALID) {
+        *best_out = path; path = NULL;
+        *best_len = depth;
+    }
+    *states_out = (i64)s->count;
+    free(path); free(best); free(cur); free(stack);
+    free(masks.v); free(ar.v); free(scratch.v);
+    return rc;
+}
+
+static int load_i64(PyObject *list, i64 **out, Py_ssize_t *len) {
+    PyObject *seq = PySequence_Fast(list, "expected a sequence of ints");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    i64 *v = malloc(sizeof(i64) * (n ? n : 1));
+    if (!v) { Py_DECREF(seq); PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        v[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (v[i] == -1 && PyErr_Occurred()) { free(v); Py_DECREF(seq); return -1; }
+    }
+    Py_DECREF(seq);
+    *out = v; *len = n;
+    return 0;
+}
+
+static int load_int(PyObject *list, int **out, Py_ssize_t want) {
+    i64 *v; Py_ssize_t n;
+    if (load_i64(list, &v, &n) < 0) return -1;
+    if (n != want) { free(v); PyErr_SetString(PyExc_ValueError, "arrays of different lengths"); return -1; }
+    int *r = malloc(sizeof(int) * (n ? n : 1));
+    if (!r) { free(v); PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < n; i++) r[i] = (int)v[i];
+    free(v);
+    *out = r;
+    return 0;
+}
+
+static int build_csr(int nv, int count, const int *val_of, int **off_out, int **list_out) {
+    int *off = calloc(nv + 1, sizeof(int)), *list = malloc(sizeof(int) * (count ? count : 1));
+    if (!off || !list) { free(off); free(list); return -1; }
+    for (int i = 0; i < count; i++) if (val_of[i] >= 0) off[val_of[i] + 1]++;
+    for (int v = 0; v < nv; v++) off[v + 1] += off[v];
+    int *fill = malloc(sizeof(int) * (nv ? nv : 1));
+    if (!fill) { free(off); free(list); return -1; }
+    memcpy(fill, off, sizeof(int) * nv);
+    for (int i = 0; i < count; i++) if (val_of[i] >= 0) list[fill[val_of[i]]++] = i;
+    free(fill);
+    *off_out = off; *list_out = list;
+    return 0;
+}
+
+/* search(inv, ret, kind, a, b, pure, iinv, ikind, ia, ib, blind, nvalues, use_pruner, use_guard,
+ *        deadline, max_states) -> (result, states, path) */
+static PyObject *py_search(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *inv, *ret, *kind, *a, *b, *pure, *iinv, *ikind, *ia, *ib, *blind;
+    int nv, use_pruner, use_guard;
+    double deadline;
+    long long max_states;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOiiidL", &inv, &ret, &kind, &a, &b, &pure, &iinv, &ikind, &ia, &ib,
+                          &blind, &nv, &use_pruner, &use_guard, &deadline, &max_states))
+        return NULL;
+    S s;
+    memset(&s, 0, sizeof s);
+    Py_ssize_t n, ni, tmp;
+    int *pure_i = NULL, *blind_i = NULL, *setter = NULL, *needv = NULL;
+    PyObject *result = NULL;
+    if (load_i64(inv, &s.inv, &n) < 0 || load_i64(ret, &s.ret, &tmp) < 0) goto out;
+    if (tmp != n) { PyErr_SetString(PyExc_ValueError, "arrays of different lengths"); goto out; }
+    if (load_i64(iinv, &s.iinv, &ni) < 0) goto out;
+    s.n = (int)n; s.ni = (int)ni; s.nv = nv;
+    if (load_int(kind, &s.kind, n) < 0 || load_int(a, &s.a, n) < 0 || load_int(b, &s.b, n) < 0 ||
+        load_int(pure, &pure_i, n) < 0 || load_int(ikind, &s.ikind, ni) < 0 || load_int(ia, &s.ia, ni) < 0 ||
+        load_int(ib, &s.ib, ni) < 0 || load_int(blind, &blind_i, n + ni) < 0)
+        goto out;
+    s.pure = malloc(n + 1); s.blind = malloc(n + ni + 1);
+    s.needs = malloc(sizeof(int) * (n + 1)); setter = malloc(sizeof(int) * (n + 1));
+    needv = malloc(sizeof(int) * (n + 1)); s.info_min = malloc(sizeof(i64) * (nv + 1));
+    if (!s.pure || !s.blind || !s.needs || !setter || !needv || !s.info_min) { PyErr_NoMemory(); goto out; }
+    for (Py_ssize_t i = 0; i < n; i++) s.pure[i] = (char)pure_i[i];
+    for (Py_ssize_t i = 0; i < n + ni; i++) s.blind[i] = (char)blind_i[i];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int k = s.kind[i];
+        s.needs[i] = (k == K_READ || k == K_CAS) ? s.a[i] : NONE_VALUE;
+        needv[i] = s.needs[i] == NONE_VALUE ? -1 : s.needs[i];
+        setter[i] = k == K_WRITE ? s.a[i] : k == K_CAS ? s.b[i] : -1;
+        if ((needv[i] >= nv) || (setter[i] >= nv) || s.a[i] < 0 || s.b[i] < 0) {
+            PyErr_SetString(PyExc_ValueError, "value id out of range");
+            goto out;
+        }
+    }
+    for (int v = 0; v < nv; v++) s.info_min[v] = INT64_MAX;
+    for (Py_ssize_t j = 0; j < ni; j++) {
+        int v = s.ikind[j] == K_WRITE ? s.ia[j] : s.ib[j];
+        if (v < 0 || v >= nv) { PyErr_SetString(PyExc_ValueError, "value id out of range"); goto out; }
+        if (s.iinv[j] < s.info_min[v]) s.info_min[v] = s.iinv[j];
+    }
+    if (build_csr(nv, (int)n, setter, &s.wr_off, &s.wr) < 0 || build_csr(nv, (int)n, needv, &s.kp_off, &s.kp) < 0) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    s.use_pruner = use_pruner; s.use_guard = use_guard;
+    /* the window: a linearized op beyond `lo` was invoked before `lo` returned */
+    int width = 1;
+    for (Py_ssize_t i = 0, j = 0; i < n; i++) {
+        if (j < i) j = i;
+        while (j < n && s.inv[j] <= s.ret[i]) j++;
+        if (j - i > width) width = (int)(j - i);
+    }
+    s.W = (width + 64) / 64;
+    s.WI = ((int)ni + 63) / 64;
+    s.E = 2 + (size_t)s.W;
+    int *best = NULL, best_len = 0;
+    i64 states = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = search(&s, deadline, max_states, &best, &best_len, &states);
+    Py_END_ALLOW_THREADS
+    if (rc == R_ERROR) {
+        free(best);
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto out;
+    }
+    PyObject *path = PyList_New(best_len);
+    if (!path) { free(best); goto out; }
+    for (int i = 0; i < best_len; i++) PyList_SET_ITEM(path, i, PyLong_FromLong(best[i]));
+    free(best);
+    result = Py_BuildValue("iLN", rc, (long long)states, path);
+out:
+    free(s.inv); free(s.ret); free(s.iinv); free(s.kind); free(s.a); free(s.b); free(s.ikind); free(s.ia);
+    free(s.ib); free(s.pure); free(s.blind); free(s.needs); free(s.wr_off); free(s.wr); free(s.kp_off); free(s.kp);
+    free(s.info_min); free(pure_i); free(blind_i); free(setter); free(needv);
+    free(s.entries.v); free(s.inodes.v); free(s.table);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"search", py_search, METH_VARARGS, "The register search; see checkers/linearizable.py `_native_search`."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_lincore", "Compiled linearizability search.", -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__lincore(void) { return PyModule_Create(&module); }
