@@ -540,7 +540,429 @@ out:
     return result;
 }
 
+
+/* ---- the history loader's fast path ---------------------------------------------------------------
+ * load(data, Op, loads) decodes a whole JSONL history and pairs it (checkers/history.py `_pair_rows`)
+ * without making a dict per event: (ops, nemesis rows) or None. None means "not the common shape, or
+ * something is wrong": the Python loader then reads the file and names any bad line. The common shape:
+ * one object per line, integer index / time, integer processes (or "nemesis"), a known type, string
+ * f / node. Values that are not flat (objects, nested arrays, escaped strings, floats) are decoded by
+ * `loads` from their own bytes. Op objects are filled slot by slot (they are frozen dataclasses). */
+
+#include <structmember.h>
+
+enum { F_ID, F_PROCESS, F_F, F_KEY, F_INVOKE_VALUE, F_VALUE, F_TYPE, F_INVOKE_TIME, F_COMPLETE_TIME,
+       F_INVOKE_INDEX, F_COMPLETE_INDEX, F_NODE, F_ERROR, F_COUNT };
+static const char *OP_FIELDS[F_COUNT] = {"id", "process", "f", "key", "invoke_value", "value", "type",
+                                         "invoke_time", "complete_time", "invoke_index", "complete_index",
+                                         "node", "error"};
+enum { T_INVOKE, T_OK, T_FAIL, T_INFO };
+static PyObject *TYPE_NAMES[4];
+
+typedef struct { const char *p, *end; } Cur;
+
+static inline void skip_ws(Cur *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r')) c->p++;
+}
+
+/* the end of the JSON value at c->p (strings, nesting); NULL if malformed */
+static const char *value_end(const char *p, const char *end) {
+    int depth = 0;
+    while (p < end) {
+        char ch = *p;
+        if (ch == '"') {
+            p++;
+            while (p < end && *p != '"') p += (*p == '\\') ? 2 : 1;
+            if (p >= end) return NULL;
+            p++;
+        } else if (ch == '{' || ch == '[') {
+            depth++; p++;
+        } else if (ch == '}' || ch == ']') {
+            if (depth == 0) return p;
+            depth--; p++;
+        } else if (ch == ',' && depth == 0) {
+            return p;
+        } else {
+            p++;
+        }
+        if (depth == 0 && (ch == '"' || ch == '}' || ch == ']')) {
+            /* a complete string or container at top level */
+            return p;
+        }
+    }
+    return depth == 0 ? p : NULL;
+}
+
+/* a plain integer literal: 1 and the value, 0 if the token is something else */
+static int plain_int(Cur *c, i64 *out) {
+    const char *p = c->p;
+    int neg = 0;
+    if (p < c->end && *p == '-') { neg = 1; p++; }
+    const char *digits = p;
+    i64 v = 0;
+    while (p < c->end && *p >= '0' && *p <= '9') {
+        if (p - digits >= 18) return 0;
+        v = v * 10 + (*p - '0');
+        p++;
+    }
+    if (p == digits) return 0;
+    if (p < c->end && (*p == '.' || *p == 'e' || *p == 'E')) return 0;
+    c->p = p;
+    *out = neg ? -v : v;
+    return 1;
+}
+
+/* a string without escapes, as bytes [s, s + n); 0 if it has escapes or is no string */
+static int plain_str(Cur *c, const char **s, Py_ssize_t *n) {
+    if (c->p >= c->end || *c->p != '"') return 0;
+    const char *p = c->p + 1;
+    const char *q = memchr(p, '"', c->end - p);
+    if (!q || memchr(p, '\\', q - p)) return 0;
+    *s = p; *n = q - p;
+    c->p = q + 1;
+    return 1;
+}
+
+static PyObject *str_of(const char *s, Py_ssize_t n) {
+    PyObject *u = PyUnicode_DecodeUTF8(s, n, NULL);
+    if (u && n <= 32) PyUnicode_InternInPlace(&u);
+    return u;
+}
+
+/* any JSON value as a Python object (new reference); NULL with no exception set: not decodable here */
+static PyObject *json_value(Cur *c, PyObject *loads) {
+    if (c->p >= c->end) return NULL;
+    char ch = *c->p;
+    i64 iv;
+    const char *s;
+    Py_ssize_t n;
+    if (ch == 'n' && c->end - c->p >= 4 && memcmp(c->p, "null", 4) == 0) { c->p += 4; Py_RETURN_NONE; }
+    if (ch == 't' && c->end - c->p >= 4 && memcmp(c->p, "true", 4) == 0) { c->p += 4; Py_RETURN_TRUE; }
+    if (ch == 'f' && c->end - c->p >= 5 && memcmp(c->p, "false", 5) == 0) { c->p += 5; Py_RETURN_FALSE; }
+    if ((ch == '-' || (ch >= '0' && ch <= '9')) && plain_int(c, &iv)) return PyLong_FromLongLong(iv);
+    if (ch == '"' && plain_str(c, &s, &n)) return str_of(s, n);
+    if (ch == '[') { /* a flat array of ints, strings, null */
+        Cur save = *c;
+        PyObject *list = PyList_New(0);
+        if (!list) return NULL;
+        c->p++;
+        skip_ws(c);
+        if (c->p < c->end && *c->p == ']') { c->p++; return list; }
+        for (;;) {
+            skip_ws(c);
+            PyObject *item = NULL;
+            char e = c->p < c->end ? *c->p : 0;
+            if (e == 'n' && c->end - c->p >= 4 && memcmp(c->p, "null", 4) == 0) {
+                c->p += 4; item = Py_NewRef(Py_None);
+            } else if ((e == '-' || (e >= '0' && e <= '9')) && plain_int(c, &iv)) {
+                item = PyLong_FromLongLong(iv);
+            } else if (e == '"' && plain_str(c, &s, &n)) {
+                item = str_of(s, n);
+            }
+            if (!item) { Py_DECREF(list); *c = save; goto generic; }
+            int rc = PyList_Append(list, item);
+            Py_DECREF(item);
+            if (rc < 0) { Py_DECREF(list); return NULL; }
+            skip_ws(c);
+            if (c->p < c->end && *c->p == ',') { c->p++; continue; }
+            if (c->p < c->end && *c->p == ']') { c->p++; return list; }
+            Py_DECREF(list); *c = save; goto generic;
+        }
+    }
+generic: {
+        const char *stop = value_end(c->p, c->end);
+        if (!stop || stop == c->p) return NULL;
+        PyObject *raw = PyBytes_FromStringAndSize(c->p, stop - c->p);
+        if (!raw) return NULL;
+        PyObject *v = PyObject_CallOneArg(loads, raw);
+        Py_DECREF(raw);
+        if (!v) { PyErr_Clear(); return NULL; }
+        c->p = stop;
+        return v;
+    }
+}
+
+typedef struct {
+    i64 index, time, process;
+    int kind, nemesis, line;
+    PyObject *f, *value, *key, *node, *error;
+} Ev;
+
+static void ev_clear(Ev *e) {
+    Py_CLEAR(e->f); Py_CLEAR(e->value); Py_CLEAR(e->key); Py_CLEAR(e->node); Py_CLEAR(e->error);
+}
+
+/* one line into `e`: 1 decoded, 0 not the common shape (or bad), -1 error (exception set) */
+static int parse_line(const char *p, const char *end, i64 ordinal, PyObject *loads, Ev *e) {
+    Cur c = {p, end};
+    memset(e, 0, sizeof *e);
+    int have_time = 0, have_process = 0, have_type = 0, have_f = 0, have_index = 0;
+    skip_ws(&c);
+    if (c.p >= c.end || *c.p != '{') return 0;
+    c.p++;
+    skip_ws(&c);
+    if (c.p < c.end && *c.p == '}') return 0;
+    for (;;) {
+        const char *k;
+        Py_ssize_t kn;
+        skip_ws(&c);
+        if (!plain_str(&c, &k, &kn)) goto bad;
+        skip_ws(&c);
+        if (c.p >= c.end || *c.p != ':') goto bad;
+        c.p++;
+        skip_ws(&c);
+#define KEY(name) (kn == (Py_ssize_t)sizeof(name) - 1 && memcmp(k, name, kn) == 0)
+        if (KEY("index")) {
+            if (!plain_int(&c, &e->index)) goto bad;
+            have_index = 1;
+        } else if (KEY("time")) {
+            if (!plain_int(&c, &e->time)) goto bad;
+            have_time = 1;
+        } else if (KEY("process")) {
+            const char *s;
+            Py_ssize_t n;
+            if (plain_int(&c, &e->process)) {
+                e->nemesis = 0;
+            } else if (plain_str(&c, &s, &n) && n == 7 && memcmp(s, "nemesis", 7) == 0) {
+                e->nemesis = 1;
+            } else {
+                goto bad; /* other string processes (side processes): the Python path */
+            }
+            have_process = 1;
+        } else if (KEY("type")) {
+            const char *s;
+            Py_ssize_t n;
+            if (!plain_str(&c, &s, &n)) goto bad;
+            if (n == 6 && memcmp(s, "invoke", 6) == 0) e->kind = T_INVOKE;
+            else if (n == 2 && memcmp(s, "ok", 2) == 0) e->kind = T_OK;
+            else if (n == 4 && memcmp(s, "fail", 4) == 0) e->kind = T_FAIL;
+            else if (n == 4 && memcmp(s, "info", 4) == 0) e->kind = T_INFO;
+            else goto bad;
+            have_type = 1;
+        } else if (KEY("f")) {
+            const char *s;
+            Py_ssize_t n;
+            if (!plain_str(&c, &s, &n)) goto bad;
+            Py_XDECREF(e->f);
+            if (!(e->f = str_of(s, n))) goto err;
+            have_f = 1;
+        } else if (KEY("node")) {
+            const char *s;
+            Py_ssize_t n;
+            Py_CLEAR(e->node);
+            if (c.end - c.p >= 4 && memcmp(c.p, "null", 4) == 0) {
+                c.p += 4;
+            } else {
+                if (!plain_str(&c, &s, &n)) goto bad;
+                if (!(e->node = str_of(s, n))) goto err;
+            }
+        } else {
+            PyObject **slot = KEY("value") ? &e->value : KEY("key") ? &e->key : KEY("error") ? &e->error : NULL;
+            PyObject *v = json_value(&c, loads);
+            if (!v) { if (PyErr_Occurred()) goto err; goto bad; }
+            if (slot) { Py_XDECREF(*slot); *slot = v; } else Py_DECREF(v);
+        }
+#undef KEY
+        skip_ws(&c);
+        if (c.p < c.end && *c.p == ',') { c.p++; continue; }
+        if (c.p < c.end && *c.p == '}') { c.p++; break; }
+        goto bad;
+    }
+    skip_ws(&c);
+    if (c.p != c.end || !have_time || !have_process || !have_type || !have_f) goto bad;
+    if (e->key && (PyList_Check(e->key) || PyDict_Check(e->key))) goto bad; /* keys made hashable: Python */
+    if (!have_index) e->index = ordinal;
+    return 1;
+bad:
+    ev_clear(e);
+    return 0;
+err:
+    ev_clear(e);
+    return -1;
+}
+
+/* process -> (outstanding slot or -1, crashed) */
+typedef struct { i64 key; i64 slot; int crashed, used; } PEnt;
+typedef struct { PEnt *t; size_t cap, n; } PMap;
+
+static PEnt *pmap_get(PMap *m, i64 key, int create) {
+    if (create && (m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 256;
+        PEnt *t = calloc(cap, sizeof(PEnt));
+        if (!t) return NULL;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->t[i].used) {
+                size_t h = mix((u64)m->t[i].key) & (cap - 1);
+                while (t[h].used) h = (h + 1) & (cap - 1);
+                t[h] = m->t[i];
+            }
+        free(m->t);
+        m->t = t; m->cap = cap;
+    }
+    if (!m->cap) return NULL;
+    size_t h = mix((u64)key) & (m->cap - 1);
+    while (m->t[h].used) {
+        if (m->t[h].key == key) return &m->t[h];
+        h = (h + 1) & (m->cap - 1);
+    }
+    if (!create) return NULL;
+    m->t[h].used = 1; m->t[h].key = key; m->t[h].slot = -1; m->t[h].crashed = 0;
+    m->n++;
+    return &m->t[h];
+}
+
+static Py_ssize_t OFFSETS[F_COUNT];
+
+static PyObject *new_op(PyTypeObject *type, PyObject **fields) {
+    PyObject *op = type->tp_alloc(type, 0);
+    if (!op) return NULL;
+    for (int i = 0; i < F_COUNT; i++) {
+        PyObject *v = fields[i] ? fields[i] : Py_None;
+        Py_INCREF(v);
+        *(PyObject **)((char *)op + OFFSETS[i]) = v;
+    }
+    return op;
+}
+
+static int op_offsets(PyTypeObject *type) {
+    for (int i = 0; i < F_COUNT; i++) {
+        PyObject *d = PyDict_GetItemString(type->tp_dict, OP_FIELDS[i]);
+        if (!d || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return 0;
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type != T_OBJECT_EX) return 0;
+        OFFSETS[i] = m->offset;
+    }
+    return 1;
+}
+
+static PyObject *py_load(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer buf;
+    PyObject *optype, *loads;
+    if (!PyArg_ParseTuple(args, "y*OO", &buf, &optype, &loads)) return NULL;
+    PyObject *result = NULL, *ops = NULL, *nemesis = NULL;
+    Ev *pend = NULL; /* invokes, in invoke order */
+    PyObject **done = NULL; /* the Op of each invoke once complete */
+    size_t npend = 0, cap = 0;
+    PMap procs = {0};
+    Ev e;
+    if (!PyType_Check(optype) || !op_offsets((PyTypeObject *)optype)) { PyBuffer_Release(&buf); Py_RETURN_NONE; }
+    if (!TYPE_NAMES[0]) {
+        static const char *names[4] = {"invoke", "ok", "fail", "info"};
+        for (int j = 0; j < 4; j++)
+            if (!(TYPE_NAMES[j] = PyUnicode_InternFromString(names[j]))) { PyBuffer_Release(&buf); return NULL; }
+    }
+    if (!(nemesis = PyList_New(0))) goto out;
+    const char *p = buf.buf, *end = p + buf.len;
+    i64 ordinal = 0;
+    int line = 0;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', end - p);
+        const char *stop = nl ? nl : end;
+        line++;
+        const char *q = p;
+        while (q < stop && (*q == ' ' || *q == '\t' || *q == '\r')) q++;
+        if (q == stop) { p = nl ? nl + 1 : end; continue; }
+        int rc = parse_line(p, stop, ordinal, loads, &e);
+        if (rc < 0) goto out;
+        if (rc == 0) goto fallback;
+        e.line = line;
+        ordinal++;
+        p = nl ? nl + 1 : end;
+        if (e.nemesis) {
+            PyObject *row = Py_BuildValue("LLsOOOOOOi", (long long)e.index, (long long)e.time, "nemesis",
+                                          TYPE_NAMES[e.kind], e.f, e.value ? e.value : Py_None,
+                                          e.key ? e.key : Py_None, e.node ? e.node : Py_None,
+                                          e.error ? e.error : Py_None, line);
+            ev_clear(&e);
+            if (!row || PyList_Append(nemesis, row) < 0) { Py_XDECREF(row); goto out; }
+            Py_DECREF(row);
+            continue;
+        }
+        PEnt *pe = pmap_get(&procs, e.process, 1);
+        if (!pe) { ev_clear(&e); PyErr_NoMemory(); goto out; }
+        if (pe->crashed) { ev_clear(&e); goto fallback; }
+        if (e.kind == T_INVOKE) {
+            if (pe->slot >= 0) { ev_clear(&e); goto fallback; }
+            if (npend == cap) {
+                size_t ncap = cap ? cap * 2 : 1024;
+                Ev *np = realloc(pend, ncap * sizeof(Ev));
+                if (!np) { ev_clear(&e); PyErr_NoMemory(); goto out; }
+                pend = np;
+                PyObject **nd = realloc(done, ncap * sizeof(PyObject *));
+                if (!nd) { ev_clear(&e); PyErr_NoMemory(); goto out; }
+                done = nd;
+                cap = ncap;
+            }
+            pe->slot = (i64)npend;
+            done[npend] = NULL;
+            pend[npend++] = e; /* takes the references */
+            continue;
+        }
+        if (pe->slot < 0) { ev_clear(&e); goto fallback; }
+        Ev *inv = &pend[pe->slot];
+        if (PyUnicode_Compare(inv->f, e.f) != 0) { ev_clear(&e); goto fallback; }
+        PyObject *f[F_COUNT] = {0};
+        PyObject *id = PyLong_FromLongLong(inv->index), *proc = PyLong_FromLongLong(e.process);
+        PyObject *itime = PyLong_FromLongLong(inv->time), *cidx = PyLong_FromLongLong(e.index);
+        PyObject *ctime = e.kind == T_INFO ? Py_NewRef(Py_None) : PyLong_FromLongLong(e.time);
+        if (!id || !proc || !itime || !cidx || !ctime) {
+            Py_XDECREF(id); Py_XDECREF(proc); Py_XDECREF(itime); Py_XDECREF(cidx); Py_XDECREF(ctime);
+            ev_clear(&e);
+            goto out;
+        }
+        f[F_ID] = id; f[F_PROCESS] = proc; f[F_F] = e.f;
+        f[F_KEY] = inv->key && inv->key != Py_None ? inv->key : e.key;
+        f[F_INVOKE_VALUE] = inv->value;
+        f[F_VALUE] = e.kind == T_INFO ? inv->value : e.value;
+        f[F_TYPE] = TYPE_NAMES[e.kind];
+        f[F_INVOKE_TIME] = itime; f[F_COMPLETE_TIME] = ctime; f[F_INVOKE_INDEX] = id; f[F_COMPLETE_INDEX] = cidx;
+        f[F_NODE] = e.node && e.node != Py_None ? e.node : inv->node;
+        f[F_ERROR] = e.error;
+        PyObject *op = new_op((PyTypeObject *)optype, f);
+        Py_DECREF(id); Py_DECREF(proc); Py_DECREF(itime); Py_DECREF(cidx); Py_DECREF(ctime);
+        ev_clear(&e);
+        if (!op) goto out;
+        done[pe->slot] = op;
+        ev_clear(inv);
+        inv->f = NULL;
+        if (e.kind == T_INFO) pe->crashed = 1;
+        pe->slot = -1;
+    }
+    /* every invoke in order; those never completed become info ops open to the end */
+    if (!(ops = PyList_New((Py_ssize_t)npend))) goto out;
+    for (size_t i = 0; i < npend; i++) {
+        PyObject *op = done[i];
+        if (!op) {
+            Ev *inv = &pend[i];
+            PyObject *f[F_COUNT] = {0};
+            PyObject *id = PyLong_FromLongLong(inv->index), *proc = PyLong_FromLongLong(inv->process);
+            PyObject *itime = PyLong_FromLongLong(inv->time);
+            if (!id || !proc || !itime) { Py_XDECREF(id); Py_XDECREF(proc); Py_XDECREF(itime); goto out; }
+            f[F_ID] = id; f[F_PROCESS] = proc; f[F_F] = inv->f; f[F_KEY] = inv->key; f[F_INVOKE_VALUE] = inv->value;
+            f[F_VALUE] = inv->value; f[F_TYPE] = TYPE_NAMES[T_INFO]; f[F_INVOKE_TIME] = itime;
+            f[F_INVOKE_INDEX] = id; f[F_NODE] = inv->node; f[F_ERROR] = inv->error;
+            op = new_op((PyTypeObject *)optype, f);
+            Py_DECREF(id); Py_DECREF(proc); Py_DECREF(itime);
+            if (!op) goto out;
+        }
+        done[i] = NULL;
+        PyList_SET_ITEM(ops, (Py_ssize_t)i, op);
+    }
+    result = PyTuple_Pack(2, ops, nemesis);
+    goto out;
+fallback:
+    result = Py_NewRef(Py_None);
+out:
+    for (size_t i = 0; i < npend; i++) { Py_XDECREF(done[i]); ev_clear(&pend[i]); }
+    free(pend); free(done); free(procs.t);
+    Py_XDECREF(ops); Py_XDECREF(nemesis);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"load", py_load, METH_VARARGS, "The history loader's fast path; see checkers/history.py `load_history`."},
     {"search", py_search, METH_VARARGS, "The register search; see checkers/linearizable.py `_native_search`."},
     {NULL, NULL, 0, NULL},
 };

@@ -27,6 +27,11 @@ except ImportError:  # pragma: no cover - depends on the environment
     _loads = json.loads
     _JSONError = (ValueError,)
 
+try:  # the compiled loader for the common shape (setup.py builds it with the search)
+    from checkers import _lincore
+except ImportError:  # pragma: no cover - depends on the build
+    _lincore = None
+
 NEMESIS = "nemesis"
 SIDE_PROCESSES = ("forger",)  # prefixes of processes that are neither clients nor the nemesis
 EVENT_TYPES = frozenset({"invoke", "ok", "fail", "info"})
@@ -361,12 +366,20 @@ def load_history(path: str | Path) -> History:
     gc.disable()  # a million acyclic ops: full collections while loading would cost O(n²)
     try:
         with Path(path).open("rb") as handle:
+            if _lincore is not None:  # the compiled fast path for the common shape (None: not that)
+                fast = _lincore.load(handle.read(), Op, _loads)
+                if fast is not None:
+                    ops, nemesis = fast
+                    return History(ops=ops, nemesis=[Event(*row) for row in nemesis], source=source)
+                handle.seek(0)
             return _pair_rows(_fast_rows(_decoded_chunks(handle, source), source), source)
     except OSError as exc:
         raise HistoryError(f"{source}: cannot read history: {exc.strerror or exc}") from None
     finally:
-        if was_enabled:
+        if was_enabled:  # without scanning every op just made (see checkers.linearizable.enable_gc)
+            gc.freeze()
             gc.enable()
+            gc.unfreeze()
 
 
 def fault_windows(history: History, *, failed_starts: bool = True, from_invoke: bool = False) -> list[FaultWindow]:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from checkers.history import HistoryError, fault_windows, load_history, pair, read_events
 from checkers.verdict import UNKNOWN, Verdict, compose, exit_code
+from tests.checkers.test_porcupine_histories import PORCUPINE
 
 
 def write(tmp_path, lines, name="history.jsonl"):
@@ -212,3 +214,55 @@ def test_a_bad_line_far_into_the_file_is_named_with_its_number(tmp_path, monkeyp
     lines[357] = json.dumps(ev(715, 0, "ok", "read", 3))
     path.write_text("\n".join(lines))
     assert len(load_history(path).ops) == 200
+
+
+def _reference_load(path):
+    """The Python loader alone (what `load_history` falls back to)."""
+    from checkers.history import _decoded_chunks, _fast_rows, _pair_rows
+
+    with open(path, "rb") as handle:
+        return _pair_rows(_fast_rows(_decoded_chunks(handle, str(path)), str(path)), str(path))
+
+
+def test_the_compiled_loader_gives_what_the_python_one_gives(tmp_path):
+    """`load_history` tries the compiled loader first (checkers/_lincore.c): on every shape it takes,
+    and on those it hands back to Python, the history must be the same."""
+    from checkers import history as history_module
+    from checkers.gen import register_history
+
+    if history_module._lincore is None and not os.environ.get("CI"):
+        pytest.skip("checkers._lincore is not built")
+    odd = [
+        ev(0, 0, "invoke", "write", {"nested": [1, {"a": None}]}, key="k", node="n1"),
+        ev(1, "nemesis", "invoke", "start-partition", {"grudge": {"n1": ["n2"]}}),
+        ev(2, 1, "invoke", "read", None, key="k"),
+        ev(3, 0, "ok", "write", {"nested": [1, {"a": None}]}, key="k"),
+        ev(4, 1, "ok", "read", 'esc"aped \\ é', key="k", error=None),
+        ev(5, 2, "invoke", "cas", [1.5, 12345678901234567890123], key="k"),
+        ev(6, "nemesis", "info", "start-partition", None, error="timeout"),
+        ev(7, 2, "info", "cas", [1.5, 12345678901234567890123], key="k", error="timed out"),
+        ev(8, 3, "invoke", "write", [True, False, None, -4], key=7),
+    ]
+    cases = {
+        "odd.jsonl": [json.dumps(e) for e in odd],  # spaces after separators too
+        "side.jsonl": [json.dumps(e) for e in [*odd[:2], ev(9, "forger", "invoke", "write", 1)]],
+        "listkey.jsonl": [json.dumps(ev(0, 0, "invoke", "read", None, key=[1, 2]))],
+    }
+    for name, lines in cases.items():
+        write(tmp_path, lines, name)
+    gen = register_history(500, keys=3, processes=6, crash_rate=0.1, fail_rate=0.05, seed=9)
+    paths = [tmp_path / n for n in cases] + [gen.write_jsonl(tmp_path / "gen.jsonl")]
+    paths += sorted(PORCUPINE.glob("*/*.jsonl"))[:20]
+    for path in paths:
+        fast, ref = load_history(path), _reference_load(path)
+        assert (fast.ops, fast.nemesis, fast.side) == (ref.ops, ref.nemesis, ref.side), path
+    fast = load_history(tmp_path / "odd.jsonl")
+    assert fast.ops[0].invoke_value == {"nested": [1, {"a": None}]} and fast.ops[1].value == 'esc"aped \\ é'
+    assert fast.ops[2].value == [1.5, 12345678901234567890123] and fast.ops[2].complete_time is None
+    assert fast.ops[3].type == "info" and fast.ops[3].key == 7  # never completed
+    assert [e.f for e in fast.nemesis] == ["start-partition"] * 2 and fast.nemesis[0].line == 2
+    assert (
+        history_module._lincore is None
+        or history_module._lincore.load((tmp_path / "gen.jsonl").read_bytes(), history_module.Op, history_module._loads)
+        is not None
+    )  # the generated shape is the common one: the compiled path took it
