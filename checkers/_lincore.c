@@ -961,7 +961,113 @@ out:
     return result;
 }
 
+/* ---- a register key in the search's terms (RegisterModel.native, compiled) --------------------------
+ * register_spec(ops, info, hashable) -> (kind, a, b, ikind, ia, ib, values, pure, blind, unique), or
+ * None for anything unusual (an unknown f, a malformed cas): the Python version then says what. */
+
+static PyObject *slot_of(PyObject *op, int field) { return *(PyObject **)((char *)op + OFFSETS[field]); }
+
+static PyObject *plain(PyObject *v, PyObject *hashable) {
+    if (v == Py_None || PyLong_CheckExact(v) || PyUnicode_CheckExact(v)) return Py_NewRef(v);
+    return PyObject_CallOneArg(hashable, v);
+}
+
+/* the id of value v (interned in `ids`), or -1 with an exception */
+static long intern_id(PyObject *ids, PyObject *v) {
+    PyObject *got = PyDict_GetItemWithError(ids, v);
+    if (got) return PyLong_AsLong(got);
+    if (PyErr_Occurred()) return -1;
+    Py_ssize_t n = PyDict_GET_SIZE(ids);
+    PyObject *id = PyLong_FromSsize_t(n);
+    if (!id || PyDict_SetItem(ids, v, id) < 0) { Py_XDECREF(id); return -1; }
+    Py_DECREF(id);
+    return (long)n;
+}
+
+/* kind, a, b of one op: 1, 0 unusual, -1 error */
+static int op_parts(PyObject *op, PyObject *ids, PyObject *hashable, long *kind, long *a, long *b) {
+    PyObject *f = slot_of(op, F_F), *first = NULL, *second = NULL;
+    *b = 0;
+    if (!PyUnicode_Check(f)) return 0;
+    if (PyUnicode_CompareWithASCIIString(f, "read") == 0) {
+        *kind = 0;
+        first = plain(slot_of(op, F_VALUE), hashable);
+    } else if (PyUnicode_CompareWithASCIIString(f, "write") == 0) {
+        *kind = 1;
+        first = plain(slot_of(op, F_INVOKE_VALUE), hashable);
+    } else if (PyUnicode_CompareWithASCIIString(f, "cas") == 0) {
+        PyObject *pair = slot_of(op, F_INVOKE_VALUE), *type = slot_of(op, F_TYPE);
+        if (!(PyList_Check(pair) || PyTuple_Check(pair)) || PySequence_Size(pair) != 2) return 0;
+        *kind = PyUnicode_Check(type) && PyUnicode_CompareWithASCIIString(type, "fail") == 0 ? 3 : 2;
+        PyObject *x = PySequence_GetItem(pair, 0), *y = PySequence_GetItem(pair, 1);
+        if (x && y) { first = plain(x, hashable); second = plain(y, hashable); }
+        Py_XDECREF(x); Py_XDECREF(y);
+        if (!first || !second) { Py_XDECREF(first); Py_XDECREF(second); return -1; }
+    } else {
+        return 0;
+    }
+    if (!first) return -1;
+    *a = intern_id(ids, first); /* a before b, as the Python version interns them */
+    Py_DECREF(first);
+    if (*a >= 0 && second && second != Py_None) *b = intern_id(ids, second);
+    Py_XDECREF(second);
+    return *a < 0 || *b < 0 ? -1 : 1;
+}
+
+static PyObject *py_register_spec(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ops, *info, *hashable;
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyList_Type, &ops, &PyList_Type, &info, &hashable)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(ops), ni = PyList_GET_SIZE(info);
+    PyObject *sample = n ? PyList_GET_ITEM(ops, 0) : ni ? PyList_GET_ITEM(info, 0) : NULL;
+    if (sample && !op_offsets(Py_TYPE(sample))) Py_RETURN_NONE;
+    PyObject *ids = PyDict_New(), *zero = PyLong_FromLong(0), *result = NULL;
+    PyObject *lists[8] = {0}; /* kind, a, b, ikind, ia, ib, pure, blind */
+    long *written = malloc(sizeof(long) * (n + ni + 1));
+    if (!ids || !zero || !written || PyDict_SetItem(ids, Py_None, zero) < 0) goto out;
+    for (int i = 0; i < 8; i++) {
+        Py_ssize_t len = i < 3 || i == 6 ? n : i < 6 ? ni : n + ni;
+        if (!(lists[i] = PyList_New(len))) goto out;
+    }
+    Py_ssize_t nw = 0;
+    for (Py_ssize_t i = 0; i < n + ni; i++) {
+        int det = i < n;
+        PyObject *op = det ? PyList_GET_ITEM(ops, i) : PyList_GET_ITEM(info, i - n);
+        if (Py_TYPE(op) != Py_TYPE(sample)) { result = Py_NewRef(Py_None); goto out; }
+        long kind, a, b;
+        int rc = op_parts(op, ids, hashable, &kind, &a, &b);
+        if (rc < 0) goto out;
+        if (rc == 0) { result = Py_NewRef(Py_None); goto out; }
+        if (kind == 1) written[nw++] = a;
+        else if (kind == 2) written[nw++] = b;
+        Py_ssize_t j = det ? i : i - n;
+        int base = det ? 0 : 3;
+        PyList_SET_ITEM(lists[base], j, PyLong_FromLong(kind));
+        PyList_SET_ITEM(lists[base + 1], j, PyLong_FromLong(a));
+        PyList_SET_ITEM(lists[base + 2], j, PyLong_FromLong(b));
+        if (det) PyList_SET_ITEM(lists[6], j, Py_NewRef(kind == 0 || kind == 3 || (kind == 2 && a == b) ? Py_True : Py_False));
+        PyList_SET_ITEM(lists[7], i, Py_NewRef(kind == 1 ? Py_True : Py_False));
+    }
+    Py_ssize_t nv = PyDict_GET_SIZE(ids);
+    char *seen = calloc(nv + 1, 1);
+    if (!seen) { PyErr_NoMemory(); goto out; }
+    int unique = 1;
+    for (Py_ssize_t k = 0; k < nw && unique; k++) {
+        if (written[k] == 0 || seen[written[k]]) unique = 0;
+        seen[written[k]] = 1;
+    }
+    free(seen);
+    result = Py_BuildValue("OOOOOOnOOO", lists[0], lists[1], lists[2], lists[3], lists[4], lists[5], nv, lists[6],
+                           lists[7], unique ? Py_True : Py_False);
+out:
+    for (int i = 0; i < 8; i++) Py_XDECREF(lists[i]);
+    Py_XDECREF(ids); Py_XDECREF(zero);
+    free(written);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"register_spec", py_register_spec, METH_VARARGS, "RegisterModel.native, compiled; see checkers/models.py."},
     {"load", py_load, METH_VARARGS, "The history loader's fast path; see checkers/history.py `load_history`."},
     {"search", py_search, METH_VARARGS, "The register search; see checkers/linearizable.py `_native_search`."},
     {NULL, NULL, 0, NULL},

@@ -14,6 +14,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from checkers.history import Op
+
+try:  # the compiled search and its helpers (setup.py builds it)
+    from checkers import _lincore
+except ImportError:  # pragma: no cover - depends on the build
+    _lincore = None
 from checkers.zones import ZoneVerdict, analyse
 
 ILLEGAL: Any = object()
@@ -288,6 +293,10 @@ class RegisterModel(Model):
     def native(self, ops: list[Op], info: list[Op]) -> NativeSpec | None:
         """Op kinds (read 0, write 1, successful cas 2, failed cas 3; an indeterminate cas counts as
         one that may succeed) and values interned to ints, nil being 0."""
+        if _lincore is not None:  # the same, compiled; None: something unusual, said below
+            fast = _lincore.register_spec(ops, info, hashable)
+            if fast is not None:
+                return NativeSpec(*fast)
         ids: dict[Any, int] = {None: 0}
         intern = ids.setdefault
         kinds = {"read": 0, "write": 1, "cas": 2}

@@ -121,3 +121,23 @@ def test_doctor_reports_the_core(monkeypatch):
         doctor_cli._lincore_probe()
     row = doctor_cli._try("compiled checker core", False, doctor_cli.LINCORE_FIX, doctor_cli._lincore_probe)
     assert row.status == "WARN" and "pip install -e ." in row.fix
+
+
+@needs_core
+def test_the_compiled_key_preparation_matches_the_python_one(monkeypatch):
+    from checkers import models
+
+    hs = [load_history(PORCUPINE / "etcd" / f"etcd_{i:03d}.jsonl") for i in (0, 2, 100)]
+    for seed in range(4):
+        for values in (None, 3):
+            gen = register_history(300, processes=8, crash_rate=0.2, value_range=values, seed=seed)
+            hs.append(pair(read_events(gen.events)))
+    for h in hs:
+        p = linearizable._prepare(MODEL, h.ops)
+        fast = MODEL.native(p.ops, p.info)
+        with monkeypatch.context() as m:
+            m.setattr(models, "_lincore", None)
+            assert MODEL.native(p.ops, p.info) == fast
+    odd = history((0, 0, "invoke", "cas", [1, 2, 3]), (1, 0, "ok", "cas", [1, 2, 3]))
+    with pytest.raises(ValueError, match=r"cas value must be \[from, to\], got \[1, 2, 3\] \(op 0\)"):
+        MODEL.native(odd.ops, [])
