@@ -605,7 +605,7 @@ static int plain_int(Cur *c, i64 *out) {
         v = v * 10 + (*p - '0');
         p++;
     }
-    if (p == digits) return 0;
+    if (p == digits || (*digits == '0' && p - digits > 1)) return 0; /* (JSON has no leading zeros) */
     if (p < c->end && (*p == '.' || *p == 'e' || *p == 'E')) return 0;
     c->p = p;
     *out = neg ? -v : v;
