@@ -467,6 +467,7 @@ def _check_key(
         t = tools()
         return _search(p, t.fns, t.ifns, t.init, t.pure, t.blind, t.doomed, t.canon, until, states, t.guard)
 
+    zones = zones and type(model).zones is not Model.zones  # no zones to fall back on: no quick search
     quick = min(max_states, QUICK_STATES + QUICK_STATES_PER_OP * len(p.ops)) if zones else max_states
     soon = min(deadline, time.monotonic() + QUICK_SECONDS) if zones else deadline
     out = search(soon, quick)
