@@ -1066,7 +1066,48 @@ out:
     return result;
 }
 
+/* ---- a register key's ops split for the search (linearizable._prepare, compiled) ------------------
+ * register_split(ops) -> (det, inv, ret, info, iinv): the ops RegisterModel.keep keeps, determinate
+ * and indeterminate apart, with their times; None if they are not already in invoke-time order (or
+ * anything is unusual): the Python version then sorts. */
+static int str_is(PyObject *u, const char *s) { return PyUnicode_Check(u) && PyUnicode_CompareWithASCIIString(u, s) == 0; }
+
+static PyObject *py_register_split(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ops;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &ops)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(ops);
+    PyObject *out[5] = {0}, *result = NULL;
+    for (int i = 0; i < 5; i++)
+        if (!(out[i] = PyList_New(0))) goto out;
+    if (n && !op_offsets(Py_TYPE(PyList_GET_ITEM(ops, 0)))) { result = Py_NewRef(Py_None); goto out; }
+    PyObject *last_det = NULL, *last_info = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = PyList_GET_ITEM(ops, i);
+        if (Py_TYPE(op) != Py_TYPE(PyList_GET_ITEM(ops, 0))) { result = Py_NewRef(Py_None); goto out; }
+        PyObject *f = slot_of(op, F_F), *type = slot_of(op, F_TYPE);
+        int keep = str_is(f, "cas") || (str_is(f, "read") ? str_is(type, "ok") : !str_is(type, "fail"));
+        if (!keep) continue;
+        PyObject *inv = slot_of(op, F_INVOKE_TIME), *ret = slot_of(op, F_COMPLETE_TIME);
+        int det = ret != Py_None;
+        PyObject **last = det ? &last_det : &last_info;
+        if (*last) {
+            int before = PyObject_RichCompareBool(inv, *last, Py_LT);
+            if (before < 0) goto out;
+            if (before) { result = Py_NewRef(Py_None); goto out; } /* not in invoke order: Python sorts */
+        }
+        *last = inv;
+        if (PyList_Append(out[det ? 0 : 3], op) < 0 || PyList_Append(out[det ? 1 : 4], inv) < 0) goto out;
+        if (det && PyList_Append(out[2], ret) < 0) goto out;
+    }
+    result = PyTuple_Pack(5, out[0], out[1], out[2], out[3], out[4]);
+out:
+    for (int i = 0; i < 5; i++) Py_XDECREF(out[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"register_split", py_register_split, METH_VARARGS, "linearizable._prepare for the register, compiled."},
     {"register_spec", py_register_spec, METH_VARARGS, "RegisterModel.native, compiled; see checkers/models.py."},
     {"load", py_load, METH_VARARGS, "The history loader's fast path; see checkers/history.py `load_history`."},
     {"search", py_search, METH_VARARGS, "The register search; see checkers/linearizable.py `_native_search`."},

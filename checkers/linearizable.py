@@ -107,6 +107,10 @@ _INVOKE_TIME = attrgetter("invoke_time")
 
 
 def _prepare(model: Model, ops: Iterable[Op]) -> _Prepared:
+    ops = ops if isinstance(ops, list) else list(ops)
+    fast = model.split(ops)
+    if fast is not None:
+        return _Prepared(*fast)
     det: list[Op] = []
     info: list[Op] = []
     for op in ops:

@@ -149,6 +149,12 @@ class Model:
         a `ZoneVerdict` with valid True / False decides the key, with None it leaves it to the search."""
         return None
 
+    def split(self, ops: list[Op]) -> tuple[list[Op], list[int], list[int], list[Op], list[int]] | None:
+        """Optional fast path of the search's preparation: the kept determinate ops with their invoke
+        and return times, the kept indeterminate ops with their invoke times, each by invoke time;
+        None to let the checker do it with `keep`."""
+        return None
+
     def native(self, ops: list[Op], info: list[Op]) -> NativeSpec | None:
         """Optional: the key in the compiled search's terms (`checkers._lincore`), or None for the
         Python search. Only models the compiled core knows (the register, which has no
@@ -289,6 +295,10 @@ class RegisterModel(Model):
             return any(k >= lo and k != c and not (dmask >> (k - lo)) & 1 for k in keepers.get(state, empty))
 
         return blocked
+
+    def split(self, ops: list[Op]) -> tuple[list[Op], list[int], list[int], list[Op], list[int]] | None:
+        """`keep` and the split by determinacy, compiled (None when not built, or ops out of order)."""
+        return _lincore.register_split(ops) if _lincore is not None else None
 
     def native(self, ops: list[Op], info: list[Op]) -> NativeSpec | None:
         """Op kinds (read 0, write 1, successful cas 2, failed cas 3; an indeterminate cas counts as

@@ -125,6 +125,7 @@ def test_doctor_reports_the_core(monkeypatch):
 
 @needs_core
 def test_the_compiled_key_preparation_matches_the_python_one(monkeypatch):
+    """`_prepare` (keep, split, order) and `RegisterModel.native`, compiled and in Python."""
     from checkers import models
 
     hs = [load_history(PORCUPINE / "etcd" / f"etcd_{i:03d}.jsonl") for i in (0, 2, 100)]
@@ -135,9 +136,15 @@ def test_the_compiled_key_preparation_matches_the_python_one(monkeypatch):
     for h in hs:
         p = linearizable._prepare(MODEL, h.ops)
         fast = MODEL.native(p.ops, p.info)
+        shuffled = list(reversed(h.ops))  # out of invoke order: the compiled split hands it back
+        assert MODEL.split(h.ops) is not None and MODEL.split(shuffled) is None
         with monkeypatch.context() as m:
             m.setattr(models, "_lincore", None)
             assert MODEL.native(p.ops, p.info) == fast
+            assert linearizable._prepare(MODEL, h.ops) == p
+            back = linearizable._prepare(MODEL, shuffled)  # (ties in invoke time keep their input order)
+            assert (back.inv, back.iinv) == (p.inv, p.iinv)
+            assert sorted(o.id for o in back.ops) == sorted(o.id for o in p.ops)
     odd = history((0, 0, "invoke", "cas", [1, 2, 3]), (1, 0, "ok", "cas", [1, 2, 3]))
     with pytest.raises(ValueError, match=r"cas value must be \[from, to\], got \[1, 2, 3\] \(op 0\)"):
         MODEL.native(odd.ops, [])
