@@ -15,9 +15,16 @@ What makes it fast enough in Python:
 - indeterminate (`info`) ops never have to be linearized (they may never have happened). They are
   kept apart, only tried after every determinate candidate has failed, and a configuration that used
   a superset of the info ops of an already-visited one with the same ops and state is pruned;
-- per-op step functions are closures compiled once by the model.
+- per-op step functions are closures compiled once by the model;
+- with unique written values (register), a value once left never comes back, so leaving it while an
+  op that needs it is pending is a dead end (the model's guard).
 Budgets (wall-clock deadline, number of memoised configurations) end a key's search with "unknown"
 and the longest partial linearization found, never a hang.
+
+A key whose quick first search does not show it valid gets the model's zone analysis
+(`checkers.zones`), which proves the usual violations in O(n log n). For the register model the
+search runs compiled (`checkers/_lincore.c`, the same walk step for step; this Python one is the
+reference the tests compare it with).
 """
 
 from __future__ import annotations
