@@ -15,9 +15,16 @@ What makes it fast enough in Python:
 - indeterminate (`info`) ops never have to be linearized (they may never have happened). They are
   kept apart, only tried after every determinate candidate has failed, and a configuration that used
   a superset of the info ops of an already-visited one with the same ops and state is pruned;
-- per-op step functions are closures compiled once by the model.
+- per-op step functions are closures compiled once by the model;
+- with unique written values (register), a value once left never comes back, so leaving it while an
+  op that needs it is pending is a dead end (the model's guard).
 Budgets (wall-clock deadline, number of memoised configurations) end a key's search with "unknown"
 and the longest partial linearization found, never a hang.
+
+A key whose quick first search does not show it valid gets the model's zone analysis
+(`checkers.zones`), which proves the usual violations in O(n log n). For the register model the
+search runs compiled (`checkers/_lincore.c`, the same walk step for step; this Python one is the
+reference the tests compare it with).
 """
 
 from __future__ import annotations
@@ -25,18 +32,30 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from checkers.history import History, Op
-from checkers.models import ILLEGAL, Canonicalizer, Model, Pruner, get_model
+from checkers.models import ILLEGAL, Canonicalizer, Guard, Model, NativeSpec, Pruner, get_model
 from checkers.progress import Tracker
 from checkers.verdict import UNKNOWN, Verdict, merge_validity
+from checkers.zones import ZoneVerdict
+
+try:  # the compiled search (setup.py builds it); without it, the pure-Python one, with a notice
+    from checkers import _lincore
+except ImportError:  # pragma: no cover - depends on the build
+    _lincore = None
 
 CHECKER = "linearizable"
+NATIVE_MISSING = (
+    "note: the compiled linearizability search (checkers/_lincore) is not built, so the pure-Python "
+    "search runs (slower); build it with `pip install -e .` (setup.sh; needs gcc and python3-dev)"
+)
 INF = float("inf")
 DEFAULT_MAX_STATES = 4_000_000  # memoised configurations per key (~1 GB); beyond that: unknown
 DEFAULT_TIMEOUT_S = 60.0  # `kchaos check` and a run's checking phase: undecided keys are unknown after this
@@ -58,6 +77,7 @@ class KeyResult:
     states_after: list[str] = field(default_factory=list)  # model state after each op of it
     final_state: str | None = None  # state after the longest partial linearization
     stuck: list[dict[str, Any]] = field(default_factory=list)  # ops that could not be linearized next
+    method: str = "search"  # "zones": decided by the zone analysis (checkers.zones), else the search
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -67,6 +87,7 @@ class KeyResult:
             "info_ops": self.info_ops,
             "states": self.states,
             "elapsed": round(self.elapsed, 4),
+            "method": self.method,
         }
         if self.reason:
             out["reason"] = self.reason
@@ -89,14 +110,21 @@ class _Prepared:
     iinv: list[int]
 
 
+_INVOKE_TIME = attrgetter("invoke_time")
+
+
 def _prepare(model: Model, ops: Iterable[Op]) -> _Prepared:
+    ops = ops if isinstance(ops, list) else list(ops)
+    fast = model.split(ops)
+    if fast is not None:
+        return _Prepared(*fast)
     det: list[Op] = []
     info: list[Op] = []
     for op in ops:
         if model.keep(op):
             (info if op.complete_time is None else det).append(op)
-    det.sort(key=lambda o: o.invoke_time)
-    info.sort(key=lambda o: o.invoke_time)
+    det.sort(key=_INVOKE_TIME)
+    info.sort(key=_INVOKE_TIME)
     return _Prepared(
         ops=det,
         inv=[o.invoke_time for o in det],
@@ -126,6 +154,7 @@ def _search(
     canon: Canonicalizer | None,
     deadline: float,
     max_states: int,
+    guard: Guard | None = None,
 ) -> _Outcome:
     """Depth-first just-in-time linearization; see the module docstring for the pruning rules."""
     inv, ret, iinv = p.inv, p.ret, p.iinv
@@ -181,6 +210,8 @@ def _search(
                 children = [(c, ns)]
                 forced = True
                 break
+            if guard is not None and ns != state and guard(state, lo, dmask, c):
+                continue  # leaves a value that a pending op still needs, for good
             children.append((c, ns))
         stack.append([children, 0, lo, dmask, imask, state, path, depth, minret, forced or not ni, cands])
         # Move to the next unexplored child, backtracking as needed.
@@ -193,7 +224,8 @@ def _search(
                     stack.pop()
                     continue
                 fr[9] = True  # determinate candidates exhausted: now try indeterminate ops
-                children.extend(_info_children(fns, ifns, blind, iinv, fr[10], fr[4], fr[5], fr[8], n))
+                if guard is None or not guard(fr[5], fr[2], fr[3], -1):
+                    children.extend(_info_children(fns, ifns, blind, iinv, fr[10], fr[4], fr[5], fr[8], n))
                 continue
             fr[1] = k + 1
             c, ns = children[k]
@@ -227,6 +259,38 @@ def _search(
             return _Outcome(False, None, len(seen), best[0], best[1])
 
 
+NATIVE_OPS_PER_JOB = 300_000  # the compiled search does ~1M ops a second: forking pays off beyond this
+
+_RESULTS = {1: (True, None), 0: (False, None), 2: (UNKNOWN, "timeout"), 3: (UNKNOWN, "state budget")}
+
+
+def _native_search(
+    p: _Prepared, spec: NativeSpec, prune: bool, guard: bool, deadline: float, max_states: int
+) -> _Outcome:
+    """`_search` in C (checkers/_lincore.c) for the models that give a `NativeSpec`: the same walk,
+    the same configurations, the same longest partial linearization. `prune`: the model's pruner
+    (and observer shortcut stays on either way, as in `_search`); `guard`: the unique-value guard."""
+    code, states, order = _lincore.search(
+        p.inv, p.ret, spec.kind, spec.a, spec.b, spec.pure, p.iinv, spec.ikind, spec.ia, spec.ib, spec.blind,
+        spec.values, prune, guard, deadline, max_states,
+    )  # fmt: skip
+    valid, reason = _RESULTS[code]
+    path = None
+    n = len(p.inv)
+    done, info = set(), 0
+    for c in order:
+        path = (c, path)
+        if c < n:
+            done.add(c)
+        else:
+            info |= 1 << (c - n)
+    lo = 0
+    while lo in done:
+        lo += 1
+    dmask = sum(1 << (c - lo) for c in done if c > lo)
+    return _Outcome(valid, reason, states, path, (lo, dmask, info, None))
+
+
 EXPLAIN_SECONDS = 0.5  # extra search for a longer partial linearization of a bad key
 EXPLAIN_STATES = 50_000
 
@@ -239,21 +303,14 @@ def _depth(path: tuple | None) -> int:
     return depth
 
 
-def _longer_partial(
-    p: _Prepared,
-    fns: list,
-    ifns: list,
-    init: Any,
-    pure: list[bool],
-    blind: list[bool],
-    canon: Canonicalizer | None,
-    deadline: float,
-    out: _Outcome,
-) -> _Outcome:
+def _longer_partial(native: NativeSpec | None, p: _Prepared, t: _Tools, deadline: float, out: _Outcome) -> _Outcome:
     """Pruning stops a doomed branch early, so its partial linearizations are short. A short,
     budgeted search without the pruner usually finds a longer one, which explains more."""
     budget = min(deadline, time.monotonic() + EXPLAIN_SECONDS)
-    alt = _search(p, fns, ifns, init, pure, blind, None, canon, budget, EXPLAIN_STATES)
+    if native is not None:
+        alt = _native_search(p, native, False, False, budget, EXPLAIN_STATES)
+    else:
+        alt = _search(p, t.fns, t.ifns, t.init, t.pure, t.blind, None, t.canon, budget, EXPLAIN_STATES)
     if alt.valid is True:  # impossible unless the pruner is wrong; keep the proven verdict honest
         raise AssertionError("pruned search said invalid, unpruned search found a linearization")
     if _depth(alt.path) > _depth(out.path):
@@ -309,7 +366,15 @@ def no_gc() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
-            gc.enable()
+            enable_gc()
+
+
+def enable_gc() -> None:
+    """Turn the collector back on without it scanning, at its next allocation, every object made
+    while it was off (a million ops: a third of a second): they join the oldest generation."""
+    gc.freeze()
+    gc.enable()
+    gc.unfreeze()
 
 
 def _unlink(path: tuple | None) -> list[int]:
@@ -345,23 +410,91 @@ def check_key(
     deadline: float = INF,
     max_states: int = DEFAULT_MAX_STATES,
     prune: bool = True,
+    zones: bool = True,
+    native: bool = True,
 ) -> KeyResult:
-    """Decide one key's sub-history."""
+    """Decide one key's sub-history: the model's zone analysis first if it has one (and `zones`),
+    then the search. `prune=False` turns off every model cut; `native=False` runs the Python search even
+    where the compiled one could (the reference of the tests)."""
     with no_gc():
-        return _check_key(model, key, ops, deadline, max_states, prune)
+        return _check_key(model, key, ops, deadline, max_states, prune, zones and prune, native)
 
 
-def _check_key(model: Model, key: Any, ops: Iterable[Op], deadline: float, max_states: int, prune: bool) -> KeyResult:
+@dataclass
+class _Tools:
+    """What the Python search (and any explanation) needs of the model for one key."""
+
+    fns: list
+    ifns: list
+    init: Any
+    pure: list[bool]
+    blind: list[bool]
+    doomed: Pruner | None
+    canon: Canonicalizer | None
+    guard: Guard | None
+
+
+def _tools(model: Model, p: _Prepared, prune: bool) -> _Tools:
+    fns, ifns, init, pure, blind = _compiled(model, p)
+    return _Tools(
+        fns,
+        ifns,
+        init,
+        pure,
+        blind,
+        model.pruner(p.ops, p.info) if prune else None,
+        model.canonicalizer(p.ops, p.info) if prune else None,
+        model.guard(p.ops, p.info) if prune else None,
+    )
+
+
+def _check_key(
+    model: Model,
+    key: Any,
+    ops: Iterable[Op],
+    deadline: float,
+    max_states: int,
+    prune: bool,
+    zones: bool,
+    use_native: bool,
+) -> KeyResult:
+    """The search, first with a small state budget (most keys are decided there); a key it has not
+    shown valid then gets the model's zone analysis, which may decide it (with a proof of why), and
+    else the search again with the full budget. The compiled search needs no step functions, so
+    they are only made for a key that needs explaining (or when the Python search runs)."""
     started = time.monotonic()
     p = _prepare(model, ops)
-    fns = [model.compile(op) for op in p.ops]
-    ifns = [model.compile(op) for op in p.info]
-    init = model.init()
-    pure = [model.observer(op) for op in p.ops]
-    doomed = model.pruner(p.ops, p.info) if prune else None
-    canon = model.canonicalizer(p.ops, p.info) if prune else None
-    blind = [model.blind(op) for op in p.ops] + [model.blind(op) for op in p.info]
-    out = _search(p, fns, ifns, init, pure, blind, doomed, canon, deadline, max_states)
+    native = model.native(p.ops, p.info) if use_native and _lincore is not None else None
+    made: list[_Tools] = []
+
+    def tools() -> _Tools:
+        if not made:
+            made.append(_tools(model, p, prune))
+        return made[0]
+
+    def search(until: float, states: int) -> _Outcome:
+        if native is not None:
+            return _native_search(p, native, prune, prune and native.unique, until, states)
+        t = tools()
+        return _search(p, t.fns, t.ifns, t.init, t.pure, t.blind, t.doomed, t.canon, until, states, t.guard)
+
+    zones = zones and type(model).zones is not Model.zones  # no zones to fall back on: no quick search
+    quick = min(max_states, QUICK_STATES + QUICK_STATES_PER_OP * len(p.ops)) if zones else max_states
+    soon = min(deadline, time.monotonic() + QUICK_SECONDS) if zones else deadline
+    out = search(soon, quick)
+    if zones and out.valid is not True:
+        zv = model.zones(p.ops, p.info)
+        if zv is not None and zv.valid is not None:
+            if zv.valid is True and out.valid is False:  # impossible unless one of them is wrong
+                raise AssertionError("zone analysis said valid, the search proved the key invalid")
+            result = KeyResult(key, zv.valid, len(p.ops) + len(p.info), len(p.info), method="zones")
+            if not zv.valid:
+                t = tools()
+                _zone_counterexample(model, p, zv, t.fns, t.ifns, t.doomed, out, result)
+            result.elapsed = time.monotonic() - started
+            return result
+        if (out.reason == "state budget" and quick < max_states) or (out.reason == "timeout" and soon < deadline):
+            out = search(deadline, max_states)
     result = KeyResult(
         key=key,
         valid=out.valid,
@@ -371,11 +504,64 @@ def _check_key(model: Model, key: Any, ops: Iterable[Op], deadline: float, max_s
         reason=out.reason,
     )
     if out.valid is not True:
-        if doomed is not None and out.valid is False:
-            out = _longer_partial(p, fns, ifns, init, pure, blind, canon, deadline, out)
-        _explain(model, p, fns, ifns, init, doomed, out, result)
+        t = tools()
+        if t.doomed is not None and out.valid is False:
+            out = _longer_partial(native, p, t, deadline, out)
+        _explain(model, p, t.fns, t.ifns, t.init, t.doomed, out, result)
     result.elapsed = time.monotonic() - started
     return result
+
+
+QUICK_STATES = 5_000  # the first search's state budget: easy keys need about one state per op
+QUICK_STATES_PER_OP = 2
+QUICK_SECONDS = 0.25  # and its time budget: a state of a hard key can cost a millisecond
+
+
+def _compiled(model: Model, p: _Prepared) -> tuple[list, list, Any, list[bool], list[bool]]:
+    """What the search needs of the model per op: step functions (determinate, indeterminate), the
+    initial state, which ops are observers and which are blind."""
+    fns = [model.compile(op) for op in p.ops]
+    ifns = [model.compile(op) for op in p.info]
+    pure = [model.observer(op) for op in p.ops]
+    blind = [model.blind(op) for op in p.ops] + [model.blind(op) for op in p.info]
+    return fns, ifns, model.init(), pure, blind
+
+
+def _zone_counterexample(
+    model: Model,
+    p: _Prepared,
+    zv: ZoneVerdict,
+    fns: list,
+    ifns: list,
+    doomed: Pruner | None,
+    out: _Outcome,
+    result: KeyResult,
+) -> None:
+    """A zone violation shown as the viewer expects: the longest partial linearization the (quick)
+    search found, and the ops the analysis proved doomed first in the stuck list, with why."""
+    result.states = out.states
+    _explain(model, p, fns, ifns, model.init(), doomed, out, result)
+    n = len(p.ops)
+    because = [(p.ops[k] if k < n else p.info[k - n]).id for k in zv.because]
+    proven = []
+    for k in zv.doomed:
+        op = p.ops[k]
+        proven.append(
+            {
+                "id": op.id,
+                "op": model.describe_op(op),
+                "process": op.process,
+                "needs": model.requirement(op),
+                "state": result.final_state,
+                "legal": False,
+                "deadline": False,
+                "doomed": True,
+                "why": zv.why,
+                "because": because,
+            }
+        )
+    ids = {s["id"] for s in proven}
+    result.stuck = proven + [s for s in result.stuck if s["id"] not in ids]
 
 
 def _explain(
@@ -448,35 +634,39 @@ def check(
     `tracker` is kept up to date with the keys decided (and the in-process search's states)."""
     started = time.monotonic()
     model = get_model(model)
+    _notice_if_pure_python(model)
     ops = history.ops if isinstance(history, History) else list(history)
     parts = list(model.partition(ops).items())
     deadline = started + timeout if timeout is not None else INF
     results: dict[int, KeyResult] = {}
     order = sorted(range(len(parts)), key=lambda i: -len(parts[i][1]))  # biggest first: balance
+    if _lincore is not None and type(model).native is not Model.native:
+        jobs = min(jobs, 1 + len(ops) // NATIVE_OPS_PER_JOB)  # a worker costs more than it saves
     jobs = max(1, min(jobs, len(parts)))
     _JOB.update(parts=parts, model=model, deadline=deadline, max_states=max_states, tracker=tracker)
     if tracker is not None:
         tracker.key_done(0, len(parts))
-    try:
-        if jobs == 1:
-            for i in order:
-                results[i] = _run_key(i)[1]
-                if tracker is not None:
-                    tracker.key_done(len(results), len(parts))
-                if results[i].valid is False and not all_keys:
-                    break
-        else:
-            ctx = multiprocessing.get_context("fork")
-            with ctx.Pool(jobs) as pool:
-                for i, res in pool.imap_unordered(_run_key, order):
-                    results[i] = res
+    with no_gc():  # once for all keys: turning it back on after each key costs a full collection
+        try:
+            if jobs == 1:
+                for i in order:
+                    results[i] = _run_key(i)[1]
                     if tracker is not None:
                         tracker.key_done(len(results), len(parts))
-                    if res.valid is False and not all_keys:
-                        pool.terminate()
+                    if results[i].valid is False and not all_keys:
                         break
-    finally:
-        _JOB.clear()
+            else:
+                ctx = multiprocessing.get_context("fork")
+                with ctx.Pool(jobs) as pool:
+                    for i, res in pool.imap_unordered(_run_key, order):
+                        results[i] = res
+                        if tracker is not None:
+                            tracker.key_done(len(results), len(parts))
+                        if res.valid is False and not all_keys:
+                            pool.terminate()
+                            break
+        finally:
+            _JOB.clear()
     key_results = []
     for i, (key, key_ops) in enumerate(parts):
         res = results.get(i)
@@ -494,6 +684,22 @@ def check(
         "results": [r.to_json() for r in key_results],
     }
     return Verdict(CHECKER, valid, details)
+
+
+_NOTICED: list[bool] = []
+
+
+def _notice_if_pure_python(model: Model) -> None:
+    """One line on stderr, once per process, when the model could use the compiled search but it
+    is not built."""
+    if _lincore is None and type(model).native is not Model.native and not _NOTICED:
+        _NOTICED.append(True)
+        print(NATIVE_MISSING, file=sys.stderr)
+
+
+def native_available() -> bool:
+    """Whether the compiled search is built (`kchaos doctor` reports it)."""
+    return _lincore is not None
 
 
 def default_jobs() -> int:
@@ -574,6 +780,9 @@ def summarize(verdict: Verdict) -> list[str]:
                 continue
             need = f" needs {s['needs']}" if s["needs"] else " cannot follow"
             lines.append(f"    op {s['id']} (process {s['process']}) {s['op']}:{need}")
+            if s.get("why"):
+                ops = ", ".join(str(i) for i in s.get("because", []))
+                lines.append(f"      never possible: {s['why']}" + (f" (ops {ops})" if ops else ""))
     skipped = sum(1 for r in results if r.get("reason") == "not checked")
     if skipped:
         lines.append(f"  {skipped} keys not checked after the first invalid key (use --all-keys)")

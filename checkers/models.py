@@ -10,9 +10,16 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from checkers.history import Op
+
+try:  # the compiled search and its helpers (setup.py builds it)
+    from checkers import _lincore
+except ImportError:  # pragma: no cover - depends on the build
+    _lincore = None
+from checkers.zones import ZoneVerdict, analyse
 
 ILLEGAL: Any = object()
 INFINITY = float("inf")  # a step function returns this when the op cannot happen in that state
@@ -20,6 +27,25 @@ INFINITY = float("inf")  # a step function returns this when the op cannot happe
 StepFn = Callable[[Any], Any]
 Pruner = Callable[[Any, int, int, list[int]], int]  # -> index of a doomed op, or -1
 Canonicalizer = Callable[[Any, int, int], Any]
+
+
+@dataclass
+class NativeSpec:
+    """A register key as the compiled search takes it: per op a kind and interned values."""
+
+    kind: list[int]
+    a: list[int]
+    b: list[int]
+    ikind: list[int]
+    ia: list[int]
+    ib: list[int]
+    values: int  # distinct values (ids 0 .. values - 1)
+    pure: list[bool]  # determinate ops that are observers (`Model.observer`)
+    blind: list[bool]  # determinate then indeterminate ops that are blind (`Model.blind`)
+    unique: bool  # written values are unique: the guard applies
+
+
+Guard = Callable[[Any, int, int, int], bool]  # (state, lo, dmask, op about to change it) -> blocked
 
 
 def hashable(value: Any) -> Any:
@@ -110,6 +136,31 @@ class Model:
         """
         return None
 
+    def guard(self, ops: list[Op], info: list[Op]) -> Guard | None:
+        """Optional: when a state, once left, can never come back (unique written values).
+
+        `guard(state, lo, dmask, c)` says whether leaving `state` now (by op index `c`, -1 for an
+        indeterminate op) is a dead end because some other pending op still needs that state.
+        """
+        return None
+
+    def zones(self, ops: list[Op], info: list[Op]) -> ZoneVerdict | None:
+        """Optional: a fast analysis run before the search (see `checkers.zones`). None: not applicable;
+        a `ZoneVerdict` with valid True / False decides the key, with None it leaves it to the search."""
+        return None
+
+    def split(self, ops: list[Op]) -> tuple[list[Op], list[int], list[int], list[Op], list[int]] | None:
+        """Optional fast path of the search's preparation: the kept determinate ops with their invoke
+        and return times, the kept indeterminate ops with their invoke times, each by invoke time;
+        None to let the checker do it with `keep`."""
+        return None
+
+    def native(self, ops: list[Op], info: list[Op]) -> NativeSpec | None:
+        """Optional: the key in the compiled search's terms (`checkers._lincore`), or None for the
+        Python search. Only models the compiled core knows (the register, which has no
+        canonicalizer) give one."""
+        return None
+
     def describe_op(self, op: Op) -> str:
         value = op.invoke_value if op.f != "read" else op.value
         suffix = "" if op.type == "ok" else f" ({op.type})"
@@ -127,6 +178,10 @@ class RegisterModel(Model):
     """One register: read / write / cas; initially nil. A `fail` cas means the compare failed."""
 
     name = "register"
+
+    def __init__(self) -> None:
+        self._recent: list[tuple[list[Op], list[tuple[str, Any, Any]]]] = []
+        self._unique: tuple[list[Op], list[Op], bool] | None = None
 
     def init(self) -> Hashable:
         return None
@@ -170,30 +225,109 @@ class RegisterModel(Model):
         return op.f == "write"
 
     def observer(self, op: Op) -> bool:
-        f, a, b = self._parts(op)
-        return f == "read" or (f == "cas" and (op.type == "fail" or a == b))
+        if op.f != "cas":
+            return op.f == "read"
+        _, a, b = self._parts(op)
+        return op.type == "fail" or a == b
+
+    def _all_parts(self, ops: list[Op]) -> list[tuple[str, Any, Any]]:
+        """`_parts` of every op of a key, computed once for the pruner, the guard and the zones
+        (remembered for the last few lists, by identity; the lists are kept alive with them)."""
+        for known, parts in self._recent:
+            if known is ops:
+                return parts
+        parts = [self._parts(op) for op in ops]
+        self._recent = [(ops, parts), *self._recent[:1]]
+        return parts
 
     def pruner(self, ops: list[Op], info: list[Op]) -> Pruner | None:
         """A read (or successful cas) of v needs state v now, or a pending writer of v it can follow."""
         needs: dict[int, Any] = {}  # op index -> value it must observe
         writers: dict[Any, list[int]] = {}  # value -> determinate ops that may set it, by index
         info_writers: dict[Any, list[int]] = {}  # value -> invoke times of indeterminate setters
-        for i, op in enumerate(ops):
-            f, a, b = self._parts(op)
+        for i, (op, (f, a, b)) in enumerate(zip(ops, self._all_parts(ops), strict=True)):
             if f == "read" or (f == "cas" and op.type == "ok"):
                 needs[i] = a
             if f == "write":
                 writers.setdefault(a, []).append(i)
             elif f == "cas" and op.type == "ok":
                 writers.setdefault(b, []).append(i)
-        for op in info:
-            f, a, b = self._parts(op)
+        for op, (f, a, b) in zip(info, self._all_parts(info), strict=True):
             info_writers.setdefault(a if f == "write" else b, []).append(op.invoke_time)
         if not needs:
             return None
         inv = [op.invoke_time for op in ops]
         ret = [op.complete_time for op in ops]
         return _settable_pruner(needs, writers, info_writers, inv, ret)
+
+    def written(self, ops: list[Op]) -> list[Any]:
+        """The values `ops` may write (writes, and cas that succeeded or may have)."""
+        out = []
+        for op, (f, a, b) in zip(ops, self._all_parts(ops), strict=True):
+            if f == "write":
+                out.append(a)
+            elif f == "cas" and op.type != "fail":
+                out.append(b)
+        return out
+
+    def unique_values(self, ops: list[Op], info: list[Op]) -> bool:
+        """Whether every value is written by at most one op and none writes the initial nil: then a
+        value, once overwritten, never comes back, and each value names its writer."""
+        if self._unique is not None and self._unique[0] is ops and self._unique[1] is info:
+            return self._unique[2]  # the guard and the zones both ask
+        values = self.written(ops) + self.written(info)
+        unique = None not in values and len(set(values)) == len(values)
+        self._unique = (ops, info, unique)
+        return unique
+
+    def guard(self, ops: list[Op], info: list[Op]) -> Guard | None:
+        """With unique values, leaving value v while a read of v (or a successful cas from v) is
+        still pending dooms that op: nothing can write v again."""
+        if not self.unique_values(ops, info):
+            return None
+        keepers: dict[Any, list[int]] = {}  # value -> determinate ops that need it, by index
+        for i, (op, (f, a, _)) in enumerate(zip(ops, self._all_parts(ops), strict=True)):
+            if f == "read" or (f == "cas" and op.type == "ok"):
+                keepers.setdefault(a, []).append(i)
+        empty: list[int] = []
+
+        def blocked(state: Any, lo: int, dmask: int, c: int) -> bool:
+            return any(k >= lo and k != c and not (dmask >> (k - lo)) & 1 for k in keepers.get(state, empty))
+
+        return blocked
+
+    def split(self, ops: list[Op]) -> tuple[list[Op], list[int], list[int], list[Op], list[int]] | None:
+        """`keep` and the split by determinacy, compiled (None when not built, or ops out of order)."""
+        return _lincore.register_split(ops) if _lincore is not None else None
+
+    def native(self, ops: list[Op], info: list[Op]) -> NativeSpec | None:
+        """Op kinds (read 0, write 1, successful cas 2, failed cas 3; an indeterminate cas counts as
+        one that may succeed) and values interned to ints, nil being 0."""
+        if _lincore is not None:  # the same, compiled; None: something unusual, said below
+            fast = _lincore.register_spec(ops, info, hashable)
+            if fast is not None:
+                return NativeSpec(*fast)
+        ids: dict[Any, int] = {None: 0}
+        intern = ids.setdefault
+        kinds = {"read": 0, "write": 1, "cas": 2}
+        out: list[list[int]] = [[], [], [], [], [], []]
+        for sub, base in ((ops, 0), (info, 3)):
+            kind, a_ids, b_ids = out[base], out[base + 1], out[base + 2]
+            for op, (f, a, b) in zip(sub, self._all_parts(sub), strict=True):
+                kind.append(3 if f == "cas" and op.type == "fail" else kinds[f])
+                a_ids.append(intern(a, len(ids)))
+                b_ids.append(0 if b is None else intern(b, len(ids)))
+        kind, a_ids, b_ids, ikind = out[0], out[1], out[2], out[3]
+        pure = [k == 0 or k == 3 or (k == 2 and x == y) for k, x, y in zip(kind, a_ids, b_ids, strict=True)]
+        blind = [k == 1 for k in kind] + [k == 1 for k in ikind]
+        return NativeSpec(*out, values=len(ids), pure=pure, blind=blind, unique=self.unique_values(ops, info))
+
+    def zones(self, ops: list[Op], info: list[Op]) -> ZoneVerdict | None:
+        """Gibbons & Korach zones when written values are unique: decides read/write histories,
+        and finds the usual violations (a stale read) of histories with cas without any search."""
+        if not self.unique_values(ops, info):
+            return None
+        return analyse(ops, info, self._all_parts(ops), self._all_parts(info), _short)
 
     def describe_op(self, op: Op) -> str:
         f, a, b = self._parts(op)

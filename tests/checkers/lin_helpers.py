@@ -19,3 +19,21 @@ def history(*rows: tuple, nemesis: list[dict[str, Any]] | None = None) -> Histor
         events.append(ev)
     events.sort(key=lambda e: e["time"])
     return pair(read_events(events))
+
+
+def drawn_register_history(data: Any, max_ops: int = 6, **fixed: Any) -> Any:
+    """A tiny generated register history with its shape drawn by hypothesis (`data`); `fixed`
+    overrides any of the generator's arguments (value_range, mix, ...)."""
+    from hypothesis import strategies as st
+
+    from checkers.gen import register_history
+
+    options = {
+        "processes": data.draw(st.integers(1, 4)),
+        "crash_rate": data.draw(st.sampled_from([0.0, 0.3])),
+        "fail_rate": data.draw(st.sampled_from([0.0, 0.3])),
+        "latency": data.draw(st.integers(1, 20)),
+        "think": data.draw(st.integers(0, 20)),
+        "seed": data.draw(st.integers(0, 2**32)),
+    }
+    return register_history(data.draw(st.integers(1, max_ops)), **{**options, **fixed})

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from checkers.history import HistoryError, fault_windows, load_history, pair, read_events
 from checkers.verdict import UNKNOWN, Verdict, compose, exit_code
+from tests.checkers.test_porcupine_histories import PORCUPINE
 
 
 def write(tmp_path, lines, name="history.jsonl"):
@@ -160,3 +162,111 @@ def test_verdicts_compose_false_over_unknown_over_true():
     assert [exit_code(v) for v in (True, False, UNKNOWN)] == [0, 1, 2]
     with pytest.raises(ValueError):
         Verdict("z", "maybe", {})
+
+
+@pytest.mark.parametrize("chunk", [1 << 22, 1000])
+def test_the_whole_chunk_parse_and_the_line_by_line_one_load_the_same_history(tmp_path, monkeypatch, chunk):
+    """`load_history` decodes each chunk of a regular file with one parser call; blank lines, CRLF
+    line ends or anything irregular send a chunk line by line. Both must give what the reference
+    reader gives, whatever the chunk size."""
+    from checkers import history as history_module
+
+    monkeypatch.setattr(history_module, "CHUNK_BYTES", chunk)
+    from checkers.gen import register_history
+
+    gen = register_history(400, keys=3, processes=6, crash_rate=0.1, fail_rate=0.05, seed=4)
+    regular = gen.write_jsonl(tmp_path / "regular.jsonl")
+    text = regular.read_text()
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text(text.replace("\n", "\n\n", 5))
+    crlf = tmp_path / "crlf.jsonl"
+    crlf.write_bytes(text.replace("\n", "\r\n").encode())
+    from checkers.history import _decoded_at_once
+
+    assert _decoded_at_once(regular.read_bytes()) is not None  # the one-call path is taken...
+    assert _decoded_at_once(blank.read_bytes()) is None and _decoded_at_once(crlf.read_bytes()) is None
+    reference = pair(read_events(regular), source="x")
+    for path in (regular, blank, crlf):
+        loaded = load_history(path)
+        assert loaded.ops == reference.ops and loaded.nemesis == reference.nemesis
+
+
+def test_two_events_on_one_line_are_refused_with_the_line(tmp_path):
+    path = tmp_path / "two.jsonl"
+    first, second = json.dumps(ev(0, 0, "invoke", "read")), json.dumps(ev(1, 0, "ok", "read", 3))
+    path.write_text(f"{first},{second}\n{first}\n")
+    with pytest.raises(HistoryError, match=r"two.jsonl:1: not valid JSON"):
+        load_history(path)
+
+
+def test_a_bad_line_far_into_the_file_is_named_with_its_number(tmp_path, monkeypatch):
+    from checkers import history as history_module
+
+    monkeypatch.setattr(history_module, "CHUNK_BYTES", 1000)
+    lines = []
+    for i in range(200):
+        lines += [json.dumps(ev(2 * i, 0, "invoke", "read")), json.dumps(ev(2 * i + 1, 0, "ok", "read", 3))]
+    lines[357] = '{"time": 715, "process": 0, "type": "ok", "f": "read"'
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines))  # and no newline at the end
+    with pytest.raises(HistoryError, match=r"bad.jsonl:358: not valid JSON"):
+        load_history(path)
+    lines[357] = json.dumps(ev(715, 0, "ok", "read", 3))
+    path.write_text("\n".join(lines))
+    assert len(load_history(path).ops) == 200
+
+
+def _reference_load(path):
+    """The Python loader alone (what `load_history` falls back to)."""
+    from checkers.history import _decoded_chunks, _fast_rows, _pair_rows
+
+    with open(path, "rb") as handle:
+        return _pair_rows(_fast_rows(_decoded_chunks(handle, str(path)), str(path)), str(path))
+
+
+def test_the_compiled_loader_gives_what_the_python_one_gives(tmp_path):
+    """`load_history` tries the compiled loader first (checkers/_lincore.c): on every shape it takes,
+    and on those it hands back to Python, the history must be the same."""
+    from checkers import history as history_module
+    from checkers.gen import register_history
+
+    if history_module._lincore is None and not os.environ.get("CI"):
+        pytest.skip("checkers._lincore is not built")
+    odd = [
+        ev(0, 0, "invoke", "write", {"nested": [1, {"a": None}]}, key="k", node="n1"),
+        ev(1, "nemesis", "invoke", "start-partition", {"grudge": {"n1": ["n2"]}}),
+        ev(2, 1, "invoke", "read", None, key="k"),
+        ev(3, 0, "ok", "write", {"nested": [1, {"a": None}]}, key="k"),
+        ev(4, 1, "ok", "read", 'esc"aped \\ é', key="k", error=None),
+        ev(5, 2, "invoke", "cas", [1.5, 1234567890123456789], key="k"),
+        ev(6, "nemesis", "info", "start-partition", None, error="timeout"),
+        ev(7, 2, "info", "cas", [1.5, 1234567890123456789], key="k", error="timed out"),
+        ev(8, 3, "invoke", "write", [True, False, None, -4], key=7),
+    ]
+    cases = {
+        "odd.jsonl": [json.dumps(e) for e in odd],  # spaces after separators too
+        "side.jsonl": [json.dumps(e) for e in [*odd[:2], ev(9, "forger", "invoke", "write", 1)]],
+        "listkey.jsonl": [json.dumps(ev(0, 0, "invoke", "read", None, key=[1, 2]))],
+    }
+    for name, lines in cases.items():
+        write(tmp_path, lines, name)
+    gen = register_history(500, keys=3, processes=6, crash_rate=0.1, fail_rate=0.05, seed=9)
+    paths = [tmp_path / n for n in cases] + [gen.write_jsonl(tmp_path / "gen.jsonl")]
+    paths += sorted(PORCUPINE.glob("*/*.jsonl"))[:20]
+    for path in paths:
+        fast, ref = load_history(path), _reference_load(path)
+        assert (fast.ops, fast.nemesis, fast.side) == (ref.ops, ref.nemesis, ref.side), path
+    fast = load_history(tmp_path / "odd.jsonl")
+    assert fast.ops[0].invoke_value == {"nested": [1, {"a": None}]} and fast.ops[1].value == 'esc"aped \\ é'
+    assert fast.ops[2].value == [1.5, 1234567890123456789] and fast.ops[2].complete_time is None
+    assert fast.ops[3].type == "info" and fast.ops[3].key == 7  # never completed
+    assert [e.f for e in fast.nemesis] == ["start-partition"] * 2 and fast.nemesis[0].line == 2
+    assert (
+        history_module._lincore is None
+        or history_module._lincore.load((tmp_path / "gen.jsonl").read_bytes(), history_module.Op, history_module._loads)
+        is not None
+    )  # the generated shape is the common one: the compiled path took it
+    leading_zero = tmp_path / "zero.jsonl"
+    leading_zero.write_text('{"time": 07, "process": 0, "type": "invoke", "f": "read"}\n')
+    with pytest.raises(HistoryError, match=r"zero.jsonl:1: not valid JSON"):
+        load_history(leading_zero)  # the compiled path is no laxer than the JSON parser

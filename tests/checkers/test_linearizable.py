@@ -13,7 +13,7 @@ from checkers.history import pair, read_events
 from checkers.linearizable import check, check_key
 from checkers.models import ILLEGAL, KVModel, Model, RegisterModel, get_model, register_model
 from checkers.verdict import UNKNOWN
-from tests.checkers.lin_helpers import history
+from tests.checkers.lin_helpers import drawn_register_history, history
 
 
 def only_key(verdict):
@@ -353,16 +353,7 @@ def perturbed(gen, data, domain):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_register_search_agrees_with_brute_force(data):
-    gen = register_history(
-        data.draw(st.integers(1, 6)),
-        processes=data.draw(st.integers(1, 4)),
-        crash_rate=data.draw(st.sampled_from([0.0, 0.3])),
-        fail_rate=data.draw(st.sampled_from([0.0, 0.3])),
-        value_range=3,
-        latency=data.draw(st.integers(1, 20)),
-        think=data.draw(st.integers(0, 20)),
-        seed=data.draw(st.integers(0, 2**32)),
-    )
+    gen = drawn_register_history(data, value_range=3)
     h = perturbed(gen, data, range(3))
     model = RegisterModel()
     expected = brute_force(model, h.ops)

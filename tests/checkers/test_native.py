@@ -1,0 +1,150 @@
+"""The compiled search (checkers/_lincore.c) against the pure-Python reference: on every history of
+these tests (generated good and bad ones, hard ones, Porcupine's) both must reach the same verdict
+after the same number of configurations, with the same longest partial linearization and stuck ops."""
+
+from __future__ import annotations
+
+import csv
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from checkers import linearizable
+from checkers.gen import register_history
+from checkers.history import load_history, pair, read_events
+from checkers.linearizable import check, check_key
+from checkers.models import KVModel, RegisterModel, get_model
+from checkers.verdict import UNKNOWN
+from tests.checkers.lin_helpers import drawn_register_history, history
+from tests.checkers.test_linearizable import perturbed
+from tests.checkers.test_porcupine_histories import PORCUPINE
+
+MODEL = RegisterModel()
+
+# CI builds the extension (setup.sh: pip install -e .); a machine without gcc skips these tests.
+needs_core = pytest.mark.skipif(
+    linearizable._lincore is None and not os.environ.get("CI"), reason="checkers._lincore is not built"
+)
+
+
+def same(ops, model=MODEL, key=None, **kw) -> tuple:
+    """Both searches on one key; they must agree on everything the verdict shows. Exactly with only
+    state budgets (zones=False: no quick search cut by the clock), and in verdict with the zones."""
+    fast = check_key(model, key, ops, zones=False, **kw)
+    ref = check_key(model, key, ops, zones=False, native=False, **kw)
+    shown = [(r.valid, r.reason, r.states, r.method, r.linearization, r.final_state, r.stuck) for r in (fast, ref)]
+    assert shown[0] == shown[1]
+    assert check_key(model, key, ops, **kw).valid == check_key(model, key, ops, native=False, **kw).valid
+    return fast.valid, fast.states
+
+
+@needs_core
+@pytest.mark.parametrize("prune", [True, False])
+def test_generated_histories_good_and_bad_agree(prune):
+    verdicts = set()
+    for seed in range(10):
+        for kw in ({}, {"stale_reads": 1}, {"value_range": 3}, {"value_range": 4, "crash_rate": 0.3}):
+            options = {"processes": 6, "crash_rate": 0.1, "fail_rate": 0.05, "seed": seed, **kw}
+            h = pair(read_events(register_history(200, **options).events))
+            valid, _ = same(h.ops, prune=prune, max_states=100_000)
+            verdicts.add(valid)
+    assert verdicts == {True, False}
+
+
+@needs_core
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_tiny_perturbed_histories_agree(data):
+    gen = drawn_register_history(data, max_ops=8, value_range=data.draw(st.sampled_from([3, None])))
+    h = perturbed(gen, data, range(3))
+    for prune in (True, False):
+        same(h.ops, prune=prune)
+
+
+@needs_core
+def test_budgets_end_both_at_the_same_configuration_count():
+    h = pair(read_events(register_history(3000, processes=8, value_range=3, seed=2).events))
+    fast = check_key(MODEL, None, h.ops, max_states=2000, zones=False)
+    ref = check_key(MODEL, None, h.ops, max_states=2000, zones=False, native=False)  # (deterministic budgets)
+    assert fast.valid == ref.valid == UNKNOWN and fast.reason == ref.reason == "state budget"
+    assert fast.states == ref.states and fast.linearization == ref.linearization
+
+
+@needs_core
+def test_a_hard_single_key_history_agrees():
+    for stale in (0, 1):
+        gen = register_history(800, processes=30, crash_rate=0.1, fail_rate=0.01, stale_reads=stale, seed=5)
+        valid, _ = same(pair(read_events(gen.events)).ops, max_states=200_000)
+        assert valid is (not stale)
+
+
+@needs_core
+def test_every_porcupine_register_history_agrees():
+    rows = [r for r in csv.DictReader((PORCUPINE / "MANIFEST.tsv").open(), delimiter="\t") if r["model"] == "register"]
+    assert len(rows) == 52
+    for row in rows:
+        h = load_history(PORCUPINE / row["file"])
+        for prune in (True, False):
+            valid, _ = same(h.ops, prune=prune, max_states=200_000)
+            assert valid is (row["expected"] == "linearizable")
+
+
+def test_models_without_a_compiled_form_use_the_python_search():
+    assert KVModel().native([], []) is None
+    assert get_model("register").native([], []) is not None
+
+
+def test_without_the_core_the_python_search_runs_with_a_one_line_notice(monkeypatch, capsys):
+    h = pair(read_events(register_history(100, processes=3, seed=1).events))
+    monkeypatch.setattr(linearizable, "_lincore", None)
+    monkeypatch.setattr(linearizable, "_NOTICED", [])
+    assert check(h).valid is True
+    assert check(h).valid is True
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pure-Python search runs" in err and "pip install -e ." in err
+    kv = history((0, 0, "invoke", "put", "a", "k"), (1, 0, "ok", "put", "a", "k"))
+    monkeypatch.setattr(linearizable, "_NOTICED", [])
+    assert check(kv, "kv").valid is True  # no notice for a model the core does not know
+    assert capsys.readouterr().err == ""
+
+
+def test_doctor_reports_the_core(monkeypatch):
+    import importlib.util
+
+    from harness import doctor_cli
+    from harness.backends.shell import BackendError
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(BackendError, match="not built"):
+        doctor_cli._lincore_probe()
+    row = doctor_cli._try("compiled checker core", False, doctor_cli.LINCORE_FIX, doctor_cli._lincore_probe)
+    assert row.status == "WARN" and "pip install -e ." in row.fix
+
+
+@needs_core
+def test_the_compiled_key_preparation_matches_the_python_one(monkeypatch):
+    """`_prepare` (keep, split, order) and `RegisterModel.native`, compiled and in Python."""
+    from checkers import models
+
+    hs = [load_history(PORCUPINE / "etcd" / f"etcd_{i:03d}.jsonl") for i in (0, 2, 100)]
+    for seed in range(4):
+        for values in (None, 3):
+            gen = register_history(300, processes=8, crash_rate=0.2, value_range=values, seed=seed)
+            hs.append(pair(read_events(gen.events)))
+    for h in hs:
+        p = linearizable._prepare(MODEL, h.ops)
+        fast = MODEL.native(p.ops, p.info)
+        shuffled = list(reversed(h.ops))  # out of invoke order: the compiled split hands it back
+        assert MODEL.split(h.ops) is not None and MODEL.split(shuffled) is None
+        with monkeypatch.context() as m:
+            m.setattr(models, "_lincore", None)
+            assert MODEL.native(p.ops, p.info) == fast
+            assert linearizable._prepare(MODEL, h.ops) == p
+            back = linearizable._prepare(MODEL, shuffled)  # (ties in invoke time keep their input order)
+            assert (back.inv, back.iinv) == (p.inv, p.iinv)
+            assert sorted(o.id for o in back.ops) == sorted(o.id for o in p.ops)
+    odd = history((0, 0, "invoke", "cas", [1, 2, 3]), (1, 0, "ok", "cas", [1, 2, 3]))
+    with pytest.raises(ValueError, match=r"cas value must be \[from, to\], got \[1, 2, 3\] \(op 0\)"):
+        MODEL.native(odd.ops, [])
