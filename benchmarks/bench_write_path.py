@@ -281,7 +281,8 @@ async def etcd_client(port: int, in_flight: int) -> tuple[list[EtcdConnection], 
 
 
 def spread(values: list[float], fmt: str = "{:,.0f}") -> str:
-    return f"min {fmt.format(min(values))}, median {fmt.format(statistics.median(values))}, max {fmt.format(max(values))}"
+    low, mid, high = (fmt.format(v) for v in (min(values), statistics.median(values), max(values)))
+    return f"min {low}, median {mid}, max {high}"
 
 
 async def run(args: argparse.Namespace, etcd: str | None) -> None:

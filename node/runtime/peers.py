@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from node.protocol.codec import BinaryCodec, FrameError, FrameKind, FrameReader
 from node.protocol.messages import FetchRequest, Request, Response
+from node.runtime.frame_writer import FrameWriter
 from node.security.sasl import SaslClientSession, SaslFailure
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class PeerLink:
         self.on_response = on_response
         self.on_failed = on_failed
         self._writer: asyncio.StreamWriter | None = None
+        self._out: FrameWriter | None = None  # the requests of one loop turn leave in one send
         self._connecting: asyncio.Task[None] | None = None
         self._reading: asyncio.Task[None] | None = None
         self._queued: list[tuple[int, bytes, float]] = []  # waiting for the connection
@@ -124,8 +126,8 @@ class PeerLink:
                 self._connecting = loop.create_task(self._connect())
 
     def _write(self, correlation_id: int, frame: bytes, timeout: float) -> None:
-        assert self._writer is not None
-        if self._writer.transport.get_write_buffer_size() > MAX_PENDING_WRITE_BYTES:
+        assert self._out is not None
+        if self._out.buffered_bytes > MAX_PENDING_WRITE_BYTES:
             self._broken("peer is not reading (write buffer full)")
             self._parked.discard(correlation_id)
             asyncio.get_running_loop().call_soon(self.on_failed, self.node_id, correlation_id, False)
@@ -135,7 +137,7 @@ class PeerLink:
         if old is not None:
             old.cancel()
         self._inflight[correlation_id] = loop.call_later(timeout, self._timed_out, correlation_id)
-        self._writer.write(frame)
+        self._out.write(frame)
 
     async def _connect(self) -> None:
         try:
@@ -163,6 +165,7 @@ class PeerLink:
             writer.close()
             return
         self._writer = writer
+        self._out = FrameWriter(writer)
         log.info("connected to node %d at %s:%d", self.node_id, self.host, self.port)
         self._reading = asyncio.get_running_loop().create_task(self._read(reader, writer))
         queued, self._queued = self._queued, []
@@ -220,7 +223,11 @@ class PeerLink:
         writer, self._writer = self._writer, None
         if writer is None:
             return
-        writer.close()
+        out, self._out = self._out, None
+        if out is not None:
+            out.close()
+        else:
+            writer.close()
         if self._reading is not None and self._reading is not asyncio.current_task():
             self._reading.cancel()
         self._reading = None
@@ -243,7 +250,11 @@ class PeerLink:
         if self._reading is not None:
             self._reading.cancel()
         writer, self._writer = self._writer, None
+        out, self._out = self._out, None
         if writer is not None:
-            writer.close()
+            if out is not None:
+                out.close()
+            else:
+                writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()

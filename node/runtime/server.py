@@ -33,7 +33,7 @@ from node.process.actions import MetadataApplied, ShutDown
 from node.process.events import BeginShutdown, InboundRequest
 from node.process.ports import RequestContext
 from node.process.process import CONTROLLER_LISTENER, NodeProcess
-from node.protocol.codec import BinaryCodec, FrameError, FrameKind, FrameReader
+from node.protocol.codec import BinaryCodec, EncodedResponse, FrameError, FrameKind, FrameReader
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import DescribeQuorumRequest, EndQuorumEpochRequest, Response
 from node.protocol.registry import API_KEYS, BROKER_API_KEYS, CONTROLLER_API_KEYS
@@ -55,6 +55,7 @@ from node.raft.storage import StorageError
 from node.runtime.appends import AppendGroup, PendingAppend, group_appends
 from node.runtime.dumps import write_dumps
 from node.runtime.file_storage import FileStorage
+from node.runtime.frame_writer import FrameWriter
 from node.runtime.metrics import RuntimeMetrics
 from node.runtime.peers import Backoff, PeerLink
 from node.runtime.roles import build_process
@@ -101,6 +102,7 @@ class _Inbound:
     peer: str
     codec: BinaryCodec
     session: SaslServerSession
+    out: FrameWriter  # the responses of one loop turn leave in one send
     closed: bool = False
 
 
@@ -301,7 +303,7 @@ class NodeServer:
             server.close()
         for conn in list(self._inbound):
             conn.closed = True
-            conn.writer.close()
+            conn.out.close()
         for peer in self._peers.values():
             await peer.close()
         for endpoint in self._endpoints:
@@ -658,21 +660,24 @@ class NodeServer:
         if not isinstance(reply_to, _Inbound) or reply_to.closed:
             return  # the requester hung up; it will retry
         try:
-            frame = reply_to.codec.encode_response(correlation_id, message)
+            if type(message) is EncodedResponse:
+                frame = message.frame
+            else:
+                frame = reply_to.codec.encode_response(correlation_id, message)
         except (ValueError, TypeError) as exc:
             log.error("node %d: cannot encode %s: %s", self.node_id, type(message).__name__, exc)
             self._close_inbound(reply_to)
             return
-        if reply_to.writer.transport.get_write_buffer_size() > MAX_INBOUND_WRITE_BYTES:
+        if reply_to.out.buffered_bytes > MAX_INBOUND_WRITE_BYTES:
             log.warning("node %d: %s is not reading its responses; closing", self.node_id, reply_to.peer)
             self._close_inbound(reply_to)
             return
-        reply_to.writer.write(frame)
+        reply_to.out.write(frame)
 
     def _close_inbound(self, conn: _Inbound) -> None:
         conn.closed = True
         self._inbound.discard(conn)
-        conn.writer.close()
+        conn.out.close()
 
     async def _serve_inbound(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: Listener, controller_side: bool
@@ -682,7 +687,7 @@ class NodeServer:
         host = peername[0] if peername else "?"
         users = self.config.sasl_users if listener.security_protocol == "SASL_PLAINTEXT" else None
         session = SaslServerSession(users)
-        conn = _Inbound(writer, f"{host}:{peername[1]}" if peername else "?", codec, session)
+        conn = _Inbound(writer, f"{host}:{peername[1]}" if peername else "?", codec, session, FrameWriter(writer))
         self._inbound.add(conn)
         frames = FrameReader(codec.max_frame_bytes)
         listener_name = CONTROLLER_LISTENER if controller_side else listener.name
@@ -714,6 +719,7 @@ class NodeServer:
                         client_host=host,
                         listener_name=listener_name,
                         security_protocol=listener.security_protocol,
+                        frame=raw,
                     )
                     self._enqueue(InboundRequest(conn, frame.correlation_id, frame.message, ctx))
                     if conn.closed:
