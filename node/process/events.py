@@ -26,8 +26,16 @@ class InboundRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class InboundRequests:
+    """Several requests that arrived together (one read from one connection), handled in order as
+    one event: the process may join their appends into one Raft batch (`append_batch`)."""
+
+    requests: tuple[InboundRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class BeginShutdown:
     """A graceful stop (SIGTERM): a broker shuts down through the controller, a leader resigns."""
 
 
-__all__ = ["BeginShutdown", "InboundRequest"]
+__all__ = ["BeginShutdown", "InboundRequest", "InboundRequests"]

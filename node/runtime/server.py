@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from node.bugs import warning_lines
 from node.process.actions import MetadataApplied, ShutDown
-from node.process.events import BeginShutdown, InboundRequest
+from node.process.events import BeginShutdown, InboundRequest, InboundRequests
 from node.process.ports import RequestContext
 from node.process.process import CONTROLLER_LISTENER, NodeProcess
 from node.protocol.codec import BinaryCodec, EncodedResponse, FrameError, FrameKind, FrameReader
@@ -153,7 +153,7 @@ class NodeServer:
         self._flush = _FlushState()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
-        self._events: deque[Event | InboundRequest | BeginShutdown] = deque()
+        self._events: deque[Event | InboundRequest | InboundRequests | BeginShutdown] = deque()
         self._processing = False
         self._handles = itertools.count(1)
         self._waiters = _Waiters()
@@ -408,7 +408,7 @@ class NodeServer:
 
     # --- driving the core ---------------------------------------------------------------------------
 
-    def _enqueue(self, event: Event | InboundRequest | BeginShutdown) -> None:
+    def _enqueue(self, event: Event | InboundRequest | InboundRequests | BeginShutdown) -> None:
         """Feed an event; events raised while actions are carried out wait their turn (no re-entry)."""
         if self._closed:
             return
@@ -424,7 +424,7 @@ class NodeServer:
             if self.fatal is not None:
                 self._events.clear()
 
-    def _handle(self, event: Event | InboundRequest | BeginShutdown) -> None:
+    def _handle(self, event: Event | InboundRequest | InboundRequests | BeginShutdown) -> None:
         assert self.node is not None and self.process is not None
         started = time.perf_counter()
         now = self.clock.now_ms()
@@ -674,6 +674,14 @@ class NodeServer:
             return
         reply_to.out.write(frame)
 
+    def _enqueue_requests(self, batch: list[InboundRequest]) -> None:
+        """Hand over (and forget) the requests read so far: one alone as itself, several as one event."""
+        if len(batch) == 1:
+            self._enqueue(batch[0])
+        elif batch:
+            self._enqueue(InboundRequests(tuple(batch)))
+        batch.clear()
+
     def _close_inbound(self, conn: _Inbound) -> None:
         conn.closed = True
         self._inbound.discard(conn)
@@ -693,37 +701,44 @@ class NodeServer:
         listener_name = CONTROLLER_LISTENER if controller_side else listener.name
         try:
             while not conn.closed and (data := await reader.read(1 << 16)):
-                for raw in frames.feed(data):
-                    frame = codec.decode(raw)
-                    if frame.kind is not FrameKind.REQUEST:
-                        raise FrameError("a response frame arrived on an inbound connection")
-                    step = session.receive(frame.message)
-                    if step.verdict is not Verdict.PASS:
-                        if step.response is not None:
-                            self._respond(conn, frame.correlation_id, step.response)  # type: ignore[arg-type]
-                        if step.verdict is Verdict.REFUSE:
-                            log.warning("node %d: refusing %s: %s", self.node_id, conn.peer, step.reason)
+                # The requests of one read are handed over together (the process may join their
+                # appends into one Raft batch), always before anything answered here on the spot.
+                batch: list[InboundRequest] = []
+                try:
+                    for raw in frames.feed(data):
+                        frame = codec.decode(raw)
+                        if frame.kind is not FrameKind.REQUEST:
+                            raise FrameError("a response frame arrived on an inbound connection")
+                        step = session.receive(frame.message)
+                        if step.verdict is not Verdict.PASS:
+                            self._enqueue_requests(batch)
+                            if step.response is not None:
+                                self._respond(conn, frame.correlation_id, step.response)  # type: ignore[arg-type]
+                            if step.verdict is Verdict.REFUSE:
+                                log.warning("node %d: refusing %s: %s", self.node_id, conn.peer, step.reason)
+                                return
+                            continue
+                        if isinstance(frame.message, EndQuorumEpochRequest):
+                            log.info(
+                                "node %d: EndQuorumEpoch from leader %d of epoch %d",
+                                self.node_id,
+                                frame.message.leader_id,
+                                frame.message.leader_epoch,
+                            )
+                        if self._stopping:
                             return
-                        continue
-                    if isinstance(frame.message, EndQuorumEpochRequest):
-                        log.info(
-                            "node %d: EndQuorumEpoch from leader %d of epoch %d",
-                            self.node_id,
-                            frame.message.leader_id,
-                            frame.message.leader_epoch,
+                        ctx = RequestContext(
+                            principal=step.principal,
+                            client_host=host,
+                            listener_name=listener_name,
+                            security_protocol=listener.security_protocol,
+                            frame=raw,
                         )
-                    if self._stopping:
-                        return
-                    ctx = RequestContext(
-                        principal=step.principal,
-                        client_host=host,
-                        listener_name=listener_name,
-                        security_protocol=listener.security_protocol,
-                        frame=raw,
-                    )
-                    self._enqueue(InboundRequest(conn, frame.correlation_id, frame.message, ctx))
-                    if conn.closed:
-                        return
+                        batch.append(InboundRequest(conn, frame.correlation_id, frame.message, ctx))
+                finally:
+                    self._enqueue_requests(batch)
+                if conn.closed:
+                    return
         except FrameError as exc:
             log.warning("node %d: closing connection from %s: %s", self.node_id, conn.peer, exc)
         except (ConnectionError, OSError):
