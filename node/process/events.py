@@ -11,6 +11,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from node.process.ports import RequestContext
+from node.raft.events import ResponseReceived
 
 _DIRECT = RequestContext()  # an unauthenticated client on the default listener
 
@@ -34,8 +35,16 @@ class InboundRequests:
 
 
 @dataclass(frozen=True, slots=True)
+class ResponsesReceived:
+    """Several answers that arrived together (one read from one connection), handled in order as one
+    event (a broker's burst of Envelope answers)."""
+
+    responses: tuple[ResponseReceived, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class BeginShutdown:
     """A graceful stop (SIGTERM): a broker shuts down through the controller, a leader resigns."""
 
 
-__all__ = ["BeginShutdown", "InboundRequest", "InboundRequests"]
+__all__ = ["BeginShutdown", "InboundRequest", "InboundRequests", "ResponsesReceived"]

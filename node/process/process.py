@@ -28,7 +28,7 @@ from node.metadata.records import MetadataRecord, SecurityProtocol, encode_recor
 from node.metadata.snapshot import load_snapshot
 from node.process.actions import MetadataApplied, ShutDown
 from node.process.append_batch import HeldAppend, group_held
-from node.process.events import BeginShutdown, InboundRequest, InboundRequests
+from node.process.events import BeginShutdown, InboundRequest, InboundRequests, ResponsesReceived
 from node.process.ports import NOT_SENT, AppendOutcome, BarrierOutcome, RequestContext
 from node.protocol import messages
 from node.protocol.acls import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
@@ -292,6 +292,9 @@ class NodeProcess:
                     self._release_held()
             case ResponseReceived(source, correlation_id, message):
                 self._on_reply(correlation_id, source, message)
+            case ResponsesReceived(responses):
+                for response in responses:
+                    self._on_reply(response.correlation_id, response.source, response.message)
             case RequestFailed(destination, correlation_id, sent):
                 self._on_reply(correlation_id, destination, None if sent else NOT_SENT)
             case Start():

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 OnResponse = Callable[[int, int, Response], None]  # source, correlation id, message
 OnFailed = Callable[[int, int, bool], None]  # destination, correlation id, sent (False: never written)
+OnResponses = Callable[[int, list[tuple[int, Response]]], None]  # source, the answers of one read, in order
 MAX_PENDING_WRITE_BYTES = 64 << 20
 
 
@@ -78,8 +79,12 @@ class PeerLink:
         on_response: OnResponse,
         on_failed: OnFailed,
         login: tuple[str, str] | None = None,
+        on_responses: OnResponses | None = None,
     ) -> None:
+        """`on_responses`, when given, gets the answers that arrive in one read together (several
+        answers are then one event for the node instead of one each); else `on_response` each."""
         self.node_id = node_id
+        self.on_responses = on_responses
         self.login = login  # SASL/PLAIN (username, password) for a SASL_PLAINTEXT listener
         self.host = host
         self.port = port
@@ -188,19 +193,23 @@ class PeerLink:
         reason = "connection closed by peer"
         try:
             while data := await reader.read(1 << 16):
-                for raw in frames.feed(data):
-                    frame = self.codec.decode(raw)
-                    if frame.kind is not FrameKind.RESPONSE:
-                        raise FrameError("a request frame arrived on an outbound connection")
-                    timer = self._inflight.pop(frame.correlation_id, None)
-                    self._parked.discard(frame.correlation_id)
-                    if timer is None:
-                        continue  # answer to a request that already timed out
-                    timer.cancel()
-                    self._failures = 0
-                    self.on_response(self.node_id, frame.correlation_id, frame.message)  # type: ignore[arg-type]
-                    if self._writer is not writer:
-                        return  # the callback closed this connection
+                answers: list[tuple[int, Response]] = []
+                try:
+                    for raw in frames.feed(data):
+                        frame = self.codec.decode(raw)
+                        if frame.kind is not FrameKind.RESPONSE:
+                            raise FrameError("a request frame arrived on an outbound connection")
+                        timer = self._inflight.pop(frame.correlation_id, None)
+                        self._parked.discard(frame.correlation_id)
+                        if timer is None:
+                            continue  # answer to a request that already timed out
+                        timer.cancel()
+                        self._failures = 0
+                        answers.append((frame.correlation_id, frame.message))  # type: ignore[arg-type]
+                finally:  # those taken out of the in-flight set are delivered, even if a later frame is bad
+                    self._deliver(answers)
+                if self._writer is not writer:
+                    return  # a callback closed this connection
         except FrameError as exc:
             reason = f"bad frame from peer: {exc}"
             log.warning("node %d: %s; closing the connection", self.node_id, reason)
@@ -210,6 +219,13 @@ class PeerLink:
             return
         if self._writer is writer:
             self._broken(reason)
+
+    def _deliver(self, answers: list[tuple[int, Response]]) -> None:
+        if self.on_responses is not None and len(answers) > 1:
+            self.on_responses(self.node_id, answers)
+            return
+        for correlation_id, message in answers:
+            self.on_response(self.node_id, correlation_id, message)
 
     def _timed_out(self, correlation_id: int) -> None:
         self._inflight.pop(correlation_id, None)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from node.bugs import warning_lines
 from node.process.actions import MetadataApplied, ShutDown
-from node.process.events import BeginShutdown, InboundRequest, InboundRequests
+from node.process.events import BeginShutdown, InboundRequest, InboundRequests, ResponsesReceived
 from node.process.ports import RequestContext
 from node.process.process import CONTROLLER_LISTENER, NodeProcess
 from node.protocol.codec import BinaryCodec, EncodedResponse, FrameError, FrameKind, FrameReader
@@ -149,11 +149,12 @@ class NodeServer:
         self.listen_ports: dict[str, int] = {}
         self._inbound: set[_Inbound] = set()
         self._peers: dict[int, PeerLink] = {}
+        self._voter_ids = frozenset(v.node_id for v in config.voters)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fsync-{config.node_id}")
         self._flush = _FlushState()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
-        self._events: deque[Event | InboundRequest | InboundRequests | BeginShutdown] = deque()
+        self._events: deque[Event | InboundRequest | InboundRequests | ResponsesReceived | BeginShutdown] = deque()
         self._processing = False
         self._handles = itertools.count(1)
         self._waiters = _Waiters()
@@ -246,6 +247,7 @@ class NodeServer:
             self._on_response,
             self._on_request_failed,
             login=login,
+            on_responses=self._on_responses,
         )
         self._peers[node_id] = peer
         return peer
@@ -253,7 +255,7 @@ class NodeServer:
     def _peer_for(self, node_id: int) -> PeerLink | None:
         """Voters are known from the config; brokers from their registrations in the metadata image."""
         peer = self._peers.get(node_id)
-        if self.config.voter_address(node_id) is not None:
+        if node_id in self._voter_ids:
             return peer  # a controller (combined or not) is reached on its controller listener
         assert self.process is not None
         endpoint = self.process.address_book_entry(node_id)
@@ -408,7 +410,7 @@ class NodeServer:
 
     # --- driving the core ---------------------------------------------------------------------------
 
-    def _enqueue(self, event: Event | InboundRequest | InboundRequests | BeginShutdown) -> None:
+    def _enqueue(self, event: Event | InboundRequest | InboundRequests | ResponsesReceived | BeginShutdown) -> None:
         """Feed an event; events raised while actions are carried out wait their turn (no re-entry)."""
         if self._closed:
             return
@@ -424,7 +426,7 @@ class NodeServer:
             if self.fatal is not None:
                 self._events.clear()
 
-    def _handle(self, event: Event | InboundRequest | InboundRequests | BeginShutdown) -> None:
+    def _handle(self, event: Event | InboundRequest | InboundRequests | ResponsesReceived | BeginShutdown) -> None:
         assert self.node is not None and self.process is not None
         started = time.perf_counter()
         now = self.clock.now_ms()
@@ -651,6 +653,9 @@ class NodeServer:
 
     def _on_response(self, source: int, correlation_id: int, message: Response) -> None:
         self._enqueue(ResponseReceived(source, correlation_id, message))
+
+    def _on_responses(self, source: int, answers: list[tuple[int, Response]]) -> None:
+        self._enqueue(ResponsesReceived(tuple(ResponseReceived(source, cid, message) for cid, message in answers)))
 
     def _on_request_failed(self, destination: int, correlation_id: int, sent: bool) -> None:
         if not self._stopping:
