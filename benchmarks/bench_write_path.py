@@ -17,7 +17,8 @@ in-flight request), keys `bench-N/retention.ms` (16 keys) and values of the same
 The two clusters run side by side and are measured in turn, ours then etcd's, `--runs` times
 (after one warm-up window each), so the ratio is taken pair by pair as the machine's load drifts.
 CPU seconds of every server process (from /proc) and of this process are counted per window, and
-printed per 1,000 writes: on a 2-core machine the throughput is bound by CPU.
+printed per 1,000 writes: on a 2-core machine the throughput is bound by CPU, and CPU per write
+moves far less than writes/s when other jobs share the machine.
 
 etcd comes from Debian: `apt-get install etcd-server` (3.4.23 on bookworm). Without it the script
 says so and exits 2 unless `--skip-etcd` is given.
@@ -322,6 +323,9 @@ async def run(args: argparse.Namespace, etcd: str | None) -> None:
                 print(f"etcd/s: {spread([w.per_s for w in theirs])}")
                 ratios = [a.per_s / b.per_s for a, b in zip(ours, theirs, strict=True)]
                 print(f"ratio ours/etcd (pair by pair): {spread(ratios, '{:.2f}')}")
+                # CPU per write moves far less with the machine's load than writes/s do.
+                cpu = [sum(a.cpu_ms_per_1000()) / sum(b.cpu_ms_per_1000()) for a, b in zip(ours, theirs, strict=True)]
+                print(f"CPU per write (servers + client) ours/etcd: {spread(cpu, '{:.2f}')}")
         finally:
             await client.__aexit__(None, None, None)
             for conn in connections:
