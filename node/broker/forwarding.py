@@ -1,8 +1,11 @@
 """KIP-590 forwarding: a broker sends a client's admin write to the active controller in an Envelope.
 
-The Envelope carries the client's request frame re-encoded with the client's correlation id, and the
-client's principal, host, listener and security protocol, so the controller authorizes the client
-(after the forwarding broker itself). The controller's inner response goes back to the client as is.
+The Envelope carries the client's request frame with the client's correlation id (the bytes as they
+arrived when the runtime has them, else the request encoded again), and the client's principal, host,
+listener and security protocol, so the controller authorizes the client (after the forwarding broker
+itself). The controller's inner response goes back to the client as is: when the runtime reads
+frames, as the encoded bytes themselves once their header shows they answer this request (no decode
+and encode again on the broker); else decoded and checked.
 
 Every forwarded request is applied at most once, and the client is told which of its failures are
 definite:
@@ -36,11 +39,11 @@ from node.broker.config import BrokerConfig
 from node.broker.refusals import refuse
 from node.process.ports import NOT_SENT, ProcessPort, RequestContext
 from node.protocol.broker_api import EnvelopeRequest, EnvelopeResponse
-from node.protocol.codec import BinaryCodec, Codec, FrameKind
+from node.protocol.codec import BinaryCodec, Codec, EncodedResponse, FrameKind, response_header
 from node.protocol.errors import ErrorCode
 from node.protocol.fields import FrameError
 from node.protocol.forwarding import wrap
-from node.protocol.registry import RESPONSE_FOR
+from node.protocol.registry import API_KEYS, RESPONSE_FOR
 
 
 @dataclass(slots=True)
@@ -55,6 +58,7 @@ class _Forward:
     in_flight: bool = False
     sent_at_ms: int = -1
     attempts: int = 0
+    passthrough: bool = False  # the runtime reads frames: the controller's answer may go back as encoded
 
 
 class _Timing:
@@ -105,16 +109,20 @@ class ForwardingManager:
     def forward(
         self, now_ms: int, ctx: RequestContext, reply_to: Hashable, correlation_id: int, request: object
     ) -> None:
-        try:
-            frame = self._codec.encode_request(correlation_id, request)
-        except (TypeError, ValueError) as e:
-            self._port.respond(reply_to, correlation_id, refuse(request, ErrorCode.INVALID_REQUEST, str(e)))
-            return
+        frame = ctx.frame  # the client's own bytes, when the runtime has them (KIP-590: byte for byte)
+        if frame is None:
+            try:
+                frame = self._codec.encode_request(correlation_id, request)
+            except (TypeError, ValueError) as e:
+                self._port.respond(reply_to, correlation_id, refuse(request, ErrorCode.INVALID_REQUEST, str(e)))
+                return
         envelope = wrap(frame, ctx.principal, ctx.client_host, ctx.listener_name, ctx.security_protocol)
         self._next_id += 1
         fid = self._next_id
         deadline = now_ms + self._config.request_timeout_ms
-        self._pending[fid] = _Forward(reply_to, correlation_id, request, envelope, deadline, now_ms)
+        self._pending[fid] = _Forward(
+            reply_to, correlation_id, request, envelope, deadline, now_ms, passthrough=ctx.frame is not None
+        )
         self.counters["requests"] += 1
         self._port.wake_at(deadline)
         self._send(fid, now_ms)
@@ -200,6 +208,11 @@ class ForwardingManager:
 
     def _inner_response(self, f: _Forward, data: bytes | None) -> object:
         expected = RESPONSE_FOR[type(f.request)]
+        if f.passthrough and data is not None and response_header(data) == (API_KEYS[expected], f.correlation_id):
+            # The runtime writes frames: the controller's answer goes back to the client as encoded
+            # (its header says it answers this very request; the client decodes the body).
+            self.counters["responses"] += 1
+            return EncodedResponse(data)
         try:
             if data is None:
                 raise FrameError("successful Envelope answer without response data")

@@ -566,11 +566,18 @@ def _values(record: object) -> tuple[Any, ...]:
     return tuple(getattr(record, f.name) for f in dataclasses.fields(record))  # type: ignore[arg-type]
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # a message class's field names (asked for every answer)
+
+
 def _error_codes(message: object) -> Iterator[int]:
     """Every error code in a response, top-level and per resource."""
-    for f in dataclasses.fields(message):  # type: ignore[arg-type]
-        value = getattr(message, f.name)
-        if f.name == "error_code":
+    cls = type(message)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(message))  # type: ignore[arg-type]
+    for name in names:
+        value = getattr(message, name)
+        if name == "error_code":
             yield int(value)
         elif isinstance(value, tuple):
             for item in value:
@@ -582,10 +589,15 @@ def _error_codes(message: object) -> Iterator[int]:
 
 def whole_refusal(response: object, server: str) -> KafkaError | None:
     """A "not here" error when the whole response refuses with RETRY_ELSEWHERE codes only."""
-    codes = list(_error_codes(response))
-    if codes and all(code in RETRY_ELSEWHERE for code in codes):
-        return server_error(codes[0], f"{type(response).__name__} refused", server=server)
-    return None
+    first = None
+    for code in _error_codes(response):
+        if code not in RETRY_ELSEWHERE:
+            return None  # something in it was answered here: not a refusal of the whole
+        if first is None:
+            first = code
+    if first is None:
+        return None
+    return server_error(first, f"{type(response).__name__} refused", server=server)
 
 
 def _raise_top(code: int, message: str | None, server: str, resource: str | None = None) -> None:

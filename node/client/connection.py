@@ -29,6 +29,7 @@ from node.protocol.codec import BinaryCodec, FrameError, FrameKind, FrameReader
 from node.protocol.errors import ErrorCode
 from node.protocol.registry import API_KEYS, RESPONSE_FOR, SESSION_API_KEYS
 from node.protocol.session import ApiVersionsRequest, ApiVersionsResponse
+from node.runtime.frame_writer import FrameWriter
 from node.security.sasl import SaslClientSession, SaslFailure
 
 
@@ -72,6 +73,7 @@ class Connection:
         self.credentials = credentials
         self.served: dict[int, tuple[int, int]] = {}  # api key -> (min, max) from ApiVersions
         self._writer: asyncio.StreamWriter | None = None
+        self._out: FrameWriter | None = None  # the requests of one loop turn leave in one send
         self._reading: asyncio.Task[None] | None = None
         self._pending: dict[int, asyncio.Future[object]] = {}
         self._ids = itertools.count(1)
@@ -100,6 +102,7 @@ class Connection:
         except OSError as exc:
             raise ConnectError(f"cannot connect: {exc.strerror or exc}", server=where) from None
         self._writer = writer
+        self._out = FrameWriter(writer, loop)
         self._reading = loop.create_task(self._read(reader, writer))
         try:
             versions = await self.request(ApiVersionsRequest(), deadline)
@@ -135,7 +138,7 @@ class Connection:
         """Send `message`, wait for its answer until `deadline` (loop time); typed errors as in `errors`."""
         loop = asyncio.get_running_loop()
         where = str(self.address)
-        if self._closed or self._writer is None:
+        if self._closed or self._out is None:
             raise ConnectError("connection is closed; request not sent", server=where)
         correlation_id = next(self._ids)
         try:
@@ -147,7 +150,7 @@ class Connection:
             raise ClientTimeoutError("deadline passed before the request was sent", sent=False, server=where)
         future: asyncio.Future[object] = loop.create_future()
         self._pending[correlation_id] = future
-        self._writer.write(frame)  # from here on, the server may apply the request
+        self._out.write(frame)  # from here on, the server may apply the request
         try:
             answer = await asyncio.wait_for(future, remaining)
         except TimeoutError:
@@ -204,8 +207,12 @@ class Connection:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._reading
         writer, self._writer = self._writer, None
+        out, self._out = self._out, None
         if writer is not None:
-            writer.close()
+            if out is not None:
+                out.close()
+            else:
+                writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 

@@ -11,6 +11,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from node.process.ports import RequestContext
+from node.raft.events import ResponseReceived
 
 _DIRECT = RequestContext()  # an unauthenticated client on the default listener
 
@@ -26,8 +27,24 @@ class InboundRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class InboundRequests:
+    """Several requests that arrived together (one read from one connection), handled in order as
+    one event: the process may join their appends into one Raft batch (`append_batch`)."""
+
+    requests: tuple[InboundRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResponsesReceived:
+    """Several answers that arrived together (one read from one connection), handled in order as one
+    event (a broker's burst of Envelope answers)."""
+
+    responses: tuple[ResponseReceived, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class BeginShutdown:
     """A graceful stop (SIGTERM): a broker shuts down through the controller, a leader resigns."""
 
 
-__all__ = ["BeginShutdown", "InboundRequest"]
+__all__ = ["BeginShutdown", "InboundRequest", "InboundRequests", "ResponsesReceived"]

@@ -14,7 +14,7 @@ from inside the call that registered them.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from node.metadata.image import MetadataImage
@@ -46,6 +46,10 @@ class RequestContext:
     # The broker that forwarded this request inside an Envelope, as its own principal; None when the
     # request came straight from the client.
     forwarded_by: str | None = None
+    # The request's frame exactly as it arrived, when the runtime reads frames (the real one does; the
+    # simulator hands over objects): a broker forwards these bytes in the Envelope instead of
+    # encoding the request again, and may hand the controller's encoded answer back as it is.
+    frame: bytes | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

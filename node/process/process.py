@@ -27,7 +27,8 @@ from node.metadata.image import MetadataImage, MetadataImageError
 from node.metadata.records import MetadataRecord, SecurityProtocol, encode_record
 from node.metadata.snapshot import load_snapshot
 from node.process.actions import MetadataApplied, ShutDown
-from node.process.events import BeginShutdown, InboundRequest
+from node.process.append_batch import HeldAppend, group_held
+from node.process.events import BeginShutdown, InboundRequest, InboundRequests, ResponsesReceived
 from node.process.ports import NOT_SENT, AppendOutcome, BarrierOutcome, RequestContext
 from node.protocol import messages
 from node.protocol.acls import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
@@ -178,6 +179,9 @@ class NodeProcess:
         self._next_cid = 1
         self._outbound: dict[int, _Outbound] = {}
         self._append_callbacks: dict[Hashable, Callable[[AppendOutcome], None]] = {}
+        self._holding = False  # within an InboundRequests: appends wait to be fed as one
+        self._held: list[HeldAppend] = []
+        self._held_records = 0
         self._barrier_callbacks: dict[Hashable, Callable[[BarrierOutcome], None]] = {}
         self._next_handle = 1
         self._raft_deadline = NEVER
@@ -233,14 +237,27 @@ class NodeProcess:
             self._out.append(A.SendRequest(destination, cid, message))  # type: ignore[arg-type]
 
     def next_append_offset(self) -> int:
-        return self.raft.append_end_offset
+        return self.raft.append_end_offset + self._held_records
 
     def append(self, records: Sequence[MetadataRecord], on_done: Callable[[AppendOutcome], None]) -> int:
-        base = self.raft.append_end_offset
+        base = self.next_append_offset()
+        encoded = tuple(encode_record(r) for r in records)
+        if self._holding:
+            self._held.append(HeldAppend(encoded, on_done))
+            self._held_records += len(encoded)
+            return base
         handle = self._new_handle()
         self._append_callbacks[handle] = on_done
-        self._feed_raft(Append(handle, tuple(encode_record(r) for r in records)))
+        self._feed_raft(Append(handle, encoded))
         return base
+
+    def _release_held(self) -> None:
+        """Feed the held appends to the Raft core, joined into as few `Append`s as its limits allow."""
+        held, self._held, self._held_records = self._held, [], 0
+        for group in group_held(held, self.raft.config.append_max_records):
+            handle = self._new_handle()
+            self._append_callbacks[handle] = group.done
+            self._raft_actions.extend(self.raft.handle(self._now, Append(handle, group.records)))
 
     def read_barrier(self, on_done: Callable[[BarrierOutcome], None]) -> None:
         handle = self._new_handle()
@@ -265,8 +282,19 @@ class NodeProcess:
         match event:
             case InboundRequest(reply_to, correlation_id, message, context):
                 self._route(context, reply_to, correlation_id, message)
+            case InboundRequests(requests):
+                self._holding = True
+                try:
+                    for request in requests:
+                        self._route(request.context, request.reply_to, request.correlation_id, request.message)
+                finally:
+                    self._holding = False
+                    self._release_held()
             case ResponseReceived(source, correlation_id, message):
                 self._on_reply(correlation_id, source, message)
+            case ResponsesReceived(responses):
+                for response in responses:
+                    self._on_reply(response.correlation_id, response.source, response.message)
             case RequestFailed(destination, correlation_id, sent):
                 self._on_reply(correlation_id, destination, None if sent else NOT_SENT)
             case Start():
@@ -414,6 +442,8 @@ class NodeProcess:
             pending.on_reply(message)
 
     def _feed_raft(self, event: Any) -> None:
+        if self._held:  # the Raft core sees the held appends before anything that follows them
+            self._release_held()
         self._raft_actions.extend(self.raft.handle(self._now, event))
 
     def _drain(self) -> None:

@@ -51,6 +51,25 @@ class Frame:
     message: Any  # an instance of one of registry.REQUESTS or registry.RESPONSES
 
 
+@dataclass(frozen=True, slots=True)
+class EncodedResponse:
+    """A response frame already encoded for the correlation id it answers: a runtime that writes frames
+    sends `frame` as it is (a broker passing on the controller's answer to a forwarded request)."""
+
+    frame: bytes
+
+
+def response_header(frame: bytes) -> tuple[int, int] | None:
+    """(api_key, correlation_id) of a whole response frame whose length prefix matches; None if it is
+    not one. Only the header is read: the body stays for whoever decodes it."""
+    if len(frame) < _PREFIXED_HEADER.size:
+        return None
+    length, api_key, version, correlation_id, flags = _PREFIXED_HEADER.unpack_from(frame)
+    if length != len(frame) - LENGTH.size or flags != RESPONSE_FLAG or version != CURRENT_VERSION:
+        return None
+    return api_key, correlation_id
+
+
 class Codec(Protocol):
     """What a runtime needs from a wire format; a Kafka-compatible format can implement it later."""
 
@@ -212,9 +231,11 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "BinaryCodec",
     "Codec",
+    "EncodedResponse",
     "Frame",
     "FrameError",
     "FrameKind",
     "FrameReader",
     "check_length",
+    "response_header",
 ]

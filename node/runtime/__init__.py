@@ -2,6 +2,7 @@
 
 - `server`: `NodeServer`, the event loop around `RaftNode` (also the in-process embedding API);
 - `peers`: one outbound connection per peer, with backoff and request timeouts;
+- `frame_writer`: the frames of one loop turn to one connection leave in one send (also the client's);
 - `appends`: coalescing the appends of one loop turn into one `Append`;
 - `file_storage`: segment files, quorum-state and meta.properties with real fsync;
 - `properties` / `server_config`: `server.properties` with Kafka's key names;

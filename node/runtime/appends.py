@@ -12,9 +12,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from node.raft.records import MAX_BATCH_BYTES
-
-BATCH_OVERHEAD = 64  # what the core reserves for a batch's header
+from node.process.append_batch import shares, within_limits
 
 
 @dataclass(slots=True)
@@ -43,12 +41,11 @@ class AppendGroup:
         """Hand each member its share of the group's consecutive offsets."""
         if last_offset - base_offset + 1 != self.count:
             raise ValueError(f"group of {self.count} records committed as offsets {base_offset}..{last_offset}")
-        offset = base_offset
-        for member in self.members:
-            n = len(member.records)
+        for member, share in zip(
+            self.members, shares(base_offset, last_offset, [len(m.records) for m in self.members])
+        ):
             if not member.future.done():
-                member.future.set_result((offset, offset + n - 1))
-            offset += n
+                member.future.set_result(share)
 
     def fail(self, exc: BaseException) -> None:
         for member in self.members:
@@ -59,17 +56,7 @@ class AppendGroup:
 def group_appends(pending: list[PendingAppend], max_records: int) -> list[AppendGroup]:
     """Split `pending` (in arrival order) into groups within the core's per-batch limits. An append that
     is too large on its own gets a group of its own, for the core to refuse."""
-    groups: list[AppendGroup] = []
-    current = AppendGroup()
-    for item in pending:
-        n, size = len(item.records), item.size
-        fits = current.count + n <= max_records and current.size + size + BATCH_OVERHEAD <= MAX_BATCH_BYTES
-        if current.members and not fits:
-            groups.append(current)
-            current = AppendGroup()
-        current.members.append(item)
-        current.count += n
-        current.size += size
-    if current.members:
-        groups.append(current)
-    return groups
+    return [
+        AppendGroup(run, sum(len(m.records) for m in run), sum(m.size for m in run))
+        for run in within_limits(pending, lambda m: m.records, max_records)
+    ]

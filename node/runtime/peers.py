@@ -19,12 +19,14 @@ from dataclasses import dataclass
 
 from node.protocol.codec import BinaryCodec, FrameError, FrameKind, FrameReader
 from node.protocol.messages import FetchRequest, Request, Response
+from node.runtime.frame_writer import FrameWriter
 from node.security.sasl import SaslClientSession, SaslFailure
 
 log = logging.getLogger(__name__)
 
 OnResponse = Callable[[int, int, Response], None]  # source, correlation id, message
 OnFailed = Callable[[int, int, bool], None]  # destination, correlation id, sent (False: never written)
+OnResponses = Callable[[int, list[tuple[int, Response]]], None]  # source, the answers of one read, in order
 MAX_PENDING_WRITE_BYTES = 64 << 20
 
 
@@ -77,8 +79,12 @@ class PeerLink:
         on_response: OnResponse,
         on_failed: OnFailed,
         login: tuple[str, str] | None = None,
+        on_responses: OnResponses | None = None,
     ) -> None:
+        """`on_responses`, when given, gets the answers that arrive in one read together (several
+        answers are then one event for the node instead of one each); else `on_response` each."""
         self.node_id = node_id
+        self.on_responses = on_responses
         self.login = login  # SASL/PLAIN (username, password) for a SASL_PLAINTEXT listener
         self.host = host
         self.port = port
@@ -88,6 +94,7 @@ class PeerLink:
         self.on_response = on_response
         self.on_failed = on_failed
         self._writer: asyncio.StreamWriter | None = None
+        self._out: FrameWriter | None = None  # the requests of one loop turn leave in one send
         self._connecting: asyncio.Task[None] | None = None
         self._reading: asyncio.Task[None] | None = None
         self._queued: list[tuple[int, bytes, float]] = []  # waiting for the connection
@@ -124,8 +131,8 @@ class PeerLink:
                 self._connecting = loop.create_task(self._connect())
 
     def _write(self, correlation_id: int, frame: bytes, timeout: float) -> None:
-        assert self._writer is not None
-        if self._writer.transport.get_write_buffer_size() > MAX_PENDING_WRITE_BYTES:
+        assert self._out is not None
+        if self._out.buffered_bytes > MAX_PENDING_WRITE_BYTES:
             self._broken("peer is not reading (write buffer full)")
             self._parked.discard(correlation_id)
             asyncio.get_running_loop().call_soon(self.on_failed, self.node_id, correlation_id, False)
@@ -135,7 +142,7 @@ class PeerLink:
         if old is not None:
             old.cancel()
         self._inflight[correlation_id] = loop.call_later(timeout, self._timed_out, correlation_id)
-        self._writer.write(frame)
+        self._out.write(frame)
 
     async def _connect(self) -> None:
         try:
@@ -163,6 +170,7 @@ class PeerLink:
             writer.close()
             return
         self._writer = writer
+        self._out = FrameWriter(writer)
         log.info("connected to node %d at %s:%d", self.node_id, self.host, self.port)
         self._reading = asyncio.get_running_loop().create_task(self._read(reader, writer))
         queued, self._queued = self._queued, []
@@ -185,19 +193,23 @@ class PeerLink:
         reason = "connection closed by peer"
         try:
             while data := await reader.read(1 << 16):
-                for raw in frames.feed(data):
-                    frame = self.codec.decode(raw)
-                    if frame.kind is not FrameKind.RESPONSE:
-                        raise FrameError("a request frame arrived on an outbound connection")
-                    timer = self._inflight.pop(frame.correlation_id, None)
-                    self._parked.discard(frame.correlation_id)
-                    if timer is None:
-                        continue  # answer to a request that already timed out
-                    timer.cancel()
-                    self._failures = 0
-                    self.on_response(self.node_id, frame.correlation_id, frame.message)  # type: ignore[arg-type]
-                    if self._writer is not writer:
-                        return  # the callback closed this connection
+                answers: list[tuple[int, Response]] = []
+                try:
+                    for raw in frames.feed(data):
+                        frame = self.codec.decode(raw)
+                        if frame.kind is not FrameKind.RESPONSE:
+                            raise FrameError("a request frame arrived on an outbound connection")
+                        timer = self._inflight.pop(frame.correlation_id, None)
+                        self._parked.discard(frame.correlation_id)
+                        if timer is None:
+                            continue  # answer to a request that already timed out
+                        timer.cancel()
+                        self._failures = 0
+                        answers.append((frame.correlation_id, frame.message))  # type: ignore[arg-type]
+                finally:  # those taken out of the in-flight set are delivered, even if a later frame is bad
+                    self._deliver(answers)
+                if self._writer is not writer:
+                    return  # a callback closed this connection
         except FrameError as exc:
             reason = f"bad frame from peer: {exc}"
             log.warning("node %d: %s; closing the connection", self.node_id, reason)
@@ -207,6 +219,13 @@ class PeerLink:
             return
         if self._writer is writer:
             self._broken(reason)
+
+    def _deliver(self, answers: list[tuple[int, Response]]) -> None:
+        if self.on_responses is not None and len(answers) > 1:
+            self.on_responses(self.node_id, answers)
+            return
+        for correlation_id, message in answers:
+            self.on_response(self.node_id, correlation_id, message)
 
     def _timed_out(self, correlation_id: int) -> None:
         self._inflight.pop(correlation_id, None)
@@ -220,7 +239,11 @@ class PeerLink:
         writer, self._writer = self._writer, None
         if writer is None:
             return
-        writer.close()
+        out, self._out = self._out, None
+        if out is not None:
+            out.close()
+        else:
+            writer.close()
         if self._reading is not None and self._reading is not asyncio.current_task():
             self._reading.cancel()
         self._reading = None
@@ -243,7 +266,11 @@ class PeerLink:
         if self._reading is not None:
             self._reading.cancel()
         writer, self._writer = self._writer, None
+        out, self._out = self._out, None
         if writer is not None:
-            writer.close()
+            if out is not None:
+                out.close()
+            else:
+                writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 
 from node.bugs import warning_lines
 from node.process.actions import MetadataApplied, ShutDown
-from node.process.events import BeginShutdown, InboundRequest
+from node.process.events import BeginShutdown, InboundRequest, InboundRequests, ResponsesReceived
 from node.process.ports import RequestContext
 from node.process.process import CONTROLLER_LISTENER, NodeProcess
-from node.protocol.codec import BinaryCodec, FrameError, FrameKind, FrameReader
+from node.protocol.codec import BinaryCodec, EncodedResponse, FrameError, FrameKind, FrameReader
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import DescribeQuorumRequest, EndQuorumEpochRequest, Response
 from node.protocol.registry import API_KEYS, BROKER_API_KEYS, CONTROLLER_API_KEYS
@@ -55,6 +55,7 @@ from node.raft.storage import StorageError
 from node.runtime.appends import AppendGroup, PendingAppend, group_appends
 from node.runtime.dumps import write_dumps
 from node.runtime.file_storage import FileStorage
+from node.runtime.frame_writer import FrameWriter
 from node.runtime.metrics import RuntimeMetrics
 from node.runtime.peers import Backoff, PeerLink
 from node.runtime.roles import build_process
@@ -101,6 +102,7 @@ class _Inbound:
     peer: str
     codec: BinaryCodec
     session: SaslServerSession
+    out: FrameWriter  # the responses of one loop turn leave in one send
     closed: bool = False
 
 
@@ -147,11 +149,12 @@ class NodeServer:
         self.listen_ports: dict[str, int] = {}
         self._inbound: set[_Inbound] = set()
         self._peers: dict[int, PeerLink] = {}
+        self._voter_ids = frozenset(v.node_id for v in config.voters)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fsync-{config.node_id}")
         self._flush = _FlushState()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
-        self._events: deque[Event | InboundRequest | BeginShutdown] = deque()
+        self._events: deque[Event | InboundRequest | InboundRequests | ResponsesReceived | BeginShutdown] = deque()
         self._processing = False
         self._handles = itertools.count(1)
         self._waiters = _Waiters()
@@ -244,6 +247,7 @@ class NodeServer:
             self._on_response,
             self._on_request_failed,
             login=login,
+            on_responses=self._on_responses,
         )
         self._peers[node_id] = peer
         return peer
@@ -251,7 +255,7 @@ class NodeServer:
     def _peer_for(self, node_id: int) -> PeerLink | None:
         """Voters are known from the config; brokers from their registrations in the metadata image."""
         peer = self._peers.get(node_id)
-        if self.config.voter_address(node_id) is not None:
+        if node_id in self._voter_ids:
             return peer  # a controller (combined or not) is reached on its controller listener
         assert self.process is not None
         endpoint = self.process.address_book_entry(node_id)
@@ -301,7 +305,7 @@ class NodeServer:
             server.close()
         for conn in list(self._inbound):
             conn.closed = True
-            conn.writer.close()
+            conn.out.close()
         for peer in self._peers.values():
             await peer.close()
         for endpoint in self._endpoints:
@@ -406,7 +410,7 @@ class NodeServer:
 
     # --- driving the core ---------------------------------------------------------------------------
 
-    def _enqueue(self, event: Event | InboundRequest | BeginShutdown) -> None:
+    def _enqueue(self, event: Event | InboundRequest | InboundRequests | ResponsesReceived | BeginShutdown) -> None:
         """Feed an event; events raised while actions are carried out wait their turn (no re-entry)."""
         if self._closed:
             return
@@ -422,7 +426,7 @@ class NodeServer:
             if self.fatal is not None:
                 self._events.clear()
 
-    def _handle(self, event: Event | InboundRequest | BeginShutdown) -> None:
+    def _handle(self, event: Event | InboundRequest | InboundRequests | ResponsesReceived | BeginShutdown) -> None:
         assert self.node is not None and self.process is not None
         started = time.perf_counter()
         now = self.clock.now_ms()
@@ -650,6 +654,9 @@ class NodeServer:
     def _on_response(self, source: int, correlation_id: int, message: Response) -> None:
         self._enqueue(ResponseReceived(source, correlation_id, message))
 
+    def _on_responses(self, source: int, answers: list[tuple[int, Response]]) -> None:
+        self._enqueue(ResponsesReceived(tuple(ResponseReceived(source, cid, message) for cid, message in answers)))
+
     def _on_request_failed(self, destination: int, correlation_id: int, sent: bool) -> None:
         if not self._stopping:
             self._enqueue(RequestFailed(destination, correlation_id, sent))
@@ -658,21 +665,32 @@ class NodeServer:
         if not isinstance(reply_to, _Inbound) or reply_to.closed:
             return  # the requester hung up; it will retry
         try:
-            frame = reply_to.codec.encode_response(correlation_id, message)
+            if type(message) is EncodedResponse:
+                frame = message.frame
+            else:
+                frame = reply_to.codec.encode_response(correlation_id, message)
         except (ValueError, TypeError) as exc:
             log.error("node %d: cannot encode %s: %s", self.node_id, type(message).__name__, exc)
             self._close_inbound(reply_to)
             return
-        if reply_to.writer.transport.get_write_buffer_size() > MAX_INBOUND_WRITE_BYTES:
+        if reply_to.out.buffered_bytes > MAX_INBOUND_WRITE_BYTES:
             log.warning("node %d: %s is not reading its responses; closing", self.node_id, reply_to.peer)
             self._close_inbound(reply_to)
             return
-        reply_to.writer.write(frame)
+        reply_to.out.write(frame)
+
+    def _enqueue_requests(self, batch: list[InboundRequest]) -> None:
+        """Hand over (and forget) the requests read so far: one alone as itself, several as one event."""
+        if len(batch) == 1:
+            self._enqueue(batch[0])
+        elif batch:
+            self._enqueue(InboundRequests(tuple(batch)))
+        batch.clear()
 
     def _close_inbound(self, conn: _Inbound) -> None:
         conn.closed = True
         self._inbound.discard(conn)
-        conn.writer.close()
+        conn.out.close()
 
     async def _serve_inbound(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: Listener, controller_side: bool
@@ -682,42 +700,50 @@ class NodeServer:
         host = peername[0] if peername else "?"
         users = self.config.sasl_users if listener.security_protocol == "SASL_PLAINTEXT" else None
         session = SaslServerSession(users)
-        conn = _Inbound(writer, f"{host}:{peername[1]}" if peername else "?", codec, session)
+        conn = _Inbound(writer, f"{host}:{peername[1]}" if peername else "?", codec, session, FrameWriter(writer))
         self._inbound.add(conn)
         frames = FrameReader(codec.max_frame_bytes)
         listener_name = CONTROLLER_LISTENER if controller_side else listener.name
         try:
             while not conn.closed and (data := await reader.read(1 << 16)):
-                for raw in frames.feed(data):
-                    frame = codec.decode(raw)
-                    if frame.kind is not FrameKind.REQUEST:
-                        raise FrameError("a response frame arrived on an inbound connection")
-                    step = session.receive(frame.message)
-                    if step.verdict is not Verdict.PASS:
-                        if step.response is not None:
-                            self._respond(conn, frame.correlation_id, step.response)  # type: ignore[arg-type]
-                        if step.verdict is Verdict.REFUSE:
-                            log.warning("node %d: refusing %s: %s", self.node_id, conn.peer, step.reason)
+                # The requests of one read are handed over together (the process may join their
+                # appends into one Raft batch), always before anything answered here on the spot.
+                batch: list[InboundRequest] = []
+                try:
+                    for raw in frames.feed(data):
+                        frame = codec.decode(raw)
+                        if frame.kind is not FrameKind.REQUEST:
+                            raise FrameError("a response frame arrived on an inbound connection")
+                        step = session.receive(frame.message)
+                        if step.verdict is not Verdict.PASS:
+                            self._enqueue_requests(batch)
+                            if step.response is not None:
+                                self._respond(conn, frame.correlation_id, step.response)  # type: ignore[arg-type]
+                            if step.verdict is Verdict.REFUSE:
+                                log.warning("node %d: refusing %s: %s", self.node_id, conn.peer, step.reason)
+                                return
+                            continue
+                        if isinstance(frame.message, EndQuorumEpochRequest):
+                            log.info(
+                                "node %d: EndQuorumEpoch from leader %d of epoch %d",
+                                self.node_id,
+                                frame.message.leader_id,
+                                frame.message.leader_epoch,
+                            )
+                        if self._stopping:
                             return
-                        continue
-                    if isinstance(frame.message, EndQuorumEpochRequest):
-                        log.info(
-                            "node %d: EndQuorumEpoch from leader %d of epoch %d",
-                            self.node_id,
-                            frame.message.leader_id,
-                            frame.message.leader_epoch,
+                        ctx = RequestContext(
+                            principal=step.principal,
+                            client_host=host,
+                            listener_name=listener_name,
+                            security_protocol=listener.security_protocol,
+                            frame=raw,
                         )
-                    if self._stopping:
-                        return
-                    ctx = RequestContext(
-                        principal=step.principal,
-                        client_host=host,
-                        listener_name=listener_name,
-                        security_protocol=listener.security_protocol,
-                    )
-                    self._enqueue(InboundRequest(conn, frame.correlation_id, frame.message, ctx))
-                    if conn.closed:
-                        return
+                        batch.append(InboundRequest(conn, frame.correlation_id, frame.message, ctx))
+                finally:
+                    self._enqueue_requests(batch)
+                if conn.closed:
+                    return
         except FrameError as exc:
             log.warning("node %d: closing connection from %s: %s", self.node_id, conn.peer, exc)
         except (ConnectionError, OSError):

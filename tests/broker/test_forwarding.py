@@ -27,7 +27,7 @@ from node.protocol.admin import (
     IncrementalAlterConfigsResponse,
 )
 from node.protocol.broker_api import EnvelopeRequest, EnvelopeResponse
-from node.protocol.codec import BinaryCodec, FrameKind
+from node.protocol.codec import BinaryCodec, EncodedResponse, FrameKind
 from node.protocol.errors import ErrorCode
 from node.protocol.forwarding import answer, unwrap
 from tests.broker.fakes import bring_online, make_broker
@@ -238,3 +238,32 @@ def test_remote_time_is_measured_from_send_to_answer():
     env.reply(controller_answer(env.message, ALTER_OK))
     m = broker.metrics()
     assert m["forwarding.remote_time_ms_max"] == 300 and m["forwarding.queue_time_ms_max"] == 0
+
+
+def test_with_the_wire_frame_the_broker_forwards_it_as_is_and_passes_the_encoded_answer_back():
+    """The real runtime gives the broker the client's frame: no encoding again on the way in, and the
+    controller's encoded answer goes back as those very bytes once its header matches."""
+    broker, port = online()
+    frame = CODEC.encode_request(7, ALTER)
+    broker.handle_request(10, RequestContext("User:alice", frame=frame), "client-a", 7, ALTER)
+    env = port.last(EnvelopeRequest)
+    assert env.message.request_data is frame  # the same bytes object: forwarded, not rebuilt
+    reply = controller_answer(env.message, ALTER_OK)
+    env.reply(reply)
+    ((reply_to, cid, response),) = port.responses
+    assert (reply_to, cid) == ("client-a", 7)
+    assert response == EncodedResponse(reply.response_data)
+    assert CODEC.decode(response.frame).message == ALTER_OK
+
+
+def test_with_the_wire_frame_an_answer_whose_header_does_not_match_is_decoded_and_refused():
+    broker, port = online()
+    broker.handle_request(10, RequestContext("User:alice", frame=CODEC.encode_request(7, ALTER)), "c", 7, ALTER)
+    env = port.last(EnvelopeRequest)
+    wrong_id = EnvelopeResponse(ErrorCode.NONE, CODEC.encode_response(8, ALTER_OK))  # answers another request
+    env.reply(wrong_id)
+    ((_, _, response),) = port.responses
+    assert response == ALTER_OK  # decoded the old way; the broker answers with the client's own id
+    broker.handle_request(20, RequestContext("User:alice", frame=CODEC.encode_request(9, ALTER)), "c", 9, ALTER)
+    port.last(EnvelopeRequest).reply(EnvelopeResponse(ErrorCode.NONE, b"\x00\x01garbage"))
+    assert codes(port.responses[-1][2]) == [ErrorCode.UNKNOWN_SERVER_ERROR]
