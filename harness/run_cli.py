@@ -3,6 +3,7 @@
     kchaos run                                   # the default test: netns when root, else sim
     kchaos run --backend sim --seed 7            # deterministic: same seed, same history.jsonl
     kchaos run --test tests/partition.toml --time-limit 30s --nemesis partition,kill
+    kchaos run --backend ssh --inventory vagrant/inventory.toml   # nodes on VMs or other machines
 
 The test comes from `--test FILE` (TOML, see harness/test_spec.py) and the flags, which win over the
 file. The resolved test is saved as the run's test.json. Exit code (BRIEF §3.4): 0 valid, 1 invalid,
@@ -72,11 +73,11 @@ def _nemesis_options(pairs: list[str] | None) -> dict[str, dict[str, Any]] | Non
 def registries() -> Any:
     """The names a test may use: what the backends, adapters, workloads and nemesis implement."""
     from harness.db import SUTS
-    from harness.test_spec import Registries
+    from harness.test_spec import BACKENDS, Registries
     from nemesis.catalogue import FAULT_KINDS
     from workloads import workload_names
 
-    return Registries(backends=("sim", "netns"), suts=tuple(SUTS), workloads=workload_names(), nemeses=FAULT_KINDS)
+    return Registries(backends=BACKENDS, suts=tuple(SUTS), workloads=workload_names(), nemeses=FAULT_KINDS)
 
 
 def resolve(args: argparse.Namespace) -> Any:
@@ -92,6 +93,7 @@ def resolve(args: argparse.Namespace) -> Any:
     overrides = {
         "name": args.name,
         "backend": backend,
+        "inventory": args.inventory,
         "nodes": nodes,
         "workload": args.workload,
         "nemesis": args.nemesis,
@@ -159,8 +161,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--test", metavar="FILE", help="test file (TOML); flags win over it")
     p.add_argument(
-        "--backend", choices=("sim", "netns"), help="where the cluster runs (default: netns as root, else sim)"
+        "--backend", choices=("sim", "netns", "ssh"), help="where the cluster runs (default: netns as root, else sim)"
     )
+    p.add_argument("--inventory", metavar="FILE", help="ssh backend: the hosts to run on (TOML; see README)")
     p.add_argument("--nodes", help="cluster shape: N combined nodes, or C+B controllers+brokers (default 3+2)")
     p.add_argument("--workload", help="workload name (default config-register)")
     p.add_argument("--nemesis", help="comma-separated fault kinds, e.g. clock,kill,disk_stall; 'none' for none")

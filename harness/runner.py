@@ -92,7 +92,13 @@ def make_backend(spec: Any, run_dir: Path) -> Backend:
         if os.geteuid() != 0:
             raise UserError("--backend netns needs root (network namespaces); use --backend sim")
         return NetnsBackend(run_dir, spec.nodes)
-    raise UserError(f"backend {spec.backend!r} is not implemented (choose sim or netns)")
+    if spec.backend == "ssh":
+        from harness.backends.ssh import SshBackend
+
+        if not getattr(spec, "inventory", ""):
+            raise UserError("--backend ssh needs --inventory FILE (the hosts to run on)")
+        return SshBackend(run_dir, spec.nodes, spec.inventory)
+    raise UserError(f"backend {spec.backend!r} is not implemented (choose sim, netns or ssh)")
 
 
 def make_scheduler(backend: Backend) -> Scheduler:

@@ -37,6 +37,8 @@ UNDO_MODULES: list[str] = ["harness.backends.resources", "harness.backends.firew
 UNDO_MODULES += [f"harness.backends.{m}" for m in ("packets", "clocks", "pauses", "disks")]
 # lose_unsynced: the lazyfs daemons.
 UNDO_MODULES += ["harness.backends.lazyfs.mount"]
+# The ssh backend's processes, rules and faults on remote hosts.
+UNDO_MODULES += ["harness.backends.remote_faults"]
 
 
 def register_undo(kind: str) -> Callable[[Undo], Undo]:
