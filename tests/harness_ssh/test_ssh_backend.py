@@ -204,3 +204,20 @@ def node_processes(tag: str) -> list[int]:
         if f"/runs/{tag}/nodes/" in cwd and state != "Z":
             found.append(int(entry.name))
     return found
+
+
+def test_doctor_probes_each_inventory_host_over_ssh(tmp_path):
+    from harness.backends.ssh_doctor import ssh_checks
+    from harness.doctor_cli import Check
+
+    with sshd_hosts(tmp_path, ["h1", "h2"]) as hosts:
+        rows = {c.name: c for c in ssh_checks(Check, str(hosts.inventory))}
+        for host in ("h1", "h2"):
+            assert rows[f"ssh: {host}"].ok and rows[f"ssh: {host} python"].detail.endswith("3.11 (venv module)")
+            assert rows[f"ssh: {host} packet filter"].detail == "nft"
+            assert rows[f"ssh: {host} libfaketime"].ok
+        text = hosts.inventory.read_text().replace("port = 2222", "port = 2223")  # nothing listens there
+        wrong = tmp_path / "wrong.toml"
+        wrong.write_text(text)
+        rows = {c.name: c for c in ssh_checks(Check, str(wrong))}
+        assert not rows["ssh: h1"].ok and rows["ssh: h1"].required and "Connection refused" in rows["ssh: h1"].detail
