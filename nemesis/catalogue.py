@@ -338,6 +338,7 @@ SCHEDULE_OPTIONS: tuple[str, ...] = ("weight", "modes", "targets")
 BACKEND_CLASSES: dict[str, str] = {
     "sim": "harness.backends.sim:SimBackend",
     "netns": "harness.backends.netns:NetnsBackend",
+    "ssh": "harness.backends.ssh:SshBackend",
 }
 
 

@@ -12,6 +12,7 @@ import pytest
 from harness.backends.faults import FAULT_KINDS
 from harness.backends.netns import NetnsBackend
 from harness.backends.sim import SimBackend
+from harness.backends.ssh import SshBackend
 from harness.cli import main
 from nemesis.catalogue import CATALOGUE, HEAL_ORDER, KIND_COLORS, TARGET_MODES, TARGETS_DOC, check_option
 from nemesis.options import all_options, kind_options
@@ -110,6 +111,7 @@ def test_kchaos_nemeses_prints_every_kind_with_modes_parameters_and_backends(cap
         backends = re.search(r"backends:\s+(.*)", blocks[kind]).group(1)
         assert ("sim" in backends) == (kind in SimBackend.faults), kind
         assert ("netns" in backends) == (kind in NetnsBackend.faults), kind
+        assert ("ssh" in backends) == (kind in SshBackend.faults), kind
     assert "vote-granted" in blocks["buggify"]
 
 
@@ -119,7 +121,7 @@ def test_kchaos_nemeses_json_and_run_list_nemeses(capsys):
     by_kind = {d["kind"]: d for d in data}
     assert list(by_kind)[: len(FAULT_KINDS)] == list(FAULT_KINDS)
     assert by_kind["clock"]["backends"] == sorted(
-        b for b, cls in (("sim", SimBackend), ("netns", NetnsBackend)) if "clock" in cls.faults
+        b for b, cls in (("sim", SimBackend), ("netns", NetnsBackend), ("ssh", SshBackend)) if "clock" in cls.faults
     )
     delta = next(p for p in by_kind["clock"]["params"] if p["name"] == "delta_ms")
     assert delta["unit"] == "ms" and delta["modes"] == ["bump", "strobe"] and -60_000 in delta["default"]
