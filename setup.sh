@@ -10,9 +10,10 @@ verb="${1:-run}"; shift || true
 
 # System packages: Python tooling, Java for Spark, Chromium for report rendering tests, the
 # network tools the netns backend drives, libfaketime for its clock faults (gcc builds the
-# preload shims) and libfuse2 for lazyfs (lose_unsynced). apt-get only runs when something is missing.
+# preload shims), libfuse2 for lazyfs (lose_unsynced) and OpenSSH (the ssh backend's client; its tests run
+# an sshd per namespace host). apt-get only runs when something is missing.
 apt_pkgs=(python3-venv python3-dev gcc openjdk-17-jre-headless chromium iproute2 iptables nftables procps faketime
-          libfuse2)
+          libfuse2 openssh-client openssh-server)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

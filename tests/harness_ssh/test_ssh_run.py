@@ -80,20 +80,19 @@ def test_chaos_run_over_ssh_is_valid_and_leaves_nothing(hosts, tmp_path):
     assert (hosts.roots["h1"] / "runs" / tag / "nodes" / "c1" / "server.properties").is_file()
 
 
-def test_a_planted_bug_is_caught_over_ssh(hosts, tmp_path):
+def test_a_planted_bug_is_caught_over_ssh_through_the_cli(hosts, tmp_path, capsys):
+    from harness.cli import main
+
     # One controller, so the forger's Envelope (sent to a random controller) always reaches the active one;
     # the forger cycles through its five kinds every 2 s, so 14 s send each at least once.
-    planted = spec(
-        hosts,
-        seed=32,
-        cluster=Cluster(controllers=1, brokers=2),
-        nemesis=(),
-        time_limit_s=14.0,
-        bugs=("ctl-envelope-unauthorized",),
-    )
-    result = run_test(planted, root=tmp_path, say=lambda _: None, progress=False)
-    assert result.error is None, result.error
-    assert result.valid is False and result.exit_code == 1, result.checker_lines
-    checkers = json.loads((result.run.path / "results.json").read_text())["checkers"]
+    argv = ["run", "--backend", "ssh", "--inventory", str(hosts.inventory), "--nodes", "1+2", "--nemesis", "none",
+            "--bug", "ctl-envelope-unauthorized", "--time-limit", "14s", "--seed", "32",
+            "--results", str(tmp_path), "--no-progress"]  # fmt: skip
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "verdict: INVALID (exit 1)" in out and "forgery: False" in out, out
+    run = Path(out.split("run directory: ", 1)[1].split()[0])
+    checkers = json.loads((run / "results.json").read_text())["checkers"]
     assert checkers["forgery"]["valid"] is False
-    assert not node_processes(run_tag(result.run.path))
+    assert json.loads((run / "test.json").read_text())["bugs"] == ["ctl-envelope-unauthorized"]
+    assert not node_processes(run_tag(run))
