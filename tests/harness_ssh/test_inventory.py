@@ -110,3 +110,19 @@ def test_run_cli_refuses_ssh_without_an_inventory_and_a_bad_one(tmp_path, key, c
     assert main(argv) == 254
     err = capsys.readouterr().err
     assert f"{bad}: host kc1: port 0 is not between 1 and 65535" in err and "Traceback" not in err
+
+
+def test_a_test_file_names_its_inventory_and_test_json_keeps_it(tmp_path, key, monkeypatch):
+    from harness.test_spec import from_dict, load_test
+
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, GOOD)
+    test = tmp_path / "t.toml"
+    test.write_text('backend = "ssh"\ninventory = "inventory.toml"\n')
+    spec = load_test(test)
+    assert spec.backend == "ssh" and spec.inventory == str(tmp_path / "inventory.toml")
+    assert from_dict(spec.to_dict()).inventory == spec.inventory  # a stored run names the same hosts
+    assert "inventory" not in load_test(None, {"backend": "sim"}).to_dict()
+    test.write_text('backend = "ssh"\ninventory = 3\n')
+    with pytest.raises(UserError, match=r"t.toml:2: inventory: expected the path of an inventory file"):
+        load_test(test)
