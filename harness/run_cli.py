@@ -86,7 +86,7 @@ def resolve(args: argparse.Namespace) -> Any:
 
     backend = args.backend
     if backend is None and not _file_sets(args.test, "backend"):
-        backend = default_backend()
+        backend = "ssh" if args.inventory else default_backend()
     nodes = args.nodes
     if nodes is None and not _file_sets(args.test, "cluster"):
         nodes = DEFAULT_NODES
@@ -163,7 +163,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--backend", choices=("sim", "netns", "ssh"), help="where the cluster runs (default: netns as root, else sim)"
     )
-    p.add_argument("--inventory", metavar="FILE", help="ssh backend: the hosts to run on (TOML; see README)")
+    p.add_argument(
+        "--inventory", metavar="FILE", help="ssh backend: the hosts to run on (TOML; see README); implies --backend ssh"
+    )
     p.add_argument("--nodes", help="cluster shape: N combined nodes, or C+B controllers+brokers (default 3+2)")
     p.add_argument("--workload", help="workload name (default config-register)")
     p.add_argument("--nemesis", help="comma-separated fault kinds, e.g. clock,kill,disk_stall; 'none' for none")

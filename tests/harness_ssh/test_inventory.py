@@ -106,7 +106,7 @@ def test_run_cli_refuses_ssh_without_an_inventory_and_a_bad_one(tmp_path, key, c
     assert main(["run", "--backend", "ssh", "--results", str(tmp_path / "r"), "--no-progress"]) == 254
     assert "--backend ssh needs --inventory FILE" in capsys.readouterr().err
     bad = write(tmp_path, GOOD.replace("port = 2222", "port = 0"))
-    argv = ["run", "--backend", "ssh", "--inventory", str(bad), "--results", str(tmp_path / "r"), "--no-progress"]
+    argv = ["run", "--inventory", str(bad), "--results", str(tmp_path / "r"), "--no-progress"]  # implies ssh
     assert main(argv) == 254
     err = capsys.readouterr().err
     assert f"{bad}: host kc1: port 0 is not between 1 and 65535" in err and "Traceback" not in err
