@@ -92,6 +92,7 @@ class SshBackend(TeardownOnTermination, Backend):
         self.clocks: dict[str, RemoteClock] = {}
         self.disks: dict[str, RemoteDisk] = {}
         self.code_hash = ""
+        self._shims: dict[str, str] = {}  # shim name -> its file name under ROOT/lib (enable_faults)
         self._specs: dict[str, RemoteSpec] = {}
         self._procs: dict[str, tuple[int, int, int]] = {}  # node -> (pid, starttime, ledger id)
         self._paused: dict[str, int] = {}  # node -> ledger id
@@ -460,7 +461,7 @@ class SshBackend(TeardownOnTermination, Backend):
 
     def _fault_env(self, node: str) -> dict[str, str]:
         """The preload environment for the node's clock and disk, when enabled."""
-        shims = getattr(self, "_shims", {})
+        shims = self._shims
         lib = f"{self._info(node).root}/lib"
         env: dict[str, str] = {}
         preload = []
