@@ -16,7 +16,11 @@ Every ledger entry carries the host's inventory fields, so heal can log in again
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
+import shutil
+import subprocess
+import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -63,6 +67,27 @@ def remote_for(fields: dict[str, Any]) -> Iterator[Remote]:
         yield remote
     finally:
         remote.close()
+
+
+def make_control_dir(ledger: Ledger, tag: str) -> Path:
+    """This run's directory for the shared connections' sockets (ledgered, so heal removes it after a
+    killed harness). In the temp dir, not the run dir: a socket path must stay under 108 bytes."""
+    path = Path(tempfile.gettempdir()) / f"kcssh-{tag}-{os.getpid()}"
+    ledger.record("ssh_control", path=str(path))
+    path.mkdir(mode=0o700)
+    return path
+
+
+@register_undo("ssh_control")
+def undo_control(fields: dict[str, Any]) -> str | None:
+    """End any shared connection still listening in the directory, then remove it."""
+    path = Path(fields["path"])
+    if not path.is_dir():
+        return None
+    for sock in path.glob("*.sock"):
+        subprocess.run(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "kchaos"], capture_output=True, timeout=10)
+    shutil.rmtree(path, ignore_errors=True)
+    return f"ssh connection directory {path}"
 
 
 def privileged(host: Host, command: str) -> str:

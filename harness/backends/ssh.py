@@ -44,6 +44,7 @@ from harness.backends.remote_faults import (
     RemoteDisk,
     RemoteFirewall,
     forget_live,
+    make_control_dir,
     register_live,
 )
 from harness.backends.remote_shell import Remote, each
@@ -126,8 +127,9 @@ class SshBackend(TeardownOnTermination, Backend):
             return
         self.ledger = Ledger.create(self.ledger_path)
         try:
+            control_dir = make_control_dir(self.ledger, self.tag)
             for node, host in self.hosts.items():
-                self.remotes[node] = Remote(host)
+                self.remotes[node] = Remote(host, control_dir)
                 register_live(self.remotes[node])
             wheel = build_wheel()
             self.code_hash = wheel.digest
@@ -196,9 +198,12 @@ class SshBackend(TeardownOnTermination, Backend):
             for clock in self.clocks.values():
                 clock.stop_strobe()
             by_host: dict[str, list[int]] = {}
+            last: list[int] = []  # the shared connections' directory: after every remote undo
             for entry in self.ledger.outstanding():
-                name = entry.fields.get("host", {}).get("name", "")
-                by_host.setdefault(name, []).append(entry.id)
+                if "host" not in entry.fields:
+                    last.append(entry.id)
+                    continue
+                by_host.setdefault(entry.fields["host"]["name"], []).append(entry.id)
             reports = each(list(by_host.values()), self._undo_ids)
             report = HealReport()
             for part in reports:
@@ -212,6 +217,9 @@ class SshBackend(TeardownOnTermination, Backend):
             for remote in self.remotes.values():
                 forget_live(remote)
                 remote.close()
+            reports.append(self._undo_ids(last))
+            report.removed += reports[-1].removed
+            report.failed += reports[-1].failed
             if report.failed:
                 raise BackendError(
                     f"teardown left {len(report.failed)} resource(s); run `kchaos heal {self.run_dir}`: "

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -133,6 +134,7 @@ def test_every_listed_fault_over_ssh_and_teardown_leaves_nothing(tmp_path):
             backend.pause("n1")
         # teardown: no process of ours on any host, no packet filter table of this run, ledger closed
         assert not node_processes(backend.tag)
+        assert not list(Path(tempfile.gettempdir()).glob(f"kcssh-{backend.tag}-*"))  # shared connections' sockets
         assert f"kchaos_{backend.tag}" not in firewall_tables(hosts)
         assert backend.ledger is not None and not backend.ledger.outstanding()
         figures = json.loads((tmp_path / "run" / LATENCY_FILE).read_text())
@@ -180,8 +182,12 @@ def test_heal_after_a_sigkilled_harness_removes_remote_processes_rules_and_fault
         clock_file = hosts.roots["h3"] / "runs" / tag / "nodes" / "n3" / "faketime"
         assert clock_file.read_text().startswith("+60")
 
+        control = list(Path(tempfile.gettempdir()).glob(f"kcssh-{tag}-*"))
+        assert len(control) == 1 and control[0].is_dir()
+
         assert main(["heal", str(run)]) == 0
         out = capsys.readouterr().out
+        assert not control[0].exists()
         assert "healed" in out and "failed 0" in out
         assert not node_processes(tag)
         assert f"kchaos_{tag}" not in firewall_tables(hosts)
