@@ -48,6 +48,9 @@ COMMANDS: dict[str, Command] = {
     "nemeses": Command(
         "nemesis.cli", "print the fault catalogue: kinds, modes, parameters, which backends support them"
     ),
+    "vagrant": Command(
+        "harness.backends.vagrant_inventory", "VM clusters: `kchaos vagrant inventory` for --backend ssh"
+    ),
     "bugs": Command(
         "harness.bugs_cli", "run the planted-bug matrix in the simulator and print which runs catch each bug"
     ),

@@ -1,4 +1,5 @@
-"""`kchaos doctor`: pre-flight checks for the netns backend, each with what to install when it fails.
+"""`kchaos doctor`: pre-flight checks for the netns backend, each with what to install when it fails; with
+`--inventory FILE` also the ssh backend's hosts (harness/backends/ssh_doctor.py).
 
 The namespace checks run in a throwaway namespace (bridge, veth and packet-filter rules are made and
 removed inside it), so the root namespace is never changed.
@@ -226,7 +227,7 @@ def netns_fix(error: str, root_is_mount: bool) -> str:
     return "a kernel with network namespaces (CONFIG_NET_NS)"
 
 
-def run_checks() -> list[Check]:
+def run_checks(inventory: str | None = None) -> list[Check]:
     is_root = os.geteuid() == 0
     checks = [
         Check("root", True, is_root, "uid 0" if is_root else f"uid {os.geteuid()}", "run as root (sudo kchaos ...)"),
@@ -274,6 +275,9 @@ def run_checks() -> list[Check]:
     checks.append(_try("docker node image", False, "apt-get install debootstrap", _docker_image_probe))
     checks.append(_try("python packages", True, "pip install -e . (in the project's venv)", _python_deps_probe))
     checks.append(_try("compiled checker core", False, LINCORE_FIX, _lincore_probe))
+    from harness.backends.ssh_doctor import ssh_checks
+
+    checks += ssh_checks(Check, inventory)
     return checks
 
 
@@ -301,7 +305,7 @@ def format_table(checks: list[Check]) -> str:
 
 
 def doctor_command(args: argparse.Namespace) -> int:
-    checks = run_checks()
+    checks = run_checks(args.inventory)
     print(format_table(checks))
     failed = [c.name for c in checks if c.required and not c.ok]
     if failed:
@@ -313,6 +317,7 @@ def doctor_command(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "doctor", description="check this machine can run the netns backend; says what to install"
+        "doctor", description="check this machine can run the netns backend (and ssh hosts); says what to install"
     )
+    p.add_argument("--inventory", metavar="FILE", help="also check the ssh backend's hosts in this inventory")
     p.set_defaults(func=doctor_command)

@@ -3,6 +3,7 @@
     kchaos run                                   # the default test: netns when root, else sim
     kchaos run --backend sim --seed 7            # deterministic: same seed, same history.jsonl
     kchaos run --test tests/partition.toml --time-limit 30s --nemesis partition,kill
+    kchaos run --backend ssh --inventory vagrant/inventory.toml   # nodes on VMs or other machines
 
 The test comes from `--test FILE` (TOML, see harness/test_spec.py) and the flags, which win over the
 file. The resolved test is saved as the run's test.json. Exit code (BRIEF §3.4): 0 valid, 1 invalid,
@@ -22,7 +23,7 @@ from harness.errors import UserError
 
 # The reference cluster: 3 controllers + 2 brokers, so client writes go through forwarding brokers.
 DEFAULT_NODES = "3+2"
-BACKENDS = ("sim", "netns", "docker")  # as harness.test_spec.BACKENDS (a test checks), without importing it
+BACKENDS = ("sim", "netns", "docker", "ssh")  # as harness.test_spec.BACKENDS (a test checks), without importing it
 
 
 def default_backend() -> str:
@@ -73,7 +74,7 @@ def _nemesis_options(pairs: list[str] | None) -> dict[str, dict[str, Any]] | Non
 def registries() -> Any:
     """The names a test may use: what the backends, adapters, workloads and nemesis implement."""
     from harness.db import SUTS
-    from harness.test_spec import Registries
+    from harness.test_spec import BACKENDS, Registries
     from nemesis.catalogue import FAULT_KINDS
     from workloads import workload_names
 
@@ -86,13 +87,14 @@ def resolve(args: argparse.Namespace) -> Any:
 
     backend = args.backend
     if backend is None and not _file_sets(args.test, "backend"):
-        backend = default_backend()
+        backend = "ssh" if args.inventory else default_backend()
     nodes = args.nodes
     if nodes is None and not _file_sets(args.test, "cluster"):
         nodes = DEFAULT_NODES
     overrides = {
         "name": args.name,
         "backend": backend,
+        "inventory": args.inventory,
         "nodes": nodes,
         "workload": args.workload,
         "nemesis": args.nemesis,
@@ -160,6 +162,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--test", metavar="FILE", help="test file (TOML); flags win over it")
     p.add_argument("--backend", choices=BACKENDS, help="where the cluster runs (default: netns as root, else sim)")
+    p.add_argument(
+        "--inventory", metavar="FILE", help="ssh backend: the hosts to run on (TOML; see README); implies --backend ssh"
+    )
     p.add_argument("--nodes", help="cluster shape: N combined nodes, or C+B controllers+brokers (default 3+2)")
     p.add_argument("--workload", help="workload name (default config-register)")
     p.add_argument("--nemesis", help="comma-separated fault kinds, e.g. clock,kill,disk_stall; 'none' for none")

@@ -100,7 +100,13 @@ def make_backend(spec: Any, run_dir: Path) -> Backend:
         if os.geteuid() != 0:
             raise UserError("--backend docker needs root (it attaches the containers' namespaces); use --backend sim")
         return DockerBackend(run_dir, spec.nodes, say=lambda text: print(f"kchaos run: {text}", file=sys.stderr))
-    raise UserError(f"backend {spec.backend!r} is not implemented (choose sim, netns or docker)")
+    if spec.backend == "ssh":
+        from harness.backends.ssh import SshBackend
+
+        if not getattr(spec, "inventory", ""):
+            raise UserError("--backend ssh needs --inventory FILE (the hosts to run on)")
+        return SshBackend(run_dir, spec.nodes, spec.inventory)
+    raise UserError(f"backend {spec.backend!r} is not implemented (choose sim, netns, docker or ssh)")
 
 
 def make_scheduler(backend: Backend) -> Scheduler:

@@ -4,7 +4,8 @@ A test file (every key optional; durations are seconds as numbers, or strings li
 "2m", "1h"):
 
     name = "partition-kill"          # default: "<workload>-<nemesis label>"
-    backend = "sim"                  # sim | netns  (BACKENDS)
+    backend = "sim"                  # sim | netns | ssh  (BACKENDS)
+    inventory = "hosts.toml"         # ssh only: the hosts (harness/backends/inventory.py)
     sut = "kraft"                    # system under test adapter (SUTS)
     workload = "config-register"     # the workload registry (workloads/__init__.py)
     nemesis = ["partition", "kill"]  # fault kinds (nemesis.catalogue); [] = no faults
@@ -61,7 +62,7 @@ from nemesis.catalogue import FAULT_KINDS, check_option, mode_choices
 SCHEMA_VERSION = 1
 
 # Default registries (what load_test accepts when the caller passes none).
-BACKENDS: tuple[str, ...] = ("sim", "netns", "docker")
+BACKENDS: tuple[str, ...] = ("sim", "netns", "docker", "ssh")
 SUTS: tuple[str, ...] = ("kraft",)
 NEMESES: tuple[str, ...] = FAULT_KINDS
 
@@ -77,6 +78,7 @@ def registered_workloads() -> tuple[str, ...]:
 FLAGS: dict[str, str] = {
     "name": "--name",
     "backend": "--backend",
+    "inventory": "--inventory",
     "sut": "--sut",
     "workload": "--workload",
     "nodes": "--nodes",
@@ -170,6 +172,7 @@ class TestSpec:
     final_reads: bool = True
     bugs: tuple[str, ...] = ()  # planted bugs switched on in every node (node/bugs.py); () = the correct node
     forger: bool = True  # the forger side process (harness/forger.py) runs beside the workload
+    inventory: str = ""  # ssh backend: the inventory file (absolute path); "" = none
 
     @property
     def nodes(self) -> list[str]:
@@ -213,6 +216,8 @@ class TestSpec:
             out["bugs"] = list(self.bugs)
         if not self.forger:
             out["forger"] = False
+        if self.inventory:
+            out["inventory"] = self.inventory
         return out
 
     def to_toml(self) -> str:
@@ -446,6 +451,13 @@ def _bug_names(value: Any, where: str) -> tuple[str, ...]:
         raise _fail(where, str(exc)) from None
 
 
+def _inventory(value: Any, where: str) -> str:
+    """The ssh inventory file as an absolute path (so test.json names it wherever it is read)."""
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(where, f"expected the path of an inventory file, got {_type_name(value)} {value!r}")
+    return str(Path(value).expanduser().resolve())
+
+
 def _type_name(value: Any) -> str:
     return {dict: "table", list: "array", str: "string", bool: "boolean", float: "float", int: "integer"}.get(
         type(value), type(value).__name__
@@ -474,6 +486,7 @@ _SCALARS: dict[str, _Parser] = {
     "nemesis_buggify": lambda v, w, r: _boolean(v, w),
     "bugs": lambda v, w, r: _bug_names(v, w),
     "forger": lambda v, w, r: _boolean(v, w),
+    "inventory": lambda v, w, r: _inventory(v, w),
 }
 _TABLES = ("cluster", "workload_options", "nemesis_modes", "nemesis_options")
 # test.json keys that are derived or added by the runner: accepted and ignored by from_dict

@@ -346,6 +346,7 @@ BACKEND_CLASSES: dict[str, str] = {
     "sim": "harness.backends.sim:SimBackend",
     "netns": "harness.backends.netns:NetnsBackend",
     "docker": "harness.backends.docker:DockerBackend",
+    "ssh": "harness.backends.ssh:SshBackend",
 }
 
 

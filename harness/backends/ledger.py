@@ -39,6 +39,8 @@ UNDO_MODULES += [f"harness.backends.{m}" for m in ("packets", "clocks", "pauses"
 UNDO_MODULES += ["harness.backends.lazyfs.mount"]
 # The docker backend: its engine, containers, network and namespace names.
 UNDO_MODULES += ["harness.backends.docker_engine", "harness.backends.docker"]
+# The ssh backend's processes, rules and faults on remote hosts.
+UNDO_MODULES += ["harness.backends.remote_faults"]
 
 
 def register_undo(kind: str) -> Callable[[Undo], Undo]:

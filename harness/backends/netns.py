@@ -25,7 +25,6 @@ import threading
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import IO
 
 from harness.backends import Backend, Grudge, check_grudge
@@ -37,7 +36,7 @@ from harness.backends.ledger import LEDGER_NAME, HealReport, Ledger
 from harness.backends.procs import kill_verified, start_time
 from harness.backends.resources import create_bridge, create_netns, create_veth, link_names, netns_names
 from harness.backends.shell import BackendError, run
-from harness.backends.signals import deferred_termination, exit_on_termination
+from harness.backends.signals import TeardownOnTermination, deferred_termination
 
 NODE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
 # Candidate /24s: 10.200.0.0 to 10.207.255.0 first, then 172.16.0.0 to 172.31.255.0 (rarely used by anything else).
@@ -107,7 +106,16 @@ def free_subnet(seed: str, tries: int = 256) -> ipaddress.IPv4Network:
     raise BackendError("no free private /24 found for the bridge (every candidate overlaps a route)")
 
 
-class NetnsBackend(Backend):
+def check_node_ids(node_ids: Sequence[str]) -> None:
+    """ValueError unless the ids are distinct, non-empty and safe as host and file names."""
+    for node in node_ids:
+        if not NODE_ID.match(node):
+            raise ValueError(f"node id '{node}': use 1 to 32 of A-Z a-z 0-9 _ . -")
+    if len(set(node_ids)) != len(node_ids) or not node_ids:
+        raise ValueError(f"node ids must be distinct and non-empty: {list(node_ids)}")
+
+
+class NetnsBackend(TeardownOnTermination, Backend):
     """One network namespace per node on a bridge; see the module docstring."""
 
     # corrupt: the DB adapter edits a stopped node's files
@@ -123,11 +131,7 @@ class NetnsBackend(Backend):
         firewall: str | None = None,
         tag: str | None = None,
     ) -> None:
-        for node in node_ids:
-            if not NODE_ID.match(node):
-                raise ValueError(f"node id '{node}': use 1 to 32 of A-Z a-z 0-9 _ . -")
-        if len(set(node_ids)) != len(node_ids) or not node_ids:
-            raise ValueError(f"node ids must be distinct and non-empty: {list(node_ids)}")
+        check_node_ids(node_ids)
         self.run_dir = Path(run_dir)
         self._nodes = list(node_ids)
         self._firewall_name = firewall
@@ -141,7 +145,6 @@ class NetnsBackend(Backend):
         self._specs: dict[str, ProcessSpec] = {}
         self._blocks: list[int] = []
         self._lock = threading.RLock()
-        self._signals: contextlib.ExitStack | None = None
         self._host_faults: HostFaults | None = None
         self.lazyfs = NodeDisks(self.run_dir)  # data dirs on lazyfs, once enable_faults asks for lose_unsynced
 
@@ -425,28 +428,6 @@ class NetnsBackend(Backend):
         """The process's environment: its spec's, plus the clock/disk preloads when those are enabled."""
         data_dir = self.data_dir(node) or self.run_dir / "nodes" / node / "data"
         return self._faults_ready().spawn_env(node, spec.env, Path(data_dir))
-
-    # -- context manager: teardown on exit, Ctrl-C and SIGTERM ---------------------------------------
-
-    def __enter__(self) -> NetnsBackend:
-        self._signals = contextlib.ExitStack()
-        self._signals.enter_context(exit_on_termination())
-        try:
-            self.setup()
-        except BaseException:
-            self._signals.close()
-            raise
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        try:
-            self.teardown()
-        finally:
-            if self._signals is not None:
-                self._signals.close()
-                self._signals = None
 
     # -- helpers -------------------------------------------------------------------------------------
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
-from types import FrameType
+from contextlib import ExitStack, contextmanager
+from types import FrameType, TracebackType
+from typing import Self
 
 # Signals that end a harness run: each must unwind through `finally` so teardown runs.
 TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -45,3 +46,36 @@ def deferred_termination() -> Iterator[None]:
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
+
+
+class TeardownOnTermination:
+    """Context manager for a backend with host resources: setup() on enter, teardown() on exit, with
+    Ctrl-C, SIGTERM and SIGHUP unwinding through teardown while it is entered."""
+
+    _signals: ExitStack | None = None
+
+    def setup(self) -> None:
+        raise NotImplementedError
+
+    def teardown(self) -> object:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self._signals = ExitStack()
+        self._signals.enter_context(exit_on_termination())
+        try:
+            self.setup()
+        except BaseException:
+            self._signals.close()
+            raise
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            self.teardown()
+        finally:
+            if self._signals is not None:
+                self._signals.close()
+                self._signals = None

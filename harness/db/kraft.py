@@ -441,11 +441,18 @@ class KraftDB(DB):
         if stop:
             warnings += self.stop_all()
         names = (IMAGE_DUMP, SNAPSHOT_DUMP, COMMITTED_LOG_DUMP)
+        # A backend whose hosts are other machines (ssh) fetches logs and data-dir listings itself.
+        remote_collect = getattr(self._backend(), "collect_node", None)
         for node in self.ids:
             target = run_dir / "nodes" / node
             target.mkdir(parents=True, exist_ok=True)
             if stats[node] is not None:
                 (target / NODE_STATS).write_text(json.dumps(stats[node], sort_keys=True) + "\n", encoding="utf-8")
+            if remote_collect is not None:
+                warnings += remote_collect(node, target)
+                if not fetched[node]:
+                    warnings.append(f"{node}: no dumps (not answering GET /v1/dump)")
+                continue
             data = self.data_dir(node)
             listing = sorted(str(p.relative_to(data)) for p in data.rglob("*")) if data.is_dir() else []
             (target / "data-dir.txt").write_text("\n".join(listing) + "\n", encoding="utf-8")
@@ -519,7 +526,12 @@ class KraftDB(DB):
         backend = self._backend()
         warnings = []
         broker_only = [n for n in self.ids if n[0] == "b"]
+        stop_nodes = getattr(backend, "stop_nodes", None)  # a backend that stops remote nodes itself (ssh)
         for group in (broker_only, [n for n in self.ids if n not in broker_only]):
+            if stop_nodes is not None:
+                killed = stop_nodes([n for n in group if backend.is_alive(n)], STOP_TIMEOUT_S)
+                warnings += [f"{n}: did not stop within {STOP_TIMEOUT_S:.0f} s of SIGTERM; killed" for n in killed]
+                continue
             running = [n for n in group if backend.is_alive(n)]
             for node in running:
                 backend.terminate(node)

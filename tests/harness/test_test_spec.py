@@ -137,7 +137,10 @@ BAD_FILES = [
     ('time_limit_s = "5 parsecs"\n', r"^{f}:1: time_limit_s: expected a duration like 30, 30s, 500ms or 2m, got"),
     ("recovery_s = true\n", r"^{f}:1: recovery_s: expected a duration in seconds, got boolean True$"),
     ("rate = -1\n", r"^{f}:1: rate: must be a number >= 0, got -1$"),
-    ('backend = "kubernetes"\n', r"^{f}:1: backend: unknown backend 'kubernetes' \(choose from docker, netns, sim\)$"),
+    (
+        'backend = "kubernetes"\n',
+        r"^{f}:1: backend: unknown backend 'kubernetes' \(choose from docker, netns, sim, ssh\)$",
+    ),
     (
         'workload = "bank"\n',
         r"^{f}:1: workload: unknown workload 'bank' \(choose from [a-z, -]*config-register[a-z, -]*\)$",

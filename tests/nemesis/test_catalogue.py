@@ -13,6 +13,7 @@ from harness.backends.docker import DockerBackend
 from harness.backends.faults import FAULT_KINDS
 from harness.backends.netns import NetnsBackend
 from harness.backends.sim import SimBackend
+from harness.backends.ssh import SshBackend
 from harness.cli import main
 from nemesis.catalogue import CATALOGUE, HEAL_ORDER, KIND_COLORS, TARGET_MODES, TARGETS_DOC, check_option
 from nemesis.options import all_options, kind_options
@@ -112,6 +113,7 @@ def test_kchaos_nemeses_prints_every_kind_with_modes_parameters_and_backends(cap
         assert ("sim" in backends) == (kind in SimBackend.faults), kind
         assert ("netns" in backends) == (kind in NetnsBackend.faults), kind
         assert ("docker" in backends) == (kind in DockerBackend.faults), kind
+        assert ("ssh" in backends) == (kind in SshBackend.faults), kind
     assert "vote-granted" in blocks["buggify"]
 
 
@@ -122,7 +124,7 @@ def test_kchaos_nemeses_json_and_run_list_nemeses(capsys):
     assert list(by_kind)[: len(FAULT_KINDS)] == list(FAULT_KINDS)
     assert by_kind["clock"]["backends"] == sorted(
         b
-        for b, cls in (("sim", SimBackend), ("netns", NetnsBackend), ("docker", DockerBackend))
+        for b, cls in (("sim", SimBackend), ("netns", NetnsBackend), ("docker", DockerBackend), ("ssh", SshBackend))
         if "clock" in cls.faults
     )
     assert by_kind["pause"]["mechanism"]["docker"].startswith("docker pause")

@@ -1,0 +1,98 @@
+"""Whole `kchaos run`s over SSH on a 3+2 reference cluster (five sshd hosts in network namespaces): a
+chaos run with partition, kill, pause and clock faults that is valid and leaves nothing on the hosts,
+and a run with a planted bug that the checkers catch over SSH too."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.backends.ssh import LATENCY_FILE
+from harness.runner import run_test
+from harness.test_spec import Cluster
+from tests.harness_run.helpers import sim_spec
+from tests.harness_ssh.sshd_hosts import SshHosts, needs_sshd, sshd_hosts
+from tests.harness_ssh.test_ssh_backend import node_processes
+
+pytestmark = [pytest.mark.root, needs_sshd]
+NODES = ("c1", "c2", "c3", "b1", "b2")
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory) -> Iterator[SshHosts]:
+    with sshd_hosts(tmp_path_factory.mktemp("ssh"), ["h1", "h2", "h3", "h4", "h5"]) as found:
+        yield found
+
+
+def run_tag(run_dir: Path) -> str:
+    """The backend's tag for a run, from its ledger (the packet filter table is named after it)."""
+    for line in (run_dir / "ledger.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("kind") == "ssh_firewall":
+            return rec["name"].removeprefix("kchaos_").removeprefix("KC_")
+    raise AssertionError(f"{run_dir}: no ssh_firewall in the ledger")
+
+
+def spec(hosts: SshHosts, **changes):
+    base = dict(
+        seed=21,
+        backend="ssh",
+        inventory=str(hosts.inventory),
+        cluster=Cluster(controllers=3, brokers=2),
+        nemesis=("partition", "kill", "pause", "clock"),
+        time_limit_s=20.0,
+        nemesis_interval_s=2.0,
+        nemesis_duration_s=3.0,
+        concurrency=5,
+        rate=30.0,
+    )
+    return sim_spec(**{**base, **changes})
+
+
+def test_chaos_run_over_ssh_is_valid_and_leaves_nothing(hosts, tmp_path):
+    result = run_test(spec(hosts), root=tmp_path, say=lambda _: None, progress=False)
+    assert result.error is None, result.error
+    run = result.run.path
+    events = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    kinds = {e["f"] for e in events if e["process"] == "nemesis" and e["type"] == "info"}
+    assert {"start-partition", "start-kill", "start-pause", "start-clock"} <= kinds, kinds
+    assert sum(1 for e in events if e["process"] != "nemesis" and e["type"] == "ok") > 50
+    assert result.valid is True and result.exit_code == 0, result.checker_lines
+    test = json.loads((run / "test.json").read_text())
+    assert test["backend"] == "ssh" and test["inventory"] == str(hosts.inventory)
+    ids = {"c1": 1, "c2": 2, "c3": 3, "b1": 4, "b2": 5}
+    for node in NODES:
+        node_dir = run / "nodes" / node
+        assert (node_dir / "committed-log.jsonl").is_file()
+        log = (node_dir / "stderr.log").read_text()
+        assert f"node {ids[node]} stopped" in log  # stopped cleanly by SIGTERM over SSH, log fetched
+        assert "__cluster_metadata-0" in (node_dir / "data-dir.txt").read_text().split()
+    figures = json.loads((run / LATENCY_FILE).read_text())
+    assert {"partition", "heal_network", "kill", "pause", "clock"} <= set(figures["faults"])
+    tag = run_tag(run)
+    assert not node_processes(tag)
+    tables = "".join(hosts.net.exec(h, ["nft", "list", "tables"]).stdout for h in hosts.roots)
+    assert f"kchaos_{tag}" not in tables
+    assert list(hosts.root.iterdir()) == []  # nothing reached the hosts' files through a local path
+    assert (hosts.roots["h1"] / "runs" / tag / "nodes" / "c1" / "server.properties").is_file()
+
+
+def test_a_planted_bug_is_caught_over_ssh_through_the_cli(hosts, tmp_path, capsys):
+    from harness.cli import main
+
+    # One controller, so the forger's Envelope (sent to a random controller) always reaches the active one;
+    # the forger cycles through its five kinds every 2 s, so 14 s send each at least once.
+    argv = ["run", "--backend", "ssh", "--inventory", str(hosts.inventory), "--nodes", "1+2", "--nemesis", "none",
+            "--bug", "ctl-envelope-unauthorized", "--time-limit", "14s", "--seed", "32",
+            "--results", str(tmp_path), "--no-progress"]  # fmt: skip
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "verdict: INVALID (exit 1)" in out and "forgery: False" in out, out
+    run = Path(out.split("run directory: ", 1)[1].split()[0])
+    checkers = json.loads((run / "results.json").read_text())["checkers"]
+    assert checkers["forgery"]["valid"] is False
+    assert json.loads((run / "test.json").read_text())["bugs"] == ["ctl-envelope-unauthorized"]
+    assert not node_processes(run_tag(run))
