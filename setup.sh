@@ -48,6 +48,7 @@ run)
     exec kchaos run "$@"
     ;;
 test)
+    export KCHAOS_REQUIRE_NATIVE=1  # the compiled checker core must have been built (tests/checkers/test_native.py)
     ruff check .
     ruff format --check . || { echo "setup: run 'ruff format .' to fix formatting" >&2; exit 1; }
     set +e
