@@ -22,8 +22,7 @@ class EndQuorumEpochMixin(RaftNodeBase):
             self._inflight.clear()
             self.state.backing_off_until = NEVER  # give up this election; never start another
         elif isinstance(self.state, Prospective):
-            self._inflight.clear()
-            self.state.backing_off = True  # ask for no more pre-votes; never stand
+            self._inflight.clear()  # ask for no more pre-votes, fetch no more (_drive); never stand
 
     def _become_resigned(self, now: int) -> None:
         assert isinstance(self.state, Leader)

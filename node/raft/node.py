@@ -411,5 +411,5 @@ class RaftNode(
                 self._discover_leader(now)
             case Resigned():
                 self._send_end_quorum_epoch(now, state)
-            case Prospective() if not state.backing_off:
+            case Prospective() if not self._shutting_down:
                 self._send_pre_votes(now, state)

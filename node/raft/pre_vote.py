@@ -72,13 +72,15 @@ class PreVoteMixin(RaftNodeBase):
             return
         prospective.rejected.add(source)
         if len(prospective.rejected) > len(self.voters) - self.config.majority:
-            # This round cannot succeed: ask nobody more until the next one.
+            # This round cannot succeed: ask nobody more until the next one (the Fetch to the leader
+            # goes on: its answer is what brings this node back).
             prospective.backing_off = True
-            self._inflight.clear()
 
     def _pre_vote_round_expired(self, now: int, prospective: Prospective) -> None:
-        """No majority in an election timeout: ask everyone again (still in the same epoch)."""
-        self._inflight.clear()
+        """No majority in an election timeout: ask everyone again (still in the same epoch). Answers
+        to the last round's pre-votes are dropped; a Fetch to the leader stays in flight."""
+        for voter in [v for v in self._inflight if v != prospective.leader_id]:
+            del self._inflight[voter]
         prospective.granted = {self.node_id}
         prospective.rejected = set()
         prospective.backing_off = False
@@ -91,7 +93,7 @@ class PreVoteMixin(RaftNodeBase):
             self.cluster_id, prospective.epoch, self.node_id, self.log.last_epoch, self.log.end_offset, pre_vote=True
         )
         leader = prospective.leader_id
-        for voter in self.voters:
+        for voter in () if prospective.backing_off else self.voters:
             if (
                 voter not in (self.node_id, leader)  # the leader would refuse: it is fetched from instead
                 and voter not in prospective.granted

@@ -63,7 +63,7 @@ class Prospective:
     election_deadline: int  # when this round of pre-votes is deemed failed and another starts
     granted: set[int] = field(default_factory=set)
     rejected: set[int] = field(default_factory=set)
-    backing_off: bool = False  # a majority refused (or the node is shutting down): wait for the deadline
+    backing_off: bool = False  # a majority refused: ask nobody more until the deadline (fetching goes on)
     role = Role.PROSPECTIVE
 
 

@@ -235,3 +235,17 @@ def test_a_single_voter_needs_no_pre_votes():
     node = make_node(1, voters=(1,), **PRE_VOTE)
     node.handle(LATE, Tick())
     assert node.role is Role.LEADER and node.epoch == 1
+
+
+def test_refused_by_a_majority_a_prospective_keeps_fetching_and_follows_the_leader_that_answers():
+    # Five voters: the three others refuse (they fetch from the live leader 1); the Fetch to the
+    # leader stays in flight through the refusals, and its answer ends the prospective state.
+    node, _ = make_follower(3, 1, 4, voters=(1, 2, 3, 4, 5), **PRE_VOTE)
+    actions = node.handle(LATE, Tick())
+    assert node.role is Role.PROSPECTIVE
+    for voter in (2, 4, 5):
+        req = sent(actions, VoteRequest, to=voter)[-1]
+        answer(node, LATE + 5, req, VoteResponse(int(ErrorCode.NONE), 1, 4, False))
+    assert sent(node.handle(LATE + 10, Tick()), VoteRequest) == []  # this round is over
+    fetch_response(node, actions, LATE + 500, FetchResponse(int(ErrorCode.NONE), 1, 4, 0))
+    assert node.role is Role.FOLLOWER and node.leader_id == 1 and node.epoch == 4
