@@ -18,13 +18,14 @@ import time
 
 from node.runtime.local_cluster import NodeProcess, find_leader, plan_cluster, status, wait_for
 
-# As in test_real_cluster.py. The request timeout must stay above the leader's 500 ms long poll, or
-# the healthy followers' own Fetches time out and they stand too.
+# Kafka's fetch timeout, so that a loaded machine does not make the healthy follower miss its leader
+# too. The request timeout must stay above the leader's 500 ms long poll, or the healthy follower's
+# own Fetches time out and it stands as well.
 TIMEOUTS = {
-    "quorum.fetch.timeout.ms": "1500",
+    "quorum.fetch.timeout.ms": "2000",
     "quorum.election.timeout.ms": "1000",
     "quorum.election.backoff.max.ms": "500",
-    "quorum.request.timeout.ms": "1000",
+    "quorum.request.timeout.ms": "1500",
 }
 
 
@@ -106,7 +107,7 @@ def test_an_isolated_voter_rejoins_without_a_new_epoch(tmp_path):
             if isolated.node_id in (src, dst):
                 relay.set_cut(True)
         roles = set()
-        cut_until = time.monotonic() + 9  # six fetch timeouts: six candidacies or more without pre-vote
+        cut_until = time.monotonic() + 10  # five fetch timeouts: five candidacies or more without pre-vote
         while time.monotonic() < cut_until:
             doc = status(isolated)
             assert doc is not None and doc["epoch"] == epoch, doc
