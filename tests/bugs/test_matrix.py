@@ -20,8 +20,12 @@ from harness.test_spec import Cluster
 from node.bugs import BY_NAME, CATALOGUE
 
 # With the config-register workload and partition/kill faults alone, these must be caught (the
-# matrix's regression guard; the whole catalogue runs in the slow test).
-CAUGHT_TODAY = ("raft-follower-fetch-before-flush", "ctl-envelope-unauthorized", "metadata-snapshot-omits-configs")
+# matrix's regression guard; the whole catalogue runs in the slow test). ctl-envelope-unauthorized was
+# one until pre-vote (KIP-996) changed these runs: the forger sends its Envelope in some runs only (ten
+# kinds in turn, one every 2 s) and it must reach the active controller; config-register x
+# partition+kill caught it at 3 of seeds 1-12 before and at none since. The whole matrix still does
+# (config-append x all kinds x seed 1).
+CAUGHT_TODAY = ("raft-follower-fetch-before-flush", "broker-read-offset-not-applied", "metadata-snapshot-omits-configs")
 
 
 # The whole default matrix catches every planted bug within its 300 s budget but these (the README's
