@@ -478,9 +478,11 @@ def to_json(result: MatrixResult) -> dict[str, Any]:
 
 def default_nemeses(kinds: Sequence[str]) -> tuple[tuple[str, ...], ...]:
     """All fault kinds together first (with the simulator's targeted faults: the mix that reaches the
-    most windows per simulated second), then each kind alone (a bug one kind exposes, undiluted)."""
-    singles = tuple((k,) for k in kinds)
-    return ((tuple(kinds),) if len(kinds) > 1 else ()) + singles
+    most windows per simulated second), then each kind alone (a bug one kind exposes, undiluted),
+    `kill` first: with pre-vote (KIP-996) a partitioned voter no longer unseats the leader when it
+    returns, so the leader changes that failover bugs need come from leaders that really fail."""
+    singles = sorted(((k,) for k in kinds), key=lambda single: single != ("kill",))
+    return ((tuple(kinds),) if len(kinds) > 1 else ()) + tuple(singles)
 
 
 __all__ = [

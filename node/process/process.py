@@ -48,6 +48,7 @@ from node.protocol.broker_api import (
     EnvelopeRequest,
     FetchSnapshotRequest,
 )
+from node.protocol.codec import SUPPORTED_VERSIONS
 from node.protocol.errors import ErrorCode
 from node.protocol.refusal import error_response
 from node.protocol.registry import BROKER_API_KEYS, CONTROLLER_API_KEYS
@@ -413,7 +414,9 @@ class NodeProcess:
         controller_listener = self.broker is None or ctx.listener_name == CONTROLLER_LISTENER
         on_controller = self.controller is not None and controller_listener
         keys = sorted(CONTROLLER_API_KEYS if on_controller else BROKER_API_KEYS)
-        return ApiVersionsResponse(ErrorCode.NONE, tuple(ApiVersion(k, 0, 0) for k in keys))
+        return ApiVersionsResponse(
+            ErrorCode.NONE, tuple(ApiVersion(k, min(SUPPORTED_VERSIONS[k]), max(SUPPORTED_VERSIONS[k])) for k in keys)
+        )
 
     # =============================================================================================
     # replies, callbacks and the Raft core's actions

@@ -4,7 +4,7 @@ Frame layout (big-endian):
 
     length          int32   bytes that follow this field
     api_key         int16   Kafka's API key (registry.API_KEYS)
-    api_version     int16   schema version of the body (0 today)
+    api_version     int16   schema version of the body (0, but VoteRequest v2 for a KIP-996 pre-vote)
     correlation_id  int32   echoed in the response
     flags           int8    bit 0: response; other bits must be 0
     body            the message's fields in declaration order
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Protocol
 
-import node.protocol.schemas  # noqa: F401  (defines every message's layout in fields.SCHEMAS_BY_CLASS)
-from node.protocol.fields import SCHEMAS_BY_CLASS, Cursor, FrameError, Schema
+import node.protocol.schemas  # noqa: F401  (defines every message's layouts in fields.SCHEMA_VERSIONS)
+from node.protocol.fields import SCHEMA_VERSIONS, Cursor, FrameError, Schema
 from node.protocol.registry import API_KEYS, API_NAMES, REQUESTS, RESPONSES
 
 DEFAULT_MAX_FRAME_BYTES = 8 << 20
@@ -84,16 +84,23 @@ class Codec(Protocol):
         ...
 
 
-CURRENT_VERSION = 0
 # (api_key, kind, version) -> schema. A new version adds entries here; old ones stay decodable.
 _BY_WIRE: dict[tuple[int, FrameKind, int], Schema] = {}
-for _cls in REQUESTS:
-    _BY_WIRE[(API_KEYS[_cls], FrameKind.REQUEST, 0)] = SCHEMAS_BY_CLASS[_cls]
-for _cls in RESPONSES:
-    _BY_WIRE[(API_KEYS[_cls], FrameKind.RESPONSE, 0)] = SCHEMAS_BY_CLASS[_cls]
+# The layouts a message may be sent in, oldest first: the oldest that carries all its non-default
+# fields is used (a VoteRequest is v0 unless it is a pre-vote).
+_SEND_LAYOUTS: dict[type, tuple[tuple[int, Schema], ...]] = {}
+for _kind, _classes in ((FrameKind.REQUEST, REQUESTS), (FrameKind.RESPONSE, RESPONSES)):
+    for _cls in _classes:
+        _versions = SCHEMA_VERSIONS[_cls]
+        for _version, _schema in _versions.items():
+            _BY_WIRE[(API_KEYS[_cls], _kind, _version)] = _schema
+        _SEND_LAYOUTS[_cls] = tuple(sorted(_versions.items()))
 _REQUEST_CLASSES = frozenset(REQUESTS)
 _RESPONSE_CLASSES = frozenset(RESPONSES)
-SUPPORTED_VERSIONS: dict[int, tuple[int, ...]] = {key: (0,) for key in API_NAMES}
+SUPPORTED_VERSIONS: dict[int, tuple[int, ...]] = {key: () for key in API_NAMES}
+for _key, _kind, _version in _BY_WIRE:
+    if _version not in SUPPORTED_VERSIONS[_key]:
+        SUPPORTED_VERSIONS[_key] = tuple(sorted((*SUPPORTED_VERSIONS[_key], _version)))
 
 
 class BinaryCodec:
@@ -125,15 +132,21 @@ class BinaryCodec:
 
     def _encode(self, correlation_id: int, msg: Any, flags: int) -> bytes:
         cls = type(msg)
+        layouts = _SEND_LAYOUTS[cls]
+        version, schema = layouts[-1]
+        for older, layout in layouts[:-1]:
+            if all(getattr(msg, name) == default for name, default in layout.omitted):
+                version, schema = older, layout
+                break
         parts: list[bytes] = [b""]
-        SCHEMAS_BY_CLASS[cls].encode_into(msg, parts)
+        schema.encode_into(msg, parts)
         length = HEADER.size + sum(len(p) for p in parts)
         if length > self.max_frame_bytes:
             raise ValueError(
                 f"encoded {cls.__name__} frame is {length} bytes, over the {self.max_frame_bytes}-byte limit"
             )
         try:
-            parts[0] = _PREFIXED_HEADER.pack(length, API_KEYS[cls], CURRENT_VERSION, correlation_id, flags)
+            parts[0] = _PREFIXED_HEADER.pack(length, API_KEYS[cls], version, correlation_id, flags)
         except struct.error as e:
             raise ValueError(f"cannot encode correlation id {correlation_id}: {e}") from None
         return b"".join(parts)
@@ -226,7 +239,6 @@ class FrameReader:
 
 
 __all__ = [
-    "CURRENT_VERSION",
     "DEFAULT_MAX_FRAME_BYTES",
     "SUPPORTED_VERSIONS",
     "BinaryCodec",

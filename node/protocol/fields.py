@@ -417,10 +417,19 @@ class _Step:
 class Schema:
     """A message's field list compiled into steps; positional construction follows field order."""
 
-    def __init__(self, cls: type, fields: tuple[tuple[str, Field], ...]) -> None:
+    def __init__(self, cls: type, fields: tuple[tuple[str, Field], ...], older: bool = False) -> None:
         declared = tuple(f.name for f in dataclasses.fields(cls))
-        if declared != tuple(name for name, _ in fields):
+        listed = tuple(name for name, _ in fields)
+        # An older version lists the first fields only; the others must have defaults to decode into.
+        omitted = dataclasses.fields(cls)[len(listed) :] if older else ()
+        if (
+            declared[: len(listed)] != listed
+            or (len(listed) + len(omitted) != len(declared))
+            or any(f.default is dataclasses.MISSING for f in omitted)
+        ):
             raise TypeError(f"schema of {cls.__name__} lists {fields}, the dataclass has {declared}")
+        # (field, default) of the fields this version does not carry
+        self.omitted: tuple[tuple[str, Any], ...] = tuple((f.name, f.default) for f in omitted)
         self.cls = cls
         self.name = cls.__name__
         self.fields = fields
@@ -489,14 +498,27 @@ class Schema:
         return self.cls(*values)
 
 
-SCHEMAS_BY_CLASS: dict[type, Schema] = {}
+SCHEMAS_BY_CLASS: dict[type, Schema] = {}  # the latest layout of each message
+SCHEMA_VERSIONS: dict[type, dict[int, Schema]] = {}  # every layout of each message, by version
 
 
-def define(cls: type, *fields: tuple[str, Field]) -> None:
-    """Declare a message's wire layout; nested structs must be defined before the messages using them."""
+def define(cls: type, *fields: tuple[str, Field], version: int = 0) -> None:
+    """Declare a message's (latest) wire layout; nested structs must be defined before the messages
+    using them."""
     if cls in SCHEMAS_BY_CLASS:
         raise TypeError(f"{cls.__name__} already has a schema")
-    SCHEMAS_BY_CLASS[cls] = Schema(cls, fields)
+    SCHEMAS_BY_CLASS[cls] = schema = Schema(cls, fields)
+    SCHEMA_VERSIONS[cls] = {version: schema}
+
+
+def define_older(cls: type, version: int, *fields: tuple[str, Field]) -> None:
+    """Declare an older version of a message's layout: the first fields of the latest one. Decoded,
+    the fields it lacks take their defaults; a message whose later fields all hold their defaults is
+    sent in it, so a peer that knows only the older version still understands it."""
+    versions = SCHEMA_VERSIONS.get(cls)
+    if versions is None or version in versions or version >= max(versions):
+        raise TypeError(f"{cls.__name__} v{version}: define the latest layout first, then older ones")
+    versions[version] = Schema(cls, fields, older=True)
 
 
 __all__ = [
@@ -513,6 +535,7 @@ __all__ = [
     "NULLABLE_BYTES",
     "NULLABLE_STRING",
     "SCHEMAS_BY_CLASS",
+    "SCHEMA_VERSIONS",
     "STRING",
     "UINT16",
     "UUID",
@@ -531,6 +554,7 @@ __all__ = [
     "array",
     "decode_count",
     "define",
+    "define_older",
     "enum8",
     "inline_struct",
     "map_of",

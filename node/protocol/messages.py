@@ -24,6 +24,9 @@ class VoteRequest:
     candidate_id: int
     last_offset_epoch: int
     last_offset: int
+    # KIP-996 (VoteRequest v2): a pre-vote asks whether the voter would vote for the candidate in the
+    # next epoch; candidate_epoch is then the prospective's current epoch, not a bumped one.
+    pre_vote: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""Version 0 wire layout of every message: one `define` per dataclass, in its field order.
+"""The wire layout of every message: one `define` per dataclass, in its field order (version 0 unless
+said; `define_older` adds the layouts of older versions a message can still be sent and read in).
 
 Nested structs are defined before the messages that contain them. `fields.Schema` checks each list
 against the dataclass, so adding a field to a message without adding it here fails at import.
@@ -24,6 +25,7 @@ from node.protocol.fields import (
     UUID,
     array,
     define,
+    define_older,
     enum8,
     inline_struct,
     map_of,
@@ -56,14 +58,17 @@ define(
     ("last_fetch_timestamp", INT64),
     ("last_caught_up_timestamp", INT64),
 )
-define(
-    VoteRequest,
+VOTE_REQUEST_V0 = (
     ("cluster_id", STRING),
     ("candidate_epoch", INT32),
     ("candidate_id", INT32),
     ("last_offset_epoch", INT32),
     ("last_offset", INT64),
 )
+# KIP-996 adds PreVote in v2 (Kafka's v1 is KIP-853's dynamic-voter fields, which this project does
+# not speak). A standard vote still goes out as v0.
+define(VoteRequest, *VOTE_REQUEST_V0, ("pre_vote", BOOL), version=2)
+define_older(VoteRequest, 0, *VOTE_REQUEST_V0)
 define(VoteResponse, ("error_code", ERROR), ("leader_id", INT32), ("leader_epoch", INT32), ("vote_granted", BOOL))
 define(BeginQuorumEpochRequest, ("cluster_id", STRING), ("leader_id", INT32), ("leader_epoch", INT32))
 define(BeginQuorumEpochResponse, ("error_code", ERROR), ("leader_id", INT32), ("leader_epoch", INT32))

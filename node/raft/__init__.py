@@ -10,6 +10,6 @@ feeds `RaftNode.handle(now_ms, event)` and carries out the actions it returns, i
 - `storage`: the abstract persistent storage both runtimes implement;
 - `config`: the `quorum.*` settings;
 - `node`: `RaftNode`, the entry point, put together from one module per KIP section: `election`,
-  `timers`, `fetch`, `high_watermark`, `append`, `begin_quorum_epoch`, `end_quorum_epoch`,
+  `pre_vote` (KIP-996), `timers`, `fetch`, `high_watermark`, `append`, `begin_quorum_epoch`, `end_quorum_epoch`,
   `describe_quorum`, `read_barrier`, `snapshots` (and `base`, the state they share).
 """

@@ -55,6 +55,9 @@ class RaftConfig:
     fetch_max_wait_ms: int = 500  # how long a leader parks a Fetch with nothing new to send
     fetch_max_bytes: int = 1 << 20
     append_max_records: int = 10_000  # records per batch when concurrent appends are grouped
+    # KIP-996: ask for pre-votes before bumping the epoch. Kafka has no setting for it (it is on once
+    # every voter speaks VoteRequest v2); off only to measure what it changes.
+    pre_vote: bool = True
     bugs: Bugs = NO_BUGS  # planted bugs switched on (node/bugs.py); empty in every real deployment
 
     def __post_init__(self) -> None:

@@ -20,6 +20,7 @@ from node.raft.quorum_state import (
     Candidate,
     Follower,
     Leader,
+    Prospective,
     QuorumStateData,
     ReplicaProgress,
     Resigned,
@@ -70,7 +71,11 @@ class ElectionMixin(RaftNodeBase):
         # a disruptive candidate with a stale log, bumping the epoch faster than the others' election
         # timeout, keep every other voter from ever starting an election it could win.
         match self.state:
-            case Unattached(election_deadline=deadline) | Voted(election_deadline=deadline):
+            case (
+                Unattached(election_deadline=deadline)
+                | Voted(election_deadline=deadline)
+                | Prospective(election_deadline=deadline)
+            ):
                 pass
             case Candidate(backing_off_until=until, election_deadline=deadline):
                 deadline = until if until is not None else deadline
@@ -100,7 +105,7 @@ class ElectionMixin(RaftNodeBase):
     def _become_candidate(self, now: int) -> None:
         if not self.is_voter:
             return
-        retries = self.state.retries + 1 if isinstance(self.state, Candidate) else 1
+        retries = self.state.retries + 1 if isinstance(self.state, Candidate | Prospective) else 1
         self._leave_role()
         if self._election_started_ms is None:
             self._election_started_ms = now
@@ -158,7 +163,10 @@ class ElectionMixin(RaftNodeBase):
         if (
             epoch == self.epoch
             and leader_id not in (NO_LEADER, self.node_id)
-            and isinstance(self.state, Unattached | Voted | Candidate)
+            and (
+                isinstance(self.state, Unattached | Voted | Candidate)
+                or (isinstance(self.state, Prospective) and self.state.leader_id == NO_LEADER)
+            )
         ):
             self._become_follower(now, epoch, leader_id)
             return True
@@ -178,6 +186,8 @@ class ElectionMixin(RaftNodeBase):
         # 2. A larger epoch than the candidate's is known: reject.
         if req.candidate_epoch < self.epoch:
             return self._vote_response(ErrorCode.FENCED_LEADER_EPOCH, False)
+        if req.pre_vote:
+            return self._on_pre_vote_request(now, req)  # KIP-996 (pre_vote.py)
         # 4.1 A candidate outside the voter set: accept the epoch bump, reject, and start an election.
         if req.candidate_id not in self.config.voter_ids:
             if req.candidate_epoch > self.epoch:
@@ -194,6 +204,12 @@ class ElectionMixin(RaftNodeBase):
                 return self._vote_response(ErrorCode.NONE, voted == req.candidate_id)
             case Candidate() | Leader() | Follower() | Resigned():
                 return self._vote_response(ErrorCode.NONE, False)
+            case Prospective(leader_id=leader):
+                # Standing for the next epoch changes nothing in this one: its vote, or its leader, holds.
+                qs = self.quorum_state
+                voted = qs.voted_id if qs.leader_epoch == self.epoch else NO_ID
+                if voted != NO_ID or leader != NO_LEADER:
+                    return self._vote_response(ErrorCode.NONE, voted == req.candidate_id)
         # 4.2 The candidate's log must be at least as up-to-date as ours.
         if (req.last_offset_epoch, req.last_offset) < (self.log.last_epoch, self.log.end_offset):
             return self._vote_response(ErrorCode.NONE, False)
@@ -204,6 +220,9 @@ class ElectionMixin(RaftNodeBase):
 
     def _on_vote_response(self, now: int, source: int, resp: VoteResponse) -> None:
         if self._maybe_transition_on_epoch(now, resp.leader_epoch, resp.leader_id):
+            return
+        if isinstance(self.state, Prospective):
+            self._on_pre_vote_response(now, source, resp)  # KIP-996 (pre_vote.py)
             return
         # 1. Only a candidate cares. The correlation id already tied this answer to this candidacy
         # (in-flight requests are dropped on every role change), so an answer carrying an older epoch

@@ -10,7 +10,7 @@ from __future__ import annotations
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import EndQuorumEpochRequest, EndQuorumEpochResponse
 from node.raft.base import NEVER, RaftNodeBase
-from node.raft.quorum_state import Candidate, Follower, Leader, Resigned, Unattached, Voted
+from node.raft.quorum_state import Candidate, Follower, Leader, Prospective, Resigned, Unattached, Voted
 
 
 class EndQuorumEpochMixin(RaftNodeBase):
@@ -21,6 +21,8 @@ class EndQuorumEpochMixin(RaftNodeBase):
         elif isinstance(self.state, Candidate):
             self._inflight.clear()
             self.state.backing_off_until = NEVER  # give up this election; never start another
+        elif isinstance(self.state, Prospective):
+            self._inflight.clear()  # ask for no more pre-votes, fetch no more (_drive); never stand
 
     def _become_resigned(self, now: int) -> None:
         assert isinstance(self.state, Leader)
@@ -67,10 +69,11 @@ class EndQuorumEpochMixin(RaftNodeBase):
         match self.state:
             case Follower() as s:
                 s.fetch_deadline = min(s.fetch_deadline, now + backoff)
-            case Unattached() | Voted() as s:
+                s.heard_from_leader = False  # the leader is leaving: grant the successors' pre-votes
+            case Unattached() | Voted() | Prospective() as s:
                 s.election_deadline = min(s.election_deadline, now + backoff)
-        if backoff == 0 and isinstance(self.state, Follower | Unattached | Voted):
-            self._become_candidate(now)
+        if backoff == 0 and isinstance(self.state, Follower | Unattached | Voted | Prospective):
+            self._become_candidate(now)  # the leader handed over: stand at once, without pre-votes
         return answer(ErrorCode.NONE)
 
     def _on_end_quorum_epoch_response(self, now: int, source: int, resp: EndQuorumEpochResponse) -> None:

@@ -17,7 +17,7 @@ from node.protocol.errors import ErrorCode
 from node.protocol.messages import EpochEndOffset, FetchRequest, FetchResponse, FetchSnapshotResponse
 from node.raft.actions import AppendBatches, Fatal, TruncateLog
 from node.raft.base import RaftNodeBase
-from node.raft.quorum_state import Follower, Leader, ReplicaProgress
+from node.raft.quorum_state import Follower, Leader, Prospective, ReplicaProgress
 from node.raft.records import RecordBatch
 
 
@@ -165,6 +165,15 @@ class ReplicationMixin(RaftNodeBase):
         if not self._answer_still_matters(now, source, resp):
             return
         state = self.state
+        if (
+            isinstance(state, Prospective)
+            and source == state.leader_id
+            and resp.leader_epoch == state.epoch
+            and resp.error_code == ErrorCode.NONE
+        ):
+            # KIP-996: the leader answered after all: follow it again instead of standing.
+            self._become_follower(now, state.epoch, source)
+            state = self.state
         if not (isinstance(state, Follower) and source == state.leader_id and resp.leader_epoch == state.epoch):
             if resp.error_code != ErrorCode.NONE:
                 self._back_off(now, source)
@@ -173,6 +182,7 @@ class ReplicationMixin(RaftNodeBase):
             self._back_off(now, source)
             return
         state.fetch_deadline = now + self.config.fetch_timeout_ms
+        state.heard_from_leader = True
         if resp.snapshot_id is not None:
             self._start_snapshot_fetch(now, source, resp)
             return
@@ -223,13 +233,14 @@ class ReplicationMixin(RaftNodeBase):
 
     # --- What a follower or an unattached node sends ----------------------------------------------
 
-    def _send_fetch(self, now: int, follower: Follower) -> None:
+    def _send_fetch(self, now: int, leader_id: int) -> None:
+        """A follower's (or a prospective's, KIP-996) Fetch to its leader."""
         # A voter acknowledges through its fetch offset, so it fetches again only once fsync'd.
         flushed = not self._flush_in_flight and self._flushed_end == self.log.end_offset
         if "raft-follower-fetch-before-flush" in self.config.bugs:  # KAFKA-10533
             flushed = True
-        if self._can_send(now, follower.leader_id) and flushed:
-            self._send(now, follower.leader_id, self._fetch_request(self.config.fetch_max_wait_ms))
+        if self._can_send(now, leader_id) and flushed:
+            self._send(now, leader_id, self._fetch_request(self.config.fetch_max_wait_ms))
 
     def _discover_leader(self, now: int) -> None:
         """Unattached: ask a random voter; its answer names the leader it knows."""

@@ -9,6 +9,7 @@ named after it; this module dispatches every event, request and answer to the se
 
 - `election.py`: Vote request and response handling, and every role transition (`_become_*`; each
   persists the quorum state before anything else is sent);
+- `pre_vote.py`: KIP-996, the prospective role: pre-votes before a candidacy bumps the epoch;
 - `timers.py`: election, fetch and check-quorum timeouts (`_check_deadlines` fires them);
 - `fetch.py`: Fetch request and response handling (replication), divergence and truncation;
 - `high_watermark.py`: how the leader and the followers advance it, and what a committed offset decides;
@@ -75,11 +76,13 @@ from node.raft.fetch import ReplicationMixin
 from node.raft.high_watermark import HighWatermarkMixin
 from node.raft.log import RaftLog
 from node.raft.metrics import RaftMetrics
+from node.raft.pre_vote import PreVoteMixin
 from node.raft.quorum_state import (
     NO_ID,
     Candidate,
     Follower,
     Leader,
+    Prospective,
     QuorumStateData,
     Resigned,
     Role,
@@ -103,6 +106,7 @@ class RaftNode(
     ElectionMixin,
     TimersMixin,
     ReplicationMixin,
+    PreVoteMixin,
     HighWatermarkMixin,
     AppendMixin,
     BeginQuorumEpochMixin,
@@ -217,7 +221,7 @@ class RaftNode(
         match self.state:
             case Leader():
                 return self.node_id
-            case Follower(leader_id=leader) | Resigned(leader_id=leader):
+            case Follower(leader_id=leader) | Resigned(leader_id=leader) | Prospective(leader_id=leader):
                 return leader
         return NO_LEADER
 
@@ -402,8 +406,10 @@ class RaftNode(
             case Follower() if self._snapshot_fetch is not None:
                 self._send_fetch_snapshot(now, state)
             case Follower():
-                self._send_fetch(now, state)
+                self._send_fetch(now, state.leader_id)
             case Unattached():
                 self._discover_leader(now)
             case Resigned():
                 self._send_end_quorum_epoch(now, state)
+            case Prospective() if not self._shutting_down:
+                self._send_pre_votes(now, state)

@@ -24,6 +24,7 @@ class QuorumStateData:
 class Role(Enum):
     UNATTACHED = "unattached"
     VOTED = "voted"
+    PROSPECTIVE = "prospective"
     CANDIDATE = "candidate"
     LEADER = "leader"
     FOLLOWER = "follower"
@@ -47,6 +48,23 @@ class Voted:
     voted_id: int
     election_deadline: int
     role = Role.VOTED
+
+
+@dataclass(slots=True)
+class Prospective:
+    """Asks the voters for pre-votes (KIP-996) before standing: same epoch, nothing persisted.
+
+    Only a majority of pre-votes makes it a candidate and bumps the epoch, so a voter that cannot
+    reach a majority (partitioned, or behind) never inflates the epoch nor disrupts the leader."""
+
+    epoch: int
+    leader_id: int  # the leader it followed in this epoch (it keeps fetching from it), or NO_ID
+    retries: int  # elections this node started in a row (carried from a failed candidacy)
+    election_deadline: int  # when this round of pre-votes is deemed failed and another starts
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    backing_off: bool = False  # a majority refused: ask nobody more until the deadline (fetching goes on)
+    role = Role.PROSPECTIVE
 
 
 @dataclass(slots=True)
@@ -90,6 +108,9 @@ class Follower:
     epoch: int
     leader_id: int
     fetch_deadline: int  # quorum.fetch.timeout.ms without a successful fetch -> election
+    # A Fetch to the leader succeeded in this epoch (and fetch_deadline has not passed since): the
+    # leader is alive, so this voter refuses pre-votes (KIP-996).
+    heard_from_leader: bool = False
     role = Role.FOLLOWER
 
 
@@ -105,4 +126,4 @@ class Resigned:
     role = Role.RESIGNED
 
 
-RoleState = Unattached | Voted | Candidate | Leader | Follower | Resigned
+RoleState = Unattached | Voted | Prospective | Candidate | Leader | Follower | Resigned

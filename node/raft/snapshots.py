@@ -228,6 +228,7 @@ class SnapshotsMixin(RaftNodeBase):
             self._back_off(now, source)
             return
         state.fetch_deadline = now + self.config.fetch_timeout_ms
+        state.heard_from_leader = True
         if fetch.done:
             data = b"".join(fetch.parts)
             self._snapshot_fetch = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from node.raft.actions import SetTimer
 from node.raft.base import NEVER, RaftNodeBase
-from node.raft.quorum_state import Candidate, Follower, Leader, Resigned, Unattached, Voted
+from node.raft.quorum_state import Candidate, Follower, Leader, Prospective, Resigned, Unattached, Voted
 
 
 class TimersMixin(RaftNodeBase):
@@ -38,17 +38,17 @@ class TimersMixin(RaftNodeBase):
         match self.state:
             case Unattached(election_deadline=deadline) | Voted(election_deadline=deadline) if deadline <= now:
                 if self.is_voter:
-                    self._become_candidate(now)
+                    self._start_election(now)
                 else:
                     self.state.election_deadline = now + self._random_election_timeout()
             case Follower(fetch_deadline=deadline) if deadline <= now:
                 if self.is_voter:
-                    self._become_candidate(now)
+                    self._start_election(now)
                 else:
                     self._become_unattached(now, self.epoch)
             case Candidate() as c:
                 if c.backing_off_until is not None and c.backing_off_until <= now:
-                    self._become_candidate(now)
+                    self._start_election(now)
                 elif c.backing_off_until is None and c.election_deadline <= now:
                     self._election_failed(now)
             case Leader() as leader if leader.check_quorum_deadline <= now:
@@ -60,9 +60,11 @@ class TimersMixin(RaftNodeBase):
                     leader.fetched_since_check = set()
                     leader.check_quorum_deadline = now + self.config.fetch_timeout_ms
                 else:
-                    self._become_candidate(now)
+                    self._start_election(now)
             case Resigned(election_deadline=deadline) if deadline <= now and not self._shutting_down:
-                self._become_candidate(now)
+                self._start_election(now)
+            case Prospective() as p if p.election_deadline <= now and not self._shutting_down:
+                self._pre_vote_round_expired(now, p)
 
     def _next_deadline(self) -> int:
         deadlines = [inflight.deadline for inflight in self._inflight.values()]
@@ -71,7 +73,7 @@ class TimersMixin(RaftNodeBase):
         match self.state:
             case Unattached(election_deadline=d) | Voted(election_deadline=d):
                 deadlines.append(d)
-            case Resigned(election_deadline=d) if not self._shutting_down:
+            case Resigned(election_deadline=d) | Prospective(election_deadline=d) if not self._shutting_down:
                 deadlines.append(d)
             case Follower(fetch_deadline=d):
                 deadlines.append(d)

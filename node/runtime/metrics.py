@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 
 PREFIX = "kafka_raft_manager_"
-STATES = ("leader", "candidate", "voted", "follower", "unattached", "resigned", "observer")
+STATES = ("leader", "candidate", "prospective", "voted", "follower", "unattached", "resigned", "observer")
 
 GAUGES: dict[str, str] = {
     "current-leader": "The current quorum leader's id; -1 means unknown.",

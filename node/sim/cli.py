@@ -83,7 +83,9 @@ def build_config(args: argparse.Namespace) -> RunConfig:
     if not 0.0 <= args.drop <= 1.0:
         raise UserError(f"--drop: {args.drop} is not a probability in [0, 1]")
     lo, hi, exponential = parse_delay(args.delay)
-    settings = parse_settings(args.set or [])
+    settings: dict[str, int] = parse_settings(args.set or [])
+    if args.no_pre_vote:
+        settings["pre_vote"] = False
     try:
         RaftConfig(node_id=1, voter_ids=frozenset({1}), **settings)
     except ConfigError as exc:
@@ -164,6 +166,8 @@ def replay_flags(args: argparse.Namespace) -> str:
         parts.append("--no-buggify")
     if args.no_workload:
         parts.append("--no-workload")
+    if args.no_pre_vote:
+        parts.append("--no-pre-vote")
     return " ".join(parts) + " --trace trace.jsonl"
 
 
@@ -187,6 +191,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-workload", action="store_true", help="run without the built-in append client")
     p.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="a quorum.* setting, e.g. quorum.fetch.timeout.ms=3000"
+    )
+    p.add_argument(
+        "--no-pre-vote",
+        action="store_true",
+        help="KIP-595 elections without KIP-996 pre-votes (a timed-out voter bumps the epoch at once)",
     )
     p.add_argument("--trace", metavar="FILE", help="write the trace as JSON lines (its sha256 is the digest)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

@@ -20,13 +20,20 @@ from harness.test_spec import Cluster
 from node.bugs import BY_NAME, CATALOGUE
 
 # With the config-register workload and partition/kill faults alone, these must be caught (the
-# matrix's regression guard; the whole catalogue runs in the slow test).
-CAUGHT_TODAY = ("raft-follower-fetch-before-flush", "ctl-envelope-unauthorized", "metadata-snapshot-omits-configs")
+# matrix's regression guard; the whole catalogue runs in the slow test). ctl-envelope-unauthorized was
+# one until pre-vote (KIP-996) changed these runs: the forger sends its Envelope in some runs only (ten
+# kinds in turn, one every 2 s) and it must reach the active controller; config-register x
+# partition+kill caught it at 3 of seeds 1-12 before and at none since. The whole matrix still does
+# (config-append x all kinds x seed 1).
+CAUGHT_TODAY = ("raft-follower-fetch-before-flush", "broker-read-offset-not-applied", "metadata-snapshot-omits-configs")
 
 
 # The whole default matrix catches every planted bug within its 300 s budget but these (the README's
-# bug table says what catches them outside it).
-NOT_CAUGHT_IN_BUDGET: set[str] = set()
+# bug table says what catches them outside it). Figure 8 through the elected-behind targeted fault
+# needs the leader that holds the entries to win again while the one elected behind is cut off; with
+# pre-vote (KIP-996) it waits for the other voter's fetch timeout first, and the all-kinds cells catch
+# it in 8 runs of 16 (10 of 16 before), not at seed 1: the first catch is cell 44 (seed 2).
+NOT_CAUGHT_IN_BUDGET: set[str] = {"raft-hwm-before-leader-change-committed"}
 
 
 @pytest.fixture
@@ -126,7 +133,7 @@ def test_cli_list_and_bad_input(capsys) -> None:
 @pytest.mark.slow
 def test_the_whole_matrix_and_a_200_seed_sweep(results) -> None:
     """Every bug of the catalogue through every registered workload and fault kind, then the correct
-    cluster over 200 seeds: no false alarm, and every bug but NOT_CAUGHT_IN_BUDGET (none today) caught
+    cluster over 200 seeds: no false alarm, and every bug but NOT_CAUGHT_IN_BUDGET caught
     within 5 simulated minutes."""
     from harness.bug_matrix import default_nemeses
     from harness.run_cli import registries

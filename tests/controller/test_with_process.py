@@ -105,7 +105,9 @@ def test_a_deadline_due_now_is_armed_again_so_a_zero_backoff_candidate_is_not_st
     """A candidate whose election times out and whose random backoff is 0 ms re-announces a deadline
     equal to now. The process must pass that SetTimer on, or the runtime never wakes it again and the
     voter stays a candidate for ever (found by a simulated run: a voter stuck 90 s after the heal)."""
-    raft = RaftNode(RaftConfig(1, frozenset({1, 2, 3})), LoadedState(None, (), None), LowestRandom(1))
+    # KIP-595's election (without KIP-996's pre-vote round): the timeout makes a candidate at once.
+    config = RaftConfig(1, frozenset({1, 2, 3}), pre_vote=False)
+    raft = RaftNode(config, LoadedState(None, (), None), LowestRandom(1))
     proc = NodeProcess(raft)
     timers = [a.deadline_ms for a in proc.handle(0, Start()) if isinstance(a, SetTimer)]
     deadline = timers[-1]

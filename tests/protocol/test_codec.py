@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from node.protocol.codec import (
     DEFAULT_MAX_FRAME_BYTES,
+    SUPPORTED_VERSIONS,
     BinaryCodec,
     Codec,
     FrameError,
@@ -18,6 +19,7 @@ from node.protocol.codec import (
     FrameReader,
 )
 from node.protocol.errors import ErrorCode
+from node.protocol.fields import INT32, STRING, Schema
 from node.protocol.messages import (
     API_KEYS,
     REQUESTS,
@@ -58,7 +60,7 @@ replicas = st.builds(
 )
 
 MESSAGES: dict[type, st.SearchStrategy] = {
-    VoteRequest: st.builds(VoteRequest, cluster_ids, i32, i32, i32, i64),
+    VoteRequest: st.builds(VoteRequest, cluster_ids, i32, i32, i32, i64, st.booleans()),
     VoteResponse: st.builds(VoteResponse, errors, i32, i32, st.booleans()),
     BeginQuorumEpochRequest: st.builds(BeginQuorumEpochRequest, cluster_ids, i32, i32),
     BeginQuorumEpochResponse: st.builds(BeginQuorumEpochResponse, errors, i32, i32),
@@ -114,6 +116,7 @@ EXAMPLES = [
     DescribeQuorumResponse(
         ErrorCode.NONE, 1, 7, 99, (ReplicaState(1, 99, 5, 5), ReplicaState(2, 80)), (ReplicaState(9, 10),), "c", 1000
     ),
+    VoteRequest("cluster-ü", 7, 2, 6, 1234, pre_vote=True),
 ]
 
 
@@ -156,7 +159,7 @@ def test_round_trip_every_message(msg, correlation_id):
     assert type(frame.message) is type(msg)
     assert frame.correlation_id == correlation_id
     assert frame.api_key == API_KEYS[type(msg)]
-    assert frame.api_version == 0
+    assert frame.api_version == (2 if getattr(msg, "pre_vote", False) else 0)  # KIP-996: VoteRequest v2
     assert frame.kind == (FrameKind.REQUEST if type(msg) in REQUESTS else FrameKind.RESPONSE)
 
 
@@ -165,6 +168,29 @@ def test_frame_header_layout():
     length, api_key, version, corr, flags = struct.unpack_from(">ihhib", frame)
     assert (length, api_key, version, corr, flags) == (len(frame) - 4, 52, 0, 9, 1)
     assert frame[HEADER_LEN:] == struct.pack(">hiib", 0, 1, 2, 1)
+
+
+def test_a_pre_vote_goes_out_as_vote_request_v2_and_a_standard_vote_as_v0():
+    """KIP-996 adds PreVote to VoteRequest v2; a standard vote keeps v0's bytes, so a peer that knows
+    only v0 still understands it."""
+    standard = CODEC.encode_request(5, VoteRequest("c", 7, 2, 6, 1234))
+    pre_vote = CODEC.encode_request(5, VoteRequest("c", 7, 2, 6, 1234, pre_vote=True))
+    assert struct.unpack_from(">ihhib", standard)[2] == 0 and struct.unpack_from(">ihhib", pre_vote)[2] == 2
+    assert pre_vote[HEADER_LEN:] == standard[HEADER_LEN:] + b"\x01"  # v2 = v0's fields, then PreVote
+    assert CODEC.decode(standard).message.pre_vote is False
+    assert CODEC.decode(pre_vote).message.pre_vote is True
+    assert SUPPORTED_VERSIONS[52] == (0, 2)
+    v1 = bytearray(standard)
+    v1[6:8] = struct.pack(">h", 1)  # KIP-853's v1 is not spoken here
+    with pytest.raises(FrameError, match=r"unsupported version 1 of api key 52 .*supported: \(0, 2\)"):
+        CODEC.decode(bytes(v1))
+
+
+def test_an_older_layout_must_be_a_prefix_whose_missing_fields_have_defaults():
+    with pytest.raises(TypeError, match="VoteRequest"):
+        Schema(VoteRequest, (("cluster_id", STRING), ("candidate_id", INT32)), older=True)
+    with pytest.raises(TypeError, match="FetchRequest"):
+        Schema(FetchRequest, (("cluster_id", STRING),), older=True)  # the fields it leaves out have no default
 
 
 @pytest.mark.parametrize("msg", EXAMPLES, ids=lambda m: type(m).__name__)

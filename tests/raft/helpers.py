@@ -80,6 +80,9 @@ def make_node(
     start: bool = True,
     **config: int,
 ) -> RaftNode:
+    # These tests drive KIP-595's election: a timeout makes a voter a candidate at once. Pre-vote
+    # (KIP-996, on by default) puts a prospective round before that; test_pre_vote.py turns it on.
+    config.setdefault("pre_vote", False)
     cfg = RaftConfig(node_id, frozenset(voters), **config)
     node = RaftNode(cfg, LoadedState(quorum_state, tuple(batches), cluster_id), random.Random(seed))
     if start:

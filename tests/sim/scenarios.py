@@ -226,3 +226,39 @@ def figure8_by_buggify(
     sim.heal()
     sim.run_for(run_ms)
     return BehindOutcome(sim, a, x, b, fired, stalled_until)
+
+
+@dataclass
+class PartitionedVoterOutcome:
+    sim: Simulation
+    voter: int  # the voter cut off from every other node
+    leader: int  # the leader when it was cut off
+    epoch: int  # the leader's epoch then
+    voter_epoch_at_heal: int  # the cut-off voter's epoch just before the partition healed
+    leader_epoch_at_heal: int
+    leader_after: int  # the leader once the cluster converged again
+    epoch_after: int
+
+
+def partitioned_voter(
+    seed: int = 1, cut_ms: int = 60_000, pre_vote: bool = True, voters: int = 3
+) -> PartitionedVoterOutcome:
+    """KIP-996's case: one voter is cut off from everyone for `cut_ms`, then the partition heals.
+    Without pre-vote it stands again and again (one epoch per election timeout) and its epoch, once
+    back, unseats the healthy leader; with pre-vote it never gets a majority of pre-votes, keeps its
+    epoch, and follows the leader again when it can reach it."""
+    sim = Simulation(SimConfig(seed=seed, voters=voters, raft={"pre_vote": pre_vote}))
+    sim.start()
+    wait(sim, lambda: converged(sim), 30_000, "a first leader")
+    leader = sim.leader()
+    assert leader is not None
+    epoch = sim.raft(leader).epoch
+    voter = min(n for n in sim.nodes if n != leader)
+    sim.isolate([[n for n in sim.nodes if n != voter]])
+    assert sim.run_for(cut_ms), sim.violation
+    voter_epoch, leader_epoch = sim.raft(voter).epoch, sim.raft(leader).epoch
+    sim.heal()
+    wait(sim, lambda: converged(sim), 60_000, "convergence after the partition healed")
+    after = sim.leader()
+    assert after is not None
+    return PartitionedVoterOutcome(sim, voter, leader, epoch, voter_epoch, leader_epoch, after, sim.raft(after).epoch)

@@ -67,3 +67,17 @@ def test_bad_flags_give_one_line_errors(args, message, capsys):
     assert code == 254
     assert err.count("\n") == 1
     assert message in err
+
+
+def test_no_pre_vote_runs_kip_595_elections(tmp_path, capsys):
+    """A voter isolated by the partition faults asks for pre-votes (VoteRequest with pre_vote=True in
+    the trace) unless --no-pre-vote; then its timeouts go straight to candidacies."""
+    traces = {}
+    for flag in ([], ["--no-pre-vote"]):
+        path = tmp_path / f"trace{len(flag)}.jsonl"
+        args = ["sim", "--seed", "2", "--duration", "30s", "--faults", "partition", "--json", "--trace", str(path)]
+        assert main([*args, *flag]) == 0
+        traces[bool(flag)] = path.read_text()
+        capsys.readouterr()
+    assert "pre_vote=True" in traces[False]
+    assert "pre_vote=True" not in traces[True] and "VoteRequest(" in traces[True]
