@@ -65,7 +65,9 @@ def response_header(frame: bytes) -> tuple[int, int] | None:
     if len(frame) < _PREFIXED_HEADER.size:
         return None
     length, api_key, version, correlation_id, flags = _PREFIXED_HEADER.unpack_from(frame)
-    if length != len(frame) - LENGTH.size or flags != RESPONSE_FLAG or version != CURRENT_VERSION:
+    if length != len(frame) - LENGTH.size or flags != RESPONSE_FLAG:
+        return None
+    if version not in SUPPORTED_VERSIONS.get(api_key, ()):
         return None
     return api_key, correlation_id
 
