@@ -60,6 +60,9 @@ COMMANDS: dict[str, Command] = {
     "gate": Command(
         "harness.gate_cli", "release gate: run a suite, judge it against thresholds, JUnit XML and exit code"
     ),
+    "nightly": Command(
+        "harness.nightly_cli", "nightly runs: the nightly suite as a gate, the last N nights kept, a trend report"
+    ),
 }
 
 # Modules a command needs beside its own: `check` judges histories with the system adapters' own

@@ -241,6 +241,7 @@ def load_suite(
             if key in override:
                 raise UserError(f"{where}.{key}: a dimension or the seed; narrow the cell with match instead")
 
+    _check_support(nemeses, backends, top.of("nemeses", "matrix"))
     cells: list[SuiteCell] = []
     for workload in workloads:
         for nemesis, kinds in nemeses.items():
@@ -280,6 +281,18 @@ def load_suite(
         except UserError as exc:
             raise UserError(str(exc).replace(f"{file}: cell {cell.id}", f"{file}: [[cell]] for {cell.id}")) from None
     return suite
+
+
+def _check_support(nemeses: Mapping[str, tuple[str, ...]], backends: Sequence[str], where: str) -> None:
+    """Every fault kind of the matrix must be one each backend of it carries out (nemesis.catalogue)."""
+    from nemesis.catalogue import backend_support
+
+    support = backend_support([b for b in backends if b in ("sim", "netns", "docker", "ssh")])
+    for backend, kinds in support.items():
+        for name, wanted in nemeses.items():
+            missing = [k for k in wanted if k not in kinds]
+            if missing:
+                raise UserError(f"{where}.{name}: the {backend} backend cannot carry out {', '.join(missing)}")
 
 
 # --- running ----------------------------------------------------------------------------------------

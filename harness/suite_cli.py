@@ -20,8 +20,11 @@ from typing import Any
 from harness.errors import UserError
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="SUITE.toml", help="the suite file")
+def add_arguments(p: argparse.ArgumentParser, default_file: str | None = None) -> None:
+    if default_file is None:
+        p.add_argument("file", metavar="SUITE.toml", help="the suite file")
+    else:
+        p.add_argument("file", metavar="SUITE.toml", nargs="?", default=default_file, help=f"(default {default_file})")
     p.add_argument("--jobs", help="runs at once, each in its own process (default: the file's, else min(2, CPUs))")
     p.add_argument("--seeds", help="seeds 1..N of every cell (default: the file's)")
     p.add_argument("--budget", help="wall time after which no run starts (default: the file's)")
@@ -51,6 +54,11 @@ def suite_command(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace, *, gate: bool) -> int:
+    return run_suite(args, gate=gate)[0]
+
+
+def run_suite(args: argparse.Namespace, *, gate: bool) -> tuple[int, Path]:
+    """Run (or resume) the suite, print its table or gate summary; the exit code and the suite root."""
     from harness import suite as suites
     from harness.bugs_cli import _count
     from harness.test_spec import _duration
@@ -104,7 +112,7 @@ def run(args: argparse.Namespace, *, gate: bool) -> int:
     result = suites.SuiteRunner(suite, root, suite_id, jobs=jobs, say=say, done=done).run()
     if gate_config is None:
         print(suites.table_markdown(result), end="")
-        return result.exit_code
+        return result.exit_code, root
     from harness import gate as gates
 
     verdict = gates.evaluate(result, gate_config)
@@ -113,4 +121,4 @@ def run(args: argparse.Namespace, *, gate: bool) -> int:
     gates.write_outputs(verdict, junit, summary)
     print(gates.summary_markdown(verdict), end="")
     say(f"{verdict.verdict} (exit {verdict.exit_code}); JUnit {junit}, summary {summary} and .html")
-    return verdict.exit_code
+    return verdict.exit_code, root

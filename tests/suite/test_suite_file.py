@@ -117,3 +117,32 @@ def test_every_cell_skipped_and_a_missing_file_are_refused(tmp_path) -> None:
         load_suite(tmp_path / "missing.toml")
     with pytest.raises(UserError, match="unknown planted bug"):
         load_suite(write(tmp_path, SUITE), bugs=["nope"])
+
+
+def test_the_nightly_suite_uses_netns_and_every_real_fault() -> None:
+    """suites/nightly.toml is for the nightly machine (root, netns): here it is loaded and checked,
+    not run. Every workload, every fault kind of the catalogue, all on netns, within one night."""
+    from harness.gate import gate_config
+    from nemesis.catalogue import FAULT_KINDS
+    from workloads import workload_names
+
+    root = Path(__file__).resolve().parents[2] / "suites"
+    nightly = load_suite(root / "nightly.toml")
+    assert {c.backend for c in nightly.cells} == {"netns"}
+    assert {k for c in nightly.cells for k in c.kinds} == set(FAULT_KINDS)
+    assert {c.workload for c in nightly.cells} == set(workload_names())
+    assert nightly.budget_s is not None and nightly.budget_s <= 8 * 3600 and nightly.jobs == 1
+    planned = sum(nightly.spec(c, s).time_limit_s + nightly.spec(c, s).recovery_s for c, s in nightly.runs())
+    assert planned <= nightly.budget_s  # the runs' own phases fit the budget
+    kill = next(c for c in nightly.cells if c.nemesis == "kill")
+    assert "leader" in nightly.spec(kill, 1).nemesis_modes["kill"]  # failover is measured on leader kills
+    limits = gate_config(nightly.gate, nightly.where)
+    assert limits.for_cell(kill)["failover_s"] > 0
+
+
+def test_a_fault_kind_the_backend_cannot_carry_out_is_refused(tmp_path, monkeypatch) -> None:
+    import nemesis.catalogue
+
+    monkeypatch.setattr(nemesis.catalogue, "backend_support", lambda names: {n: frozenset({"kill"}) for n in names})
+    with pytest.raises(UserError, match=r"matrix.nemeses.mixed: the sim backend cannot carry out partition"):
+        load_suite(write(tmp_path, SUITE))
