@@ -17,6 +17,7 @@ import concurrent.futures as cf
 import contextlib
 import multiprocessing as mp
 import multiprocessing.connection as mpc
+import signal
 import threading
 import time
 import traceback
@@ -49,7 +50,9 @@ class _Worker:
 
 
 def _worker_main(conn: Any) -> None:
-    """A worker: run each task it is sent and send back ("ok", result) or ("error", exception)."""
+    """A worker: run each task it is sent and send back ("ok", result) or ("error", exception).
+    Ctrl-C is the parent's to handle (it stops the workers with SIGTERM), not each worker's."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
             task = conn.recv()
@@ -83,6 +86,7 @@ class RunPool(cf.Executor):
         self._lock = threading.Lock()
         self._wake_r, self._wake_w = mp.Pipe(duplex=False)
         self._closing = False
+        self._stop_now = False
         self._thread = threading.Thread(target=self._dispatch, name="run-pool", daemon=True)
         self._thread.start()
 
@@ -111,6 +115,16 @@ class RunPool(cf.Executor):
         self._wake()
         if wait:
             self._thread.join()
+
+    def stop(self) -> None:
+        """Stop at once (Ctrl-C, an error in the caller): queued tasks are cancelled, running ones
+        stopped like hung ones (SIGTERM, then SIGKILL) and failed with RunLost; returns when done."""
+        with self._lock:
+            self._closing = self._stop_now = True
+            while self._queue:
+                self._queue.popleft().future.cancel()
+        self._wake()
+        self._thread.join()
 
     # --- the dispatcher thread ------------------------------------------------------------------
 
@@ -165,7 +179,7 @@ class RunPool(cf.Executor):
                 self._assign()
                 with self._lock:
                     done = self._closing and not self._queue and all(w.task is None for w in self._workers)
-                if done:
+                if done or self._stop_now:
                     break
                 deadlines = [w.deadline for w in self._workers if w.deadline is not None]
                 wait_s = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
@@ -182,7 +196,7 @@ class RunPool(cf.Executor):
             for worker in list(self._workers):
                 with contextlib.suppress(Exception):
                     worker.conn.send(None)
-                self._retire(worker, "the pool shut down")
+                self._retire(worker, "stopped: the batch was interrupted")
 
     def _collect(self, ready: list[Any]) -> None:
         for worker in list(self._workers):

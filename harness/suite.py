@@ -6,6 +6,8 @@ A suite file (TOML; durations as in test files: 30, "30s", "500ms", "2m"):
     name = "gate"                    # the suite's name (its results folder)
     budget = "9m"                    # wall time: no run starts after it is spent (default: none)
     jobs = 2                         # runs at once (--jobs wins; default min(2, CPUs))
+    real_jobs = 1                    # of which on real backends (netns, docker, ssh): clusters at once
+                                     # (default: CPUs // nodes of the largest cluster, at least 1)
     run_timeout = "5m"               # a run with no verdict by then is stopped: verdict unknown
     seeds = 3                        # seeds 1..3 of every cell, or a list: [1, 7, 42]
 
@@ -54,7 +56,19 @@ from harness.test_spec import Registries, TestSpec
 SUITE_FILE = "suite.json"
 JOURNAL = "runs.jsonl"
 DIMENSIONS = ("workload", "nemesis", "cluster", "backend")
-TOP_KEYS = ("name", "description", "budget", "jobs", "run_timeout", "seeds", "defaults", "matrix", "cell", "gate")
+TOP_KEYS = (
+    "name",
+    "description",
+    "budget",
+    "jobs",
+    "real_jobs",
+    "run_timeout",
+    "seeds",
+    "defaults",
+    "matrix",
+    "cell",
+    "gate",
+)
 MATRIX_KEYS = ("workloads", "nemeses", "clusters", "backends")
 DEFAULT_RUN_TIMEOUT_S = 600.0
 
@@ -93,6 +107,9 @@ class SuiteCell:
         return re.sub(r"[^A-Za-z0-9+._-]", "_", f"{self.workload}.{self.nemesis}.{self.cluster}.{self.backend}")
 
 
+Queued = tuple[SuiteCell, int]  # a run: the cell and its seed
+
+
 @dataclass
 class Suite:
     name: str
@@ -103,11 +120,22 @@ class Suite:
     defaults: dict[str, Any]
     budget_s: float | None
     jobs: int | None
+    real_jobs: int | None
     run_timeout_s: float
     gate: dict[str, Any]
     where: Any  # for error locations of [gate]
     registries: Registries
     bugs: tuple[str, ...] = ()  # planted bugs switched on in every run (`--bug`)
+
+    def real_limit(self) -> int:
+        """Runs on real backends at once: `real_jobs`, else one cluster per its nodes' worth of CPUs."""
+        if self.real_jobs is not None:
+            return self.real_jobs
+        real = [c for c in self.cells if c.backend != "sim"]
+        if not real:
+            return 1
+        nodes = max(len(self.spec(c, self.seeds[0]).nodes) for c in real)
+        return max(1, (os.cpu_count() or 1) // nodes)
 
     def runs(self) -> list[tuple[SuiteCell, int]]:
         """Every run, seed outermost: each cell's first seed before any cell's second."""
@@ -189,7 +217,10 @@ def load_suite(
     name = test_spec._name(raw.get("name", file.stem), top.of("name"))
     budget = raw.get("budget")
     budget_s = None if budget is None else test_spec._duration(budget, top.of("budget"), positive=True)
-    jobs = None if "jobs" not in raw else test_spec._integer(raw["jobs"], top.of("jobs"), minimum=1)
+    jobs, real_jobs = (
+        None if key not in raw else test_spec._integer(raw[key], top.of(key), minimum=1)
+        for key in ("jobs", "real_jobs")
+    )
     timeout = raw.get("run_timeout", DEFAULT_RUN_TIMEOUT_S)
     run_timeout_s = test_spec._duration(timeout, top.of("run_timeout"), positive=True)
     seed_list = _seeds(seeds if seeds is not None else raw.get("seeds", 1), "--seeds" if seeds else top.of("seeds"))
@@ -267,6 +298,7 @@ def load_suite(
         dict(defaults),
         budget_s,
         jobs,
+        real_jobs,
         run_timeout_s,
         dict(raw.get("gate", {})) if isinstance(raw.get("gate", {}), Mapping) else {},
         _SuiteWhere(file, text, "gate"),
@@ -449,6 +481,7 @@ class SuiteRunner:
         self.records: dict[str, RunRecord] = dict(done or {})
 
     def run(self, executor: cf.Executor | None = None) -> SuiteResult:
+        from harness.backends.signals import exit_on_termination
         from harness.pool import RunPool
 
         start = time.monotonic()
@@ -459,32 +492,41 @@ class SuiteRunner:
         pool = executor or RunPool(self.jobs, timeout_s=self.suite.run_timeout_s)
         inflight: dict[cf.Future[RunRecord], tuple[SuiteCell, int]] = {}
         queue = list(todo)
+        real_limit = self.suite.real_limit()  # a real cluster's processes need cores of their own
         skipped: list[tuple[SuiteCell, int]] = []
         finished_here: list[float] = []
         journal = (self.root / JOURNAL).open("a", encoding="utf-8")
         try:
-            while queue or inflight:
-                while queue and len(inflight) < self.jobs:
-                    if self.suite.budget_s is not None and time.monotonic() - start >= self.suite.budget_s:
-                        skipped += queue
-                        self.say(f"budget of {self.suite.budget_s:g} s spent: {len(queue)} runs not started")
-                        queue = []
+            with exit_on_termination():  # SIGTERM/SIGHUP unwind like Ctrl-C: the runs are stopped
+                while queue or inflight:
+                    while queue and len(inflight) < self.jobs:
+                        pick = _startable(queue, list(inflight.values()), real_limit)
+                        if pick is None:
+                            break
+                        if self.suite.budget_s is not None and time.monotonic() - start >= self.suite.budget_s:
+                            skipped += queue
+                            self.say(f"budget of {self.suite.budget_s:g} s spent: {len(queue)} runs not started")
+                            queue = []
+                            break
+                        cell, seed = queue.pop(pick)
+                        spec = self.suite.spec(cell, seed)
+                        future = pool.submit(self.worker, spec, cell.id, str(self.root), self.suite_id)
+                        inflight[future] = (cell, seed)
+                    if not inflight:
                         break
-                    cell, seed = queue.pop(0)
-                    spec = self.suite.spec(cell, seed)
-                    future = pool.submit(self.worker, spec, cell.id, str(self.root), self.suite_id)
-                    inflight[future] = (cell, seed)
-                if not inflight:
-                    break
-                done, _ = cf.wait(inflight, return_when=cf.FIRST_COMPLETED)
-                for future in done:
-                    cell, seed = inflight.pop(future)
-                    record = self._record(future, cell, seed)
-                    self.records[record.key] = record
-                    journal.write(json.dumps(record.__dict__, default=str) + "\n")
-                    journal.flush()
-                    finished_here.append(record.wall_s)
-                    self._progress(record, len(queue) + len(inflight), start, finished_here)
+                    done, _ = cf.wait(inflight, return_when=cf.FIRST_COMPLETED)
+                    for future in done:
+                        cell, seed = inflight.pop(future)
+                        record = self._record(future, cell, seed)
+                        self.records[record.key] = record
+                        journal.write(json.dumps(record.__dict__, default=str) + "\n")
+                        journal.flush()
+                        finished_here.append(record.wall_s)
+                        self._progress(record, len(queue) + len(inflight), start, finished_here)
+        except BaseException:  # Ctrl-C or an error here: stop the runs under way (they undo their hosts)
+            if executor is None:
+                pool.stop()
+            raise
         finally:
             journal.close()
             if executor is None:
@@ -509,6 +551,15 @@ class SuiteRunner:
             f"{failures} failed, {unknown} unknown, ETA {_clock(eta)}] {record.cell} seed {record.seed}: "
             f"{record.verdict}" + (f" ({record.line})" if record.verdict != "valid" and record.line else "")
         )
+
+
+def _startable(
+    queue: Sequence[tuple[SuiteCell, int]], running: Sequence[tuple[SuiteCell, int]], real: int
+) -> int | None:
+    """The first queued run that may start: one on a real backend waits for a slot of `real` (a
+    cluster's processes need cores of their own); simulated runs behind it go ahead."""
+    real_busy = sum(1 for cell, _ in running if cell.backend != "sim") >= real
+    return next((i for i, (cell, _) in enumerate(queue) if cell.backend == "sim" or not real_busy), None)
 
 
 def _clock(seconds: float) -> str:

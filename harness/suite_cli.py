@@ -69,8 +69,10 @@ def run_suite(args: argparse.Namespace, *, gate: bool) -> tuple[int, Path]:
     resume_root: Path | None = None
     meta: dict[str, Any] = {}
     if args.resume:
-        name_guess = Path(args.file).stem
-        target = suites.suite_dir(results, name_guess) / "latest" if args.resume == "latest" else Path(args.resume)
+        if args.resume == "latest":  # the suite's own name (its file may be named otherwise)
+            target = suites.suite_dir(results, suites.load_suite(args.file).name) / "latest"
+        else:
+            target = Path(args.resume)
         resume_root, meta = suites.open_suite_root(target)
         if not bugs:
             bugs = list(meta.get("bugs", []))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -53,3 +54,24 @@ def test_results_crashes_hangs_and_errors_are_each_their_own() -> None:
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     assert not pool._workers  # every worker process stopped
+
+
+def hang_marked(path: str) -> None:
+    Path(path).write_text("started")
+    time.sleep(3600)
+
+
+def test_stop_ends_running_tasks_at_once(tmp_path) -> None:
+    pool = RunPool(1, grace_s=1.0)
+    marker = tmp_path / "started"
+    running = pool.submit(hang_marked, str(marker))
+    queued = [pool.submit(hang) for _ in range(3)]
+    deadline = time.monotonic() + 120
+    while not marker.exists() and time.monotonic() < deadline:  # the first task is under way
+        time.sleep(0.05)
+    pool.stop()
+    with pytest.raises(RunLost, match="stopped: the batch was interrupted"):
+        running.result(timeout=60)
+    assert all(f.cancelled() or isinstance(f.exception(timeout=60), RunLost) for f in queued)
+    assert not pool._workers
+    pool.shutdown()  # after stop: nothing left to do, returns at once

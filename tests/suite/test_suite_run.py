@@ -4,6 +4,7 @@ the budget leaves runs out, and --resume runs only what is missing."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -132,3 +133,31 @@ def test_bad_suite_input_is_one_line_and_exit_254(tmp_path, capsys) -> None:
         assert code == 254, argv
         captured = capsys.readouterr()
         assert captured.err.count("\n") == 1 and message in captured.err, (argv, captured.err)
+
+
+def stamped_run(spec, cell_id: str, root: str, suite_id: str) -> RunRecord:
+    """A stand-in worker that records when it ran (a file per run in the suite root)."""
+    start = time.time()
+    time.sleep(0.5)
+    Path(root, f"{cell_id.replace('/', '_')}-{spec.seed}.span").write_text(f"{spec.backend} {start} {time.time()}")
+    return RunRecord(cell_id, spec.seed, "valid", 0, "", [], "", 0.5)
+
+
+def test_real_backend_runs_wait_for_a_cluster_slot_while_sim_runs_fill_the_jobs(tmp_path) -> None:
+    text = SMALL.replace('backends = ["sim"]', 'backends = ["netns", "sim"]').replace(
+        "seeds = 2", "seeds = 2\nreal_jobs = 1"
+    )
+    path = tmp_path / "mixed.toml"
+    path.write_text(text)
+    suite = load_suite(path)
+    assert suite.real_limit() == 1
+    root = tmp_path / "root"
+    root.mkdir()
+    result = SuiteRunner(suite, root, "tiny/m", jobs=3, worker=stamped_run).run()
+    assert len(result.records) == 8
+    spans = [p.read_text().split() for p in root.glob("*.span")]
+    real = sorted((float(a), float(b)) for kind, a, b in spans if kind == "netns")
+    sim = sorted((float(a), float(b)) for kind, a, b in spans if kind == "sim")
+    assert len(real) == 4 and all(end <= nxt for (_, end), (nxt, _) in itertools.pairwise(real))  # one at a time
+    overlapping = any(a < d and c < b for a, b in sim for c, d in sim if (a, b) != (c, d))
+    assert overlapping  # the simulated runs used the other jobs meanwhile
