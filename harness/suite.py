@@ -327,6 +327,18 @@ def _check_support(nemeses: Mapping[str, tuple[str, ...]], backends: Sequence[st
                 raise UserError(f"{where}.{name}: the {backend} backend cannot carry out {', '.join(missing)}")
 
 
+def preflight(suite: Suite) -> None:
+    """What every run of a backend would fail on alike, refused before any run starts (one line):
+    netns and docker need root, ssh an inventory."""
+    for cell in suite.cells:
+        if cell.backend in ("netns", "docker") and os.geteuid() != 0:
+            raise UserError(f"{suite.path}: cell {cell.id}: the {cell.backend} backend needs root (sudo kchaos ...)")
+        if cell.backend == "ssh" and not suite.spec(cell, suite.seeds[0]).inventory:
+            raise UserError(
+                f'{suite.path}: cell {cell.id}: the ssh backend needs inventory = "hosts.toml" in [defaults]'
+            )
+
+
 # --- running ----------------------------------------------------------------------------------------
 
 

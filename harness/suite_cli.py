@@ -39,6 +39,11 @@ def add_arguments(p: argparse.ArgumentParser, default_file: str | None = None) -
     )
     p.add_argument("--junit", metavar="FILE", help="gate: JUnit XML (default <suite dir>/gate-junit.xml)")
     p.add_argument("--summary", metavar="FILE.md", help="gate: summary (default <suite dir>/gate-summary.md, + .html)")
+    p.add_argument(
+        "--report",
+        action="store_true",
+        help="then `kchaos report` over the suite's runs (Spark) into <suite dir>/_report",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
@@ -47,6 +52,19 @@ def register(subparsers: Any) -> None:
     add_arguments(p)
     p.add_argument("--gate", action="store_true", help="judge the suite against its [gate] thresholds")
     p.set_defaults(func=suite_command)
+
+
+def spark_report(root: Path, say: Any) -> None:
+    """`kchaos report SUITE_DIR`: the Spark reports over the suite's runs (its table and trends). A
+    report that fails is said, never a change of the suite's verdict."""
+    from reports import cli as report_cli
+
+    parser = argparse.ArgumentParser(add_help=False)
+    report_cli.add_arguments(parser)
+    try:
+        report_cli.run(parser.parse_args([str(root)]))
+    except Exception as exc:  # Spark missing or failing: the verdicts stand
+        say(f"the Spark report failed: {type(exc).__name__}: {exc}")
 
 
 def suite_command(args: argparse.Namespace) -> int:
@@ -81,6 +99,7 @@ def run_suite(args: argparse.Namespace, *, gate: bool) -> tuple[int, Path]:
     if seeds is None and meta.get("seeds"):  # a resumed suite keeps the seeds it started with
         seeds = meta["seeds"]
     suite = suites.load_suite(args.file, bugs=bugs, seeds=seeds)
+    suites.preflight(suite)
     if args.budget:
         suite.budget_s = _duration(args.budget, "--budget", positive=True)
     gate_config = None
@@ -112,6 +131,8 @@ def run_suite(args: argparse.Namespace, *, gate: bool) -> tuple[int, Path]:
         f"{jobs} jobs{budget}{bug_text}; runs under {root}"
     )
     result = suites.SuiteRunner(suite, root, suite_id, jobs=jobs, say=say, done=done).run()
+    if args.report:
+        spark_report(root, say)
     if gate_config is None:
         print(suites.table_markdown(result), end="")
         return result.exit_code, root

@@ -146,3 +146,19 @@ def test_a_fault_kind_the_backend_cannot_carry_out_is_refused(tmp_path, monkeypa
     monkeypatch.setattr(nemesis.catalogue, "backend_support", lambda names: {n: frozenset({"kill"}) for n in names})
     with pytest.raises(UserError, match=r"matrix.nemeses.mixed: the sim backend cannot carry out partition"):
         load_suite(write(tmp_path, SUITE))
+
+
+def test_preflight_refuses_what_every_run_would_fail_on(tmp_path, monkeypatch) -> None:
+    from harness.suite import preflight
+
+    nightly = load_suite(Path(__file__).resolve().parents[2] / "suites" / "nightly.toml")
+    preflight(load_suite(write(tmp_path, SUITE)))  # sim: nothing needed
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    with pytest.raises(
+        UserError, match=r"nightly.toml: cell config-append/partition/3\+2/netns: the netns backend needs root"
+    ):
+        preflight(nightly)
+    preflight(load_suite(write(tmp_path, SUITE)))
+    ssh = write(tmp_path, SUITE.replace('backends = ["sim"]', 'backends = ["ssh"]'), "ssh.toml")
+    with pytest.raises(UserError, match="the ssh backend needs inventory"):
+        preflight(load_suite(ssh))

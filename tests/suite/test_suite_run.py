@@ -10,6 +10,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from harness import suite as suites
 from harness.cli import main
 from harness.suite import RunRecord, SuiteRunner, load_suite
@@ -161,3 +163,17 @@ def test_real_backend_runs_wait_for_a_cluster_slot_while_sim_runs_fill_the_jobs(
     assert len(real) == 4 and all(end <= nxt for (_, end), (nxt, _) in itertools.pairwise(real))  # one at a time
     overlapping = any(a < d and c < b for a, b in sim for c, d in sim if (a, b) != (c, d))
     assert overlapping  # the simulated runs used the other jobs meanwhile
+
+
+@pytest.mark.spark
+def test_report_runs_the_spark_reports_over_the_suite(tmp_path, capsys) -> None:
+    path = tmp_path / "tiny.toml"
+    path.write_text(SMALL.replace("seeds = 2", "seeds = 1").replace("calm = []", 'calm = ["partition"]'))
+    results = tmp_path / "results"
+    assert main(["suite", str(path), "--results", str(results), "--report", "--quiet"]) == 0
+    capsys.readouterr()
+    report = (results / "suites" / "tiny" / "latest" / "_report").resolve()
+    summary = json.loads((report / "summary.json").read_text())
+    assert summary["runs"]["included"] == 2 and summary["runs"]["passed"] == 2 and (report / "report.html").is_file(), (
+        summary.get("runs")
+    )
