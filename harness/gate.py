@@ -172,6 +172,10 @@ def _checkers_case(cell: SuiteCell, result: SuiteResult) -> Case:
 
 def _measure_case(cell: SuiteCell, result: SuiteResult, key: str, limit: Any) -> Case:
     threshold = THRESHOLDS[key]
+    broken = [r for r in result.cell_records(cell) if "error" in r.measures]
+    if broken:  # a measure that could not be computed never passes silently
+        why = f"measures not computed: {broken[0].measures['error']}"
+        return Case(cell, key, "unknown", why, "\n".join(f"seed {r.seed}: {r.run_dir}" for r in broken), None, broken)
     measured = [(r, r.measures.get(threshold.measure)) for r in result.cell_records(cell) if r.measures]
     if key == "lost":
         bad = [r for r, v in measured if v]

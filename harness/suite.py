@@ -17,10 +17,11 @@ A suite file (TOML; durations as in test files: 30, "30s", "500ms", "2m"):
     [matrix]                         # the dimensions; a cell is one of each
     workloads = ["config-append", "registrations"]
     nemeses = { all = ["partition", "kill"], kill = ["kill"] }   # named sets (or a list of lists)
-    clusters = ["3+2"]               # kchaos run --nodes syntax: N combined, or C+B
-    backends = ["sim"]
+    clusters = ["3+2"]               # kchaos run --nodes syntax: N combined, or C+B (default ["3"])
+    backends = ["sim"]               # (default ["sim"]; nemeses default: none)
 
     [[cell]]                         # per-cell overrides: cells matching every `match` key get the rest
+                                     # (in file order: a later table's key wins)
     match = { nemesis = "kill" }     # keys: workload, nemesis, cluster, backend
     nemesis_modes = { kill = ["leader"] }
 
@@ -39,6 +40,7 @@ finished run (flushed as it ends): `--resume` runs only the runs it lacks.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import itertools
 import json
 import logging
 import os
@@ -201,6 +203,52 @@ def _seeds(value: Any, where: str) -> tuple[int, ...]:
     raise UserError(f"{where}: expected a count of seeds or a list of seeds, got {value!r}")
 
 
+def _check_overrides(overrides: Any, known_dims: Mapping[str, list[str]], file: Path) -> None:
+    """`[[cell]]` tables: a `match` on known dimensions and values, an optional `skip`, test keys."""
+    if not isinstance(overrides, list) or not all(isinstance(o, Mapping) for o in overrides):
+        raise UserError(f"{file}: cell: expected [[cell]] tables")
+    for i, override in enumerate(overrides, start=1):
+        match = override.get("match", {})
+        where = f"{file}: cell[{i}]"
+        if not isinstance(match, Mapping):
+            raise UserError(f"{where}.match: expected a table of {', '.join(DIMENSIONS)}")
+        for dim, value in match.items():
+            if dim not in DIMENSIONS:
+                raise UserError(f"{where}.match: unknown dimension {dim!r} (known: {', '.join(DIMENSIONS)})")
+            if value not in known_dims[dim]:
+                raise UserError(f"{where}.match.{dim}: {value!r} is not in the matrix ({', '.join(known_dims[dim])})")
+        if "skip" in override and not isinstance(override["skip"], bool):
+            raise UserError(f"{where}.skip: expected true or false")
+        for key in ("name", "seed", "workload", "nemesis", "backend", "cluster"):
+            if key in override:
+                raise UserError(f"{where}.{key}: a dimension or the seed; narrow the cell with match instead")
+
+
+def _expand(
+    workloads: list[str],
+    nemeses: Mapping[str, tuple[str, ...]],
+    clusters: list[str],
+    backends: list[str],
+    overrides: list[Mapping[str, Any]],
+) -> list[SuiteCell]:
+    """Every cell of the matrix with the `[[cell]]` tables that match it applied in file order (a later
+    table's key wins), the skipped ones left out."""
+    cells: list[SuiteCell] = []
+    for workload, (nemesis, kinds), cluster, backend in itertools.product(
+        workloads, nemeses.items(), clusters, backends
+    ):
+        dims = {"workload": workload, "nemesis": nemesis, "cluster": cluster, "backend": backend}
+        merged: dict[str, Any] = {}
+        skip = False
+        for override in overrides:
+            if all(dims[d] == v for d, v in override.get("match", {}).items()):
+                skip = skip or bool(override.get("skip", False))
+                merged.update({k: v for k, v in override.items() if k not in ("match", "skip")})
+        if not skip:
+            cells.append(SuiteCell(workload, nemesis, kinds, cluster, backend, merged))
+    return cells
+
+
 def load_suite(
     path: str | Path, *, registries: Registries | None = None, bugs: Sequence[str] = (), seeds: Any = None
 ) -> Suite:
@@ -246,47 +294,17 @@ def load_suite(
             raise UserError(f"{top.of(key, 'matrix')}: unknown key (known keys: {', '.join(MATRIX_KEYS)})")
     workloads = _names(matrix.get("workloads"), top.of("workloads", "matrix"), list(reg.workloads), "workload")
     nemeses = _nemesis_sets(matrix.get("nemeses", {"none": []}), top.of("nemeses", "matrix"), list(reg.nemeses))
+    listed = matrix.get("clusters", ["3"])
     clusters = [
-        _cluster_label(c, top.of("clusters", "matrix"))
-        for c in (matrix.get("clusters", ["3"]) if isinstance(matrix.get("clusters", ["3"]), list) else [None])
+        _cluster_label(c, top.of("clusters", "matrix")) for c in (listed if isinstance(listed, list) else [listed])
     ]
     backends = _names(matrix.get("backends", ["sim"]), top.of("backends", "matrix"), list(reg.backends), "backend")
 
     overrides = raw.get("cell", [])
-    if not isinstance(overrides, list) or not all(isinstance(o, Mapping) for o in overrides):
-        raise UserError(f"{file}: cell: expected [[cell]] tables")
     known_dims = {"workload": workloads, "nemesis": list(nemeses), "cluster": clusters, "backend": backends}
-    for i, override in enumerate(overrides, start=1):
-        match = override.get("match", {})
-        where = f"{file}: cell[{i}]"
-        if not isinstance(match, Mapping):
-            raise UserError(f"{where}.match: expected a table of {', '.join(DIMENSIONS)}")
-        for dim, value in match.items():
-            if dim not in DIMENSIONS:
-                raise UserError(f"{where}.match: unknown dimension {dim!r} (known: {', '.join(DIMENSIONS)})")
-            if value not in known_dims[dim]:
-                raise UserError(f"{where}.match.{dim}: {value!r} is not in the matrix ({', '.join(known_dims[dim])})")
-        if "skip" in override and not isinstance(override["skip"], bool):
-            raise UserError(f"{where}.skip: expected true or false")
-        for key in ("name", "seed", "workload", "nemesis", "backend", "cluster"):
-            if key in override:
-                raise UserError(f"{where}.{key}: a dimension or the seed; narrow the cell with match instead")
-
+    _check_overrides(overrides, known_dims, file)
     _check_support(nemeses, backends, top.of("nemeses", "matrix"))
-    cells: list[SuiteCell] = []
-    for workload in workloads:
-        for nemesis, kinds in nemeses.items():
-            for cluster in clusters:
-                for backend in backends:
-                    dims = {"workload": workload, "nemesis": nemesis, "cluster": cluster, "backend": backend}
-                    merged: dict[str, Any] = {}
-                    skip = False
-                    for override in overrides:
-                        if all(dims[d] == v for d, v in override.get("match", {}).items()):
-                            skip = skip or bool(override.get("skip", False))
-                            merged.update({k: v for k, v in override.items() if k not in ("match", "skip")})
-                    if not skip:
-                        cells.append(SuiteCell(workload, nemesis, kinds, cluster, backend, merged))
+    cells = _expand(workloads, nemeses, clusters, backends, overrides)
     if not cells:
         raise UserError(f"{file}: every cell of the matrix is skipped")
     suite = Suite(

@@ -102,6 +102,14 @@ def test_thresholds_pass_fail_skip_and_unknown_per_cell(tmp_path) -> None:
     assert page.startswith("# Release gate: FAIL") and "| config-register/kill/3/sim | **FAIL** |" in page
     assert "<title>gate judged/1: FAIL</title>" in summary_html(gate)
 
+    broken = [
+        record(KILL, 1, failover_s=1.0),
+        RunRecord(KILL, 2, "valid", 0, "", [], "/r/k/2", 1.0, None, {"error": "KeyError: 'time'"}),
+    ]
+    _, gate = judged(tmp_path, [*broken, record(CALM, 1), record(CALM, 2)])
+    case = next(c for c in gate.cases if c.cell.id == KILL and c.threshold == "failover_s")
+    assert case.status == "unknown" and "KeyError" in case.message and gate.exit_code == 2
+
     only_unknown = [r if r.verdict != "invalid" else record(KILL, 1, failover_s=1.0) for r in bad[:1]]
     _, gate = judged(tmp_path, [*only_unknown, record(KILL, 2, failover_s=1.0), record(CALM, 1, "unknown")])
     assert gate.exit_code == 2 and gate.verdict == "UNKNOWN"  # CALM seed 2 never ran, seed 1 unknown
