@@ -14,8 +14,9 @@ is a false alarm.
 Workloads and nemesis kinds are picked up by name from the registries `kchaos run` uses, so what other
 parts of kraft-chaos add (workloads, fault kinds) joins the matrix without a change here. Runs go to
 processes (`--jobs`, the suites' `harness.pool.RunPool`: a run whose process crashes or hangs is an
-unknown verdict with the reason, not a broken matrix), their plots are skipped (`kchaos analyze RUN_DIR` draws them); run directories
-of catches, false alarms and errors are kept, the others removed unless `--keep-all`.
+unknown verdict with the reason, not a broken matrix), their plots are skipped (`kchaos analyze RUN_DIR`
+draws them); run directories of catches, false alarms and errors are kept, the others removed unless
+`--keep-all`.
 """
 
 from __future__ import annotations
