@@ -13,8 +13,10 @@ is a false alarm.
 
 Workloads and nemesis kinds are picked up by name from the registries `kchaos run` uses, so what other
 parts of kraft-chaos add (workloads, fault kinds) joins the matrix without a change here. Runs go to
-processes (`--jobs`), their plots are skipped (`kchaos analyze RUN_DIR` draws them); run directories
-of catches, false alarms and errors are kept, the others removed unless `--keep-all`.
+processes (`--jobs`, the suites' `harness.pool.RunPool`: a run whose process crashes or hangs is an
+unknown verdict with the reason, not a broken matrix), their plots are skipped (`kchaos analyze RUN_DIR`
+draws them); run directories of catches, false alarms and errors are kept, the others removed unless
+`--keep-all`.
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ class MatrixConfig:
     all_catches: bool = False
     keep_all: bool = False
     results: str = "results"
+    run_timeout_s: float | None = 600.0  # a run with no verdict by then is stopped and counted unknown
 
     def cells(self) -> Iterator[Cell]:
         """Every cell a bug may use, in the matrix's fixed order (seed outermost)."""
@@ -201,6 +204,16 @@ def run_cell(config: MatrixConfig, bug: str | None, cell: Cell, position: int) -
         shutil.rmtree(run_dir, ignore_errors=True)
         outcome.run_dir = ""
     return outcome
+
+
+def outcome_of(future: cf.Future[RunOutcome], bug: str | None, cell: Cell, position: int) -> RunOutcome:
+    """The run's outcome; a run whose process crashed or hung (harness.pool.RunLost), or that raised,
+    is an `unknown` verdict with the reason, so one bad run never stops the matrix."""
+    try:
+        return future.result()
+    except Exception as exc:
+        reason = str(exc) if type(exc).__name__ == "RunLost" else f"{type(exc).__name__}: {exc}"
+        return RunOutcome(bug, cell, position, "unknown", 2, 0.0, 0.0, [], f"run lost: {reason}", "", reason)
 
 
 def verdict_line(lines: Sequence[str], failed: Sequence[str]) -> str:
@@ -318,9 +331,11 @@ class Matrix:
         self.max_cells = max(1, int(config.budget_s // self.run_estimate_s))
 
     def run(self, executor: cf.Executor | None = None) -> MatrixResult:
+        from harness.pool import RunPool
+
         start = time.perf_counter()
         own = executor is None
-        pool = executor or cf.ProcessPoolExecutor(max_workers=self.config.jobs)
+        pool = executor or RunPool(self.config.jobs, timeout_s=self.config.run_timeout_s)
         try:
             bugs = self._bugs(pool)
             sweep = self._sweep(pool)
@@ -334,7 +349,7 @@ class Matrix:
         results = {name: BugResult(BY_NAME[name]) for name in config.bugs}
         queues = {name: enumerate(config.cells()) for name in config.bugs}
         submitted = dict.fromkeys(config.bugs, 0)
-        inflight: dict[cf.Future[RunOutcome], str] = {}
+        inflight: dict[cf.Future[RunOutcome], tuple[str, Cell, int]] = {}
         open_bugs = list(config.bugs)
 
         def wants_more(name: str) -> bool:
@@ -358,7 +373,7 @@ class Matrix:
                         continue
                     position, cell = step
                     submitted[name] += 1
-                    inflight[pool.submit(run_cell, config, name, cell, position)] = name
+                    inflight[pool.submit(run_cell, config, name, cell, position)] = (name, cell, position)
 
         while True:
             fill()
@@ -366,8 +381,8 @@ class Matrix:
                 break
             done, _ = cf.wait(inflight, return_when=cf.FIRST_COMPLETED)
             for future in done:
-                name = inflight.pop(future)
-                outcome = future.result()
+                name, cell, position = inflight.pop(future)
+                outcome = outcome_of(future, name, cell, position)
                 results[name].runs.append(outcome)
                 verdict = "CAUGHT" if outcome.caught else str(outcome.valid)
                 self.say(f"{name}: {outcome.cell.label}: {verdict} ({outcome.sim_s:.0f} s simulated)")
@@ -377,9 +392,9 @@ class Matrix:
         config = self.config
         sweep = SweepResult()
         cells = list(enumerate(config.sweep_cells()))
-        futures = {pool.submit(run_cell, config, None, cell, position) for position, cell in cells}
+        futures = {pool.submit(run_cell, config, None, cell, position): (cell, position) for position, cell in cells}
         for future in cf.as_completed(futures):
-            outcome = future.result()
+            outcome = outcome_of(future, None, *futures[future])
             sweep.runs.append(outcome)
             if outcome.valid is not True:
                 self.say(f"correct cluster: {outcome.cell.label}: {outcome.valid} {outcome.line}")

@@ -54,6 +54,15 @@ COMMANDS: dict[str, Command] = {
     "bugs": Command(
         "harness.bugs_cli", "run the planted-bug matrix in the simulator and print which runs catch each bug"
     ),
+    "suite": Command(
+        "harness.suite_cli", "run a suite: workloads x nemeses x clusters x backends x seeds, in parallel, resumable"
+    ),
+    "gate": Command(
+        "harness.gate_cli", "release gate: run a suite, judge it against thresholds, JUnit XML and exit code"
+    ),
+    "nightly": Command(
+        "harness.nightly_cli", "nightly runs: the nightly suite as a gate, the last N nights kept, a trend report"
+    ),
 }
 
 # Modules a command needs beside its own: `check` judges histories with the system adapters' own

@@ -547,6 +547,23 @@ def _resolve(raw: Mapping[str, Any], where: _Where, flags: Mapping[str, Any], re
     return TestSpec(**values)
 
 
+def read_toml(file: Path, what: str) -> tuple[dict[str, Any], str]:
+    """A TOML file's table and text; a file that cannot be read or parsed is a one-line UserError
+    naming the file (and the line and column of a syntax error)."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{file}: cannot read {what}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{file}: not a UTF-8 text file") from None
+    try:
+        return tomllib.loads(text), text
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"^(.*) \(at line (\d+), column (\d+)\)$", str(exc))
+        where_text = f"{file}:{m.group(2)}:{m.group(3)}" if m else str(file)
+        raise UserError(f"{where_text}: invalid TOML: {m.group(1) if m else exc}") from None
+
+
 def load_test(
     path: str | Path | None,
     overrides: Mapping[str, Any] | None = None,
@@ -559,18 +576,7 @@ def load_test(
     where = _Where(None)
     if path is not None:
         file = Path(path)
-        try:
-            text = file.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"{file}: cannot read test file: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise UserError(f"{file}: not a UTF-8 text file") from None
-        try:
-            raw = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            m = re.search(r"^(.*) \(at line (\d+), column (\d+)\)$", str(exc))
-            where_text = f"{file}:{m.group(2)}:{m.group(3)}" if m else str(file)
-            raise UserError(f"{where_text}: invalid TOML: {m.group(1) if m else exc}") from None
+        raw, text = read_toml(file, "test file")
         where = _Where(file, text)
     return _resolve(raw, where, overrides or {}, reg)
 

@@ -1,0 +1,189 @@
+"""The release gate: thresholds per cell over every run's measures, JUnit XML a CI reads (a case per
+cell and threshold; failures carry the verdict line and the run directory), a one-page summary, and
+exit codes 0 pass / 1 failed / 2 unknown / 254 error. End to end: suites/gate.toml passes on the
+correct cluster and fails for planted bugs of each component."""
+
+from __future__ import annotations
+
+import tempfile
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.errors import UserError
+from harness.gate import evaluate, gate_config, junit_xml, summary_html, summary_markdown
+from harness.suite import RunRecord, SuiteResult, load_suite
+from node.bugs import CATALOGUE
+
+GATE_TOML = Path(__file__).resolve().parents[2] / "suites" / "gate.toml"
+
+SUITE = """\
+name = "judged"
+seeds = 2
+
+[matrix]
+workloads = ["config-register"]
+nemeses = { kill = ["kill"], calm = [] }
+clusters = ["3"]
+
+[gate]
+availability_during_faults_pct = 50
+p99_outside_faults_ms = 100
+failover_s = 5
+
+[[gate.cell]]
+match = { nemesis = "calm" }
+p99_outside_faults_ms = 20
+"""
+
+
+def record(cell: str, seed: int, verdict: str = "valid", **measures) -> RunRecord:
+    line = {"invalid": "linearizable: False (2 ops)", "unknown": "run lost: hung"}.get(verdict, "")
+    base = {"invalid_checkers": [], "anomalies": 0, "lost": 0, "recovery_after_heal_s": 1.0}
+    return RunRecord(cell, seed, verdict, 0, line, [], f"/r/{cell}/{seed}", 1.0, None, {**base, **measures})
+
+
+def judged(tmp_path: Path, records: list[RunRecord]) -> tuple[SuiteResult, object]:
+    path = tmp_path / "judged.toml"
+    path.write_text(SUITE)
+    suite = load_suite(path)
+    result = SuiteResult(suite, tmp_path, "judged/1", {r.key: r for r in records}, [], 3.0)
+    return result, evaluate(result, gate_config(suite.gate, suite.where))
+
+
+KILL, CALM = "config-register/kill/3/sim", "config-register/calm/3/sim"
+
+
+def test_thresholds_pass_fail_skip_and_unknown_per_cell(tmp_path) -> None:
+    good = [
+        record(KILL, 1, availability_during_faults_pct=80.0, p99_outside_faults_ms=50.0, failover_s=2.0),
+        record(KILL, 2, availability_during_faults_pct=60.0, p99_outside_faults_ms=90.0, failover_s=4.5),
+        record(CALM, 1, p99_outside_faults_ms=10.0),
+        record(CALM, 2, p99_outside_faults_ms=19.0),
+    ]
+    _, gate = judged(tmp_path, good)
+    status = {(c.cell.id, c.threshold): c.status for c in gate.cases}
+    assert status[(KILL, "availability_during_faults_pct")] == "pass"
+    assert status[(CALM, "availability_during_faults_pct")] == "skipped"  # no op during a fault
+    assert status[(CALM, "failover_s")] == "skipped" and status[(KILL, "failover_s")] == "pass"
+    assert gate.exit_code == 0 and gate.verdict == "PASS"
+
+    bad = [
+        record(KILL, 1, "invalid", availability_during_faults_pct=40.0, p99_outside_faults_ms=50.0, failover_s=6.0),
+        record(KILL, 2, lost=3, availability_during_faults_pct=60.0, p99_outside_faults_ms=50.0, failover_s=1.0),
+        record(CALM, 1, p99_outside_faults_ms=30.0),  # over the calm cells' own 20 ms
+        record(CALM, 2, "unknown"),
+    ]
+    _, gate = judged(tmp_path, bad)
+    cases = {(c.cell.id, c.threshold): c for c in gate.cases}
+    assert cases[(KILL, "checkers")].status == "fail" and "linearizable: False" in cases[(KILL, "checkers")].message
+    assert cases[(KILL, "lost")].status == "fail" and cases[(KILL, "lost")].message == "3 acknowledged writes lost"
+    assert cases[(KILL, "availability_during_faults_pct")].status == "fail"
+    assert cases[(KILL, "availability_during_faults_pct")].value == 40.0
+    assert (
+        cases[(KILL, "failover_s")].status == "fail"
+        and "/r/config-register/kill/3/sim/1" in cases[(KILL, "failover_s")].detail
+    )
+    assert cases[(CALM, "p99_outside_faults_ms")].status == "fail"
+    assert cases[(CALM, "checkers")].status == "unknown"
+    assert gate.exit_code == 1
+
+    suite = ET.fromstring(junit_xml(gate)).find("testsuite")
+    assert suite is not None and suite.get("failures") == "5" and suite.get("errors") == "1"
+    failure = suite.find(f"testcase[@classname='{KILL}'][@name='checkers']/failure")
+    assert failure is not None and failure.get("message") == "linearizable: False (2 ops)"
+    assert "/r/config-register/kill/3/sim/1" in (failure.text or "")
+    assert suite.find(f"testcase[@classname='{CALM}'][@name='checkers']/error") is not None
+    assert suite.find(f"testcase[@classname='{CALM}'][@name='failover_s']/skipped") is not None
+    page = summary_markdown(gate)
+    assert page.startswith("# Release gate: FAIL") and "| config-register/kill/3/sim | **FAIL** |" in page
+    assert "<title>gate judged/1: FAIL</title>" in summary_html(gate)
+
+    broken = [
+        record(KILL, 1, failover_s=1.0),
+        RunRecord(KILL, 2, "valid", 0, "", [], "/r/k/2", 1.0, None, {"error": "KeyError: 'time'"}),
+    ]
+    _, gate = judged(tmp_path, [*broken, record(CALM, 1), record(CALM, 2)])
+    case = next(c for c in gate.cases if c.cell.id == KILL and c.threshold == "failover_s")
+    assert case.status == "unknown" and "KeyError" in case.message and gate.exit_code == 2
+
+    only_unknown = [r if r.verdict != "invalid" else record(KILL, 1, failover_s=1.0) for r in bad[:1]]
+    _, gate = judged(tmp_path, [*only_unknown, record(KILL, 2, failover_s=1.0), record(CALM, 1, "unknown")])
+    assert gate.exit_code == 2 and gate.verdict == "UNKNOWN"  # CALM seed 2 never ran, seed 1 unknown
+
+
+def test_bad_thresholds_are_one_line(tmp_path) -> None:
+    for change, message in (
+        ("failover_s = -5", "judged.toml:12: gate.failover_s: expected a number >= 0, got -5"),
+        ("latency = 5", "judged.toml:12: gate.latency: unknown threshold 'latency'"),
+        ("checkers = 5", "judged.toml:12: gate.checkers: expected true or false"),
+        ('failover_s = 5\n[[gate.cell]]\nmatch = { size = "xl" }', "gate.cell[1].match: expected a table of"),
+    ):
+        path = tmp_path / "judged.toml"
+        path.write_text(SUITE.replace("failover_s = 5", change))
+        suite = load_suite(path)
+        with pytest.raises(UserError) as caught:
+            gate_config(suite.gate, suite.where)
+        assert message in str(caught.value) and "\n" not in str(caught.value), str(caught.value)
+    path.write_text(SUITE.replace("failover_s = 5", "failover_s = -5"))
+    assert main(["gate", str(path), "--results", str(tmp_path)]) == 254  # refused before any run
+
+
+@pytest.fixture
+def results() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="kchaos-gate-") as root:
+        yield Path(root)
+
+
+def gate(results: Path, *argv: str) -> tuple[int, ET.Element, str]:
+    junit = results / f"junit-{len(list(results.glob('junit-*')))}.xml"
+    code = main(["gate", str(GATE_TOML), "--results", str(results), "--junit", str(junit), "--quiet", *argv])
+    summary = junit.parent.glob("suites/gate/latest/gate-summary.md")
+    return code, ET.parse(junit).getroot(), next(iter(summary)).read_text()
+
+
+def test_the_shipped_gate_passes_on_the_correct_cluster(results, capsys) -> None:
+    code, junit, summary = gate(results)
+    capsys.readouterr()
+    suite = junit.find("testsuite")
+    assert suite is not None
+    assert code == 0, [(c.get("classname"), c.get("name"), c[0].get("message")) for c in suite if len(c)]
+    assert suite.get("failures") == "0" and suite.get("errors") == "0" and int(suite.get("tests")) >= 40
+    assert summary.startswith("# Release gate: PASS")
+    assert (results / "suites" / "gate" / "latest" / "gate-summary.html").is_file()
+
+
+# one planted bug per component of the catalogue: raft, controller, broker, metadata, storage
+SOME_BUGS = (
+    "raft-vote-not-persisted",
+    "ctl-envelope-unauthorized",
+    "broker-read-offset-not-applied",
+    "metadata-snapshot-omits-configs",
+    "storage-flush-skips-fsync",
+)
+
+
+@pytest.mark.parametrize("bug", SOME_BUGS)
+def test_the_shipped_gate_fails_for_a_planted_bug(results, bug, capsys) -> None:
+    code, junit, summary = gate(results, "--bug", bug, "--seeds", "1")  # seed 1 of every cell catches each bug
+    capsys.readouterr()
+    assert code == 1, summary
+    assert bug in junit.get("name", "")
+    failures = junit.findall(".//failure")
+    assert failures and all(f.get("message") for f in failures)
+    assert any(str(results / "suites" / "gate") in (f.text or "") for f in failures)  # names the bug's run
+    assert summary.startswith("# Release gate: FAIL (gate/") and bug in summary.splitlines()[0]
+
+
+@pytest.mark.slow
+def test_the_shipped_gate_fails_for_every_planted_bug(results, capsys) -> None:
+    passed = []
+    for bug in CATALOGUE:
+        code, junit, _ = gate(results, "--bug", bug.name)
+        capsys.readouterr()
+        if code != 1 or not junit.findall(".//failure"):
+            passed.append((bug.name, code))
+    assert not passed, passed
