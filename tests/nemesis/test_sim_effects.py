@@ -108,7 +108,9 @@ def test_packet_loss_drops_about_p_on_the_targets_links_and_nothing_elsewhere(tm
         r.sim.run_for(100_000)
     affected = [d for s, t, d in sent if target in (s, t) and s > 0 and t > 0]
     others = [d for s, t, d in sent if target not in (s, t)]
-    assert len(affected) > 800 and len(others) > 200
+    # Since pre-vote a lossy voter no longer sets off elections (and their Vote storms): its links
+    # carry its Fetches only, a few hundred in 100 s, enough to measure the loss rate.
+    assert len(affected) > 200 and len(others) > 200
     lost = sum(d is None for d in affected) / len(affected)
     assert 0.25 <= lost <= 0.35, lost
     assert all(d is not None for d in others)
