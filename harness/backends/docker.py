@@ -21,6 +21,7 @@ names only (by label), and stop the engine if this run started it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from harness.backends.docker_image import CODE_ROOT, cache_dir, ensure_image
 from harness.backends.firewall import allow_bridge_forwarding, firewall_named
 from harness.backends.ledger import HealReport, Ledger, register_undo
 from harness.backends.native import cache_dir as native_cache_dir
-from harness.backends.netns import NetnsBackend, NodeHost, free_subnet
+from harness.backends.netns import NetnsBackend, NodeHost, ProcessSpec, free_subnet
 from harness.backends.resources import link_names, netns_names
 from harness.backends.shell import BackendError, run
 from harness.backends.signals import deferred_termination
@@ -76,8 +77,6 @@ class DockerBackend(NetnsBackend):
     # -- hosts -----------------------------------------------------------------------------------------
 
     def setup(self) -> None:
-        import os
-
         if os.geteuid() != 0:
             raise BackendError("the docker backend needs root (it attaches the containers' network namespaces)")
         if self.ledger is not None:
@@ -165,8 +164,6 @@ class DockerBackend(NetnsBackend):
             if self.is_alive(node):
                 raise BackendError(f"node {node} already runs in container {self._containers[node].name}")
             passed = {k: v for k, v in (env or {}).items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}
-            from harness.backends.netns import ProcessSpec
-
             self._specs[node] = ProcessSpec(list(argv), passed, CODE_ROOT)
             return self._spawn_container(node)
 
