@@ -15,12 +15,11 @@ Vocabulary per kind:
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.backends.faults import CLOCK_MODES, DISK_ERRORS, FAULT_KINDS
+from harness.backends.faults import BACKEND_FAULTS, CLOCK_MODES, DISK_ERRORS, FAULT_KINDS
 
 __all__ = [
     "CATALOGUE",
@@ -341,14 +340,6 @@ OTHER_COLOR = "#777777"
 # Options of `[nemesis_options.<kind>]` besides the parameters.
 SCHEDULE_OPTIONS: tuple[str, ...] = ("weight", "modes", "targets")
 
-# Backend name -> "module:Class" whose `faults` says what it supports.
-BACKEND_CLASSES: dict[str, str] = {
-    "sim": "harness.backends.sim:SimBackend",
-    "netns": "harness.backends.netns:NetnsBackend",
-    "docker": "harness.backends.docker:DockerBackend",
-    "ssh": "harness.backends.ssh:SshBackend",
-}
-
 
 def spec(kind: str) -> KindSpec:
     try:
@@ -358,13 +349,8 @@ def spec(kind: str) -> KindSpec:
 
 
 def backend_support(backends: Sequence[str] | None = None) -> dict[str, frozenset[str]]:
-    """Backend name -> the kinds its class carries out (its `faults`)."""
-    out = {}
-    for name in backends or BACKEND_CLASSES:
-        module_name, _, cls_name = BACKEND_CLASSES[name].partition(":")
-        cls = getattr(importlib.import_module(module_name), cls_name)
-        out[name] = frozenset(cls.faults)
-    return out
+    """Backend name -> the kinds it carries out (`harness.backends.faults.BACKEND_FAULTS`)."""
+    return {name: BACKEND_FAULTS[name] for name in backends or BACKEND_FAULTS}
 
 
 def mode_choices(kind: str) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ from typing import Any
 
 from harness.backends.docker_engine import LABEL, ensure_engine
 from harness.backends.docker_image import CODE_ROOT, cache_dir, ensure_image
+from harness.backends.faults import BACKEND_FAULTS
 from harness.backends.firewall import allow_bridge_forwarding, firewall_named
 from harness.backends.ledger import HealReport, Ledger, register_undo
 from harness.backends.native import cache_dir as native_cache_dir
@@ -54,6 +55,7 @@ class NodeContainer:
 class DockerBackend(NetnsBackend):
     """One container per node (see the module docstring)."""
 
+    faults = BACKEND_FAULTS["docker"]
     node_python = NODE_PYTHON
     node_code_root = CODE_ROOT
 

@@ -36,6 +36,17 @@ FAULT_KINDS: tuple[str, ...] = (
     "corrupt",
 )
 
+# Backend name -> the kinds it carries out (each backend class's `faults` is its entry). Kept here, as
+# data, so that `kchaos nemeses` and the test model can say who supports what without importing the
+# backends themselves (the ssh and docker ones pull in much of the harness).
+BACKEND_FAULTS: dict[str, frozenset[str]] = {
+    "sim": frozenset(FAULT_KINDS),
+    "netns": frozenset(FAULT_KINDS),  # corrupt: the DB adapter edits a stopped node's files
+    "docker": frozenset(FAULT_KINDS),  # the netns machinery, in each container's namespace
+    # no packet (NFQUEUE daemons on every host), lose_unsynced (a FUSE mount there), corrupt (local edits)
+    "ssh": frozenset({"partition", "kill", "pause", "clock", "disk_stall", "disk_fail"}),
+}
+
 # node -> the nodes it must not hear from (Jepsen's "grudge"); packets *to* the key *from* the values.
 Grudge = Mapping[str, frozenset[str]]
 # node -> the peers whose packets to it are affected; None means every link between nodes.

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from harness.backends import Backend, Grudge, check_grudge
-from harness.backends.faults import ClockFault, DiskFault, FaultNotSupported, Links, PacketFault
+from harness.backends.faults import BACKEND_FAULTS, ClockFault, DiskFault, FaultNotSupported, Links, PacketFault
 from harness.backends.firewall import Firewall, allow_bridge_forwarding, firewall_named, record_block
 from harness.backends.host_faults import HostFaults
 from harness.backends.lazyfs.nodes import NodeDisks
@@ -118,10 +118,7 @@ def check_node_ids(node_ids: Sequence[str]) -> None:
 class NetnsBackend(TeardownOnTermination, Backend):
     """One network namespace per node on a bridge; see the module docstring."""
 
-    # corrupt: the DB adapter edits a stopped node's files
-    faults = frozenset(
-        {"partition", "packet", "clock", "kill", "pause", "disk_stall", "disk_fail", "lose_unsynced", "corrupt"}
-    )
+    faults = BACKEND_FAULTS["netns"]
 
     def __init__(
         self,

@@ -20,6 +20,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from harness.backends import Backend, ClockFault, DiskFault, Grudge, Links, PacketFault, check_grudge
+from harness.backends.faults import BACKEND_FAULTS
 from harness.schedulers import VirtualScheduler
 from node.bugs import warning_lines
 from node.sim.buggify import Buggify, Listener
@@ -60,9 +61,7 @@ def sim_layout(controllers: int, combined: int, brokers: int) -> dict[str, int]:
 class SimBackend(Backend):
     """A simulated cluster of `controllers` + `combined` + `brokers` nodes (see the module docstring)."""
 
-    faults = frozenset(
-        {"partition", "packet", "clock", "kill", "pause", "disk_stall", "disk_fail", "lose_unsynced", "corrupt"}
-    )
+    faults = BACKEND_FAULTS["sim"]
 
     def __init__(
         self,

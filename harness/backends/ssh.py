@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.backends import Backend, ClockFault, DiskFault, FaultNotSupported, Grudge, check_grudge, native
+from harness.backends.faults import BACKEND_FAULTS
 from harness.backends.host_faults import DISK_KINDS
 from harness.backends.inventory import Host, Inventory, load_inventory
 from harness.backends.ledger import LEDGER_NAME, HealReport, Ledger
@@ -75,7 +76,7 @@ class RemoteSpec:
 class SshBackend(TeardownOnTermination, Backend):
     """Nodes on inventory hosts over SSH; see the module docstring."""
 
-    faults = frozenset({"partition", "kill", "pause", "clock", "disk_stall", "disk_fail"})
+    faults = BACKEND_FAULTS["ssh"]
 
     def __init__(
         self, run_dir: Path | str, node_ids: Sequence[str], inventory: Inventory | Path | str, *, tag: str | None = None
