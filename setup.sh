@@ -11,10 +11,11 @@ verb="${1:-run}"; shift || true
 # System packages: Python tooling, Java for Spark, Chromium for report rendering tests, the
 # network tools the netns backend drives, libfaketime for its clock faults (gcc builds the
 # preload shims), libfuse2 for lazyfs (lose_unsynced), Docker's engine plus debootstrap for the docker
-# backend (its node image is built here, from Debian), and OpenSSH (the ssh backend's client; its tests
-# run an sshd per namespace host). apt-get only runs when something is missing.
+# backend (its node image is built here, from Debian), OpenSSH (the ssh backend's client; its tests
+# run an sshd per namespace host) and vagrant (its tests validate the Vagrantfile; no VM is booted).
+# apt-get only runs when something is missing.
 apt_pkgs=(python3-venv python3-dev gcc openjdk-17-jre-headless chromium iproute2 iptables nftables procps faketime
-          libfuse2 docker.io debootstrap openssh-client openssh-server)
+          libfuse2 docker.io debootstrap openssh-client openssh-server vagrant)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
