@@ -136,4 +136,8 @@ def _valid(entry: Any) -> Any:
 
 
 def _show(value: Any) -> str:
-    return {True: "valid", False: "INVALID", None: "-"}.get(value, str(value)) if not isinstance(value, str) else value
+    if value is True:
+        return "valid"
+    if value is False:
+        return "INVALID"
+    return "-" if value is None else str(value)

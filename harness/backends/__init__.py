@@ -76,6 +76,18 @@ class Backend(ABC):
         """Wait up to `timeout` seconds for the node's process to exit; whether it did."""
         raise NotImplementedError(f"the {type(self).__name__} backend cannot stop a node gracefully")
 
+    def stop_nodes(self, nodes: Sequence[str], timeout_s: float) -> list[str]:
+        """SIGTERM the nodes (all at once), wait up to `timeout_s` for each, kill -9 what is left; the
+        nodes that had to be killed. A backend with remote hosts does it in one round per host."""
+        for node in nodes:
+            self.terminate(node)
+        killed = []
+        for node in nodes:
+            if not self.wait_stopped(node, timeout_s):
+                killed.append(node)
+            self.kill(node)  # reaps it and closes its ledger entry
+        return killed
+
     # -- the rest of the fault vocabulary: optional, each backend lists what it does in `faults` --------
 
     def enable_faults(self, kinds: Collection[str]) -> None:  # noqa: B027 - optional

@@ -165,8 +165,7 @@ class DockerBackend(NetnsBackend):
         with self._lock:
             if self.is_alive(node):
                 raise BackendError(f"node {node} already runs in container {self._containers[node].name}")
-            passed = {k: v for k, v in (env or {}).items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}
-            self._specs[node] = ProcessSpec(list(argv), passed, CODE_ROOT)
+            self._specs[node] = ProcessSpec(list(argv), dict(env or {}), CODE_ROOT)
             return self._spawn_container(node)
 
     def _spawn_container(self, node: str) -> NodeContainer:

@@ -526,19 +526,9 @@ class KraftDB(DB):
         backend = self._backend()
         warnings = []
         broker_only = [n for n in self.ids if n[0] == "b"]
-        stop_nodes = getattr(backend, "stop_nodes", None)  # a backend that stops remote nodes itself (ssh)
         for group in (broker_only, [n for n in self.ids if n not in broker_only]):
-            if stop_nodes is not None:
-                killed = stop_nodes([n for n in group if backend.is_alive(n)], STOP_TIMEOUT_S)
-                warnings += [f"{n}: did not stop within {STOP_TIMEOUT_S:.0f} s of SIGTERM; killed" for n in killed]
-                continue
-            running = [n for n in group if backend.is_alive(n)]
-            for node in running:
-                backend.terminate(node)
-            for node in running:
-                if not backend.wait_stopped(node, STOP_TIMEOUT_S):
-                    warnings.append(f"{node}: did not stop within {STOP_TIMEOUT_S:.0f} s of SIGTERM; killed")
-                backend.kill(node)  # reaps it and closes its ledger entry
+            killed = backend.stop_nodes([n for n in group if backend.is_alive(n)], STOP_TIMEOUT_S)
+            warnings += [f"{n}: did not stop within {STOP_TIMEOUT_S:.0f} s of SIGTERM; killed" for n in killed]
         return warnings
 
     def teardown(self) -> None:
