@@ -251,7 +251,7 @@ class Buggify:
             return "elected"
         if announced and role is Role.CANDIDATE:
             return "candidate"
-        if granted:
+        if granted and role is Role.VOTED:  # a pre-vote grant (KIP-996) persists and changes nothing
             return "vote-granted"
         if appended and role is Role.LEADER:
             return "leader-append"

@@ -65,8 +65,10 @@ def test_vote_granted_crashes_the_voter_right_after_it_granted():
     sim, hits = strike("vote-granted", ("kill",))
     for moment, value in hits:
         assert isinstance(moment.event, RequestReceived) and isinstance(moment.event.message, VoteRequest)
+        assert not moment.event.message.pre_vote, "a pre-vote grant persists nothing: no moment to strike"
         responses = [a.message for a in moment.actions if isinstance(a, act.Respond)]
-        assert responses and responses[0].vote_granted
+        assert responses and responses[0].vote_granted and moment.role is Role.VOTED
+        assert any(isinstance(a, act.PersistQuorumState) for a in moment.actions)
         assert value["fault"] == "kill" and 1 <= value["restart_after_ms"] <= 300
     assert sim.stats.faults["buggify"] == len(hits)
 
