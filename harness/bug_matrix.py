@@ -45,6 +45,8 @@ NEEDS: dict[str, str] = {
     "raft-leader-never-resigns": "a partial partition (controllers apart, brokers reach all) + a freshness check",
     "raft-vote-not-persisted": "any election on the simulator: sim invariants (votes that elect a leader are durable)",
     "raft-follower-fetch-before-flush": "sim invariants (commit durable on a majority)",
+    "raft-read-barrier-counts-late-fetches": "the leader paused past a failover with controller reads queued "
+    "at it (8 s pauses: suites/gate.toml's pause-leader cell): linearizable",
     "ctl-fenced-replica-into-isr": "isr-changes / registrations checkers (a fenced broker never joins an ISR)",
     "ctl-stale-alter-partition-answer": "isr-changes CAS checker with AlterPartition sent to a stale controller",
     "ctl-stale-heartbeat-accepted": "registrations checker (stale broker epochs refused)",

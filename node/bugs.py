@@ -83,6 +83,16 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "and a power loss takes it",
         "a follower sends its next Fetch as soon as it has appended, before its fsync returns",
     ),
+    PlantedBug(
+        "raft-read-barrier-counts-late-fetches",
+        "raft",
+        "KIP-595 linearizable reads: a leader confirms its leadership for a read with a majority that "
+        "was still in its epoch after the read arrived",
+        "etcd-io/etcd#741 (ReadIndex confirmation); this project's own finding under SIGSTOP",
+        "linearizable reads: a leader thawed after SIGSTOP answers a read from stale state, confirmed "
+        "by Fetches that were sent before it froze (and before another leader committed writes)",
+        "a read barrier completes on a majority of Fetches processed after it, whenever they were sent",
+    ),
     # --- quorum controller (node/controller) ---------------------------------------------------------
     PlantedBug(
         "ctl-fenced-replica-into-isr",

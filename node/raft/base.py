@@ -69,7 +69,6 @@ class RaftNodeBase:
     # --- the leader's fetch bookkeeping and read barriers (fetch.py, read_barrier.py)
     _parked: list[ParkedFetch]
     _barriers: list[Barrier]
-    _fetch_seq: int
     # --- requests this node sends, and its timer (timers.py)
     _inflight: dict[int, InFlight]
     _backoff_until: dict[int, int]

@@ -66,8 +66,8 @@ class Append:
 
 @dataclass(frozen=True, slots=True)
 class ReadBarrier:
-    """A linearizable read: answered once this leader has committed an entry of its epoch and a
-    majority of voters has fetched from it (in its epoch) after the barrier arrived."""
+    """A linearizable read: answered once this leader has committed an entry that it had shipped to
+    no voter when the barrier arrived (appending a `ReadMarker` if it has none; `read_barrier.py`)."""
 
     handle: Hashable
 

@@ -89,13 +89,11 @@ class ReplicationMixin(RaftNodeBase):
         self._respond(reply_to, cid, FetchResponse(int(error), self.leader_id, self.epoch, self.high_watermark))
 
     def _heard_from_voter(self, leader: Leader, voter: int) -> None:
-        """A Fetch or FetchSnapshot in our epoch: an endorsement, liveness for the zombie rule, and a
-        confirmation of our leadership for the read barriers that arrived before it."""
+        """A Fetch or FetchSnapshot in our epoch: an endorsement and liveness for the zombie rule."""
         leader.unendorsed.discard(voter)
         leader.fetched_since_check.add(voter)
-        self._fetch_seq += 1
-        leader.fetch_seq[voter] = self._fetch_seq
-        self._maybe_complete_barriers()
+        if "raft-read-barrier-counts-late-fetches" in self.config.bugs:
+            self._barriers_hear_fetch(voter)
 
     def _fetch_answer(self, **fields: Any) -> FetchResponse:
         """A successful FetchResponse of this leader, with records, a diverging epoch or a snapshot id."""
@@ -136,6 +134,9 @@ class ReplicationMixin(RaftNodeBase):
             self._respond_with_snapshot_id(reply_to, cid)
             return
         records = tuple(self.log.read(req.fetch_offset, min(req.max_bytes, self.config.fetch_max_bytes)))
+        if records and isinstance(self.state, Leader):
+            last = records[-1]
+            self.state.shipped_end = max(self.state.shipped_end, last.base_offset + len(last.records))
         self._respond(reply_to, cid, self._fetch_answer(records=records))
 
     def _complete_parked_fetches(self, now: int, expired_only: bool) -> None:

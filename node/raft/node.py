@@ -153,7 +153,6 @@ class RaftNode(
         self._pending = deque()
         self._written = deque()
         self._barriers = []
-        self._fetch_seq = 0
         self._flushed_end = self.log.end_offset  # what storage loaded is durable
         self._flush_in_flight = False
         self._flush_cap = NEVER

@@ -99,7 +99,9 @@ class Leader:
     granted: tuple[int, ...]
     check_quorum_deadline: int  # zombie-leader rule: a majority must fetch before this
     fetched_since_check: set[int] = field(default_factory=set)
-    fetch_seq: dict[int, int] = field(default_factory=dict)  # voter -> sequence number of its last Fetch
+    # The end of what this leader has sent in Fetch responses: entries at or above it reached no one
+    # yet, so a Fetch acknowledging one was sent after now (read_barrier.py).
+    shipped_end: int = 0
     role = Role.LEADER
 
 

@@ -1,55 +1,73 @@
-"""Linearizable reads: a read barrier completes once a majority fetched after it arrived.
+"""Linearizable reads: a read barrier completes once the leader commits an entry no voter could have
+received before the barrier arrived.
 
-Such fetches prove that no other leader was elected in between, so the high watermark the barrier
-returns is not stale. A leader answers none before an entry of its own epoch is committed.
+Counting Fetches that are *processed* after the barrier is not enough: a leader frozen by SIGSTOP
+thaws with Fetches in its sockets that were sent before it froze, perhaps before another leader was
+elected and committed writes, and it may process them after a read that arrived later. A Fetch
+whose offset passes an entry the leader had not yet shipped to anyone when the barrier arrived was
+sent after the barrier arrived. So a barrier waits for the high watermark to pass the first such
+entry; when the log holds none, the leader appends a `ReadMarker` control record to be that entry.
+The majority that acknowledged it was still in our epoch after the read arrived, so no other leader
+had been elected before it (etcd's ReadIndex gets the same proof from heartbeats the leader sends).
+A burst of reads shares one marker, and reads between writes need none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from node.protocol.errors import ErrorCode
 from node.raft.actions import ReadBarrierCompleted, ReadBarrierFailed
-from node.raft.base import NEVER, RaftNodeBase
+from node.raft.base import RaftNodeBase
 from node.raft.quorum_state import Leader
+from node.raft.records import ReadMarkerMessage, RecordBatch, encode_control
 
 
 @dataclass(slots=True)
 class Barrier:
     handle: Hashable
-    fetch_seq: int  # fetches numbered above this arrived after the barrier
+    floor: int  # the first offset unshipped when the barrier arrived: the high watermark must pass it
+    heard: set[int] = field(default_factory=set)  # planted bug only: voters whose Fetch came after it
 
 
 class ReadBarrierMixin(RaftNodeBase):
     def _on_read_barrier(self, now: int, handle: Hashable) -> None:
-        if not isinstance(self.state, Leader):
+        leader = self.state
+        if not isinstance(leader, Leader):
             self._out.append(ReadBarrierFailed(handle, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), "not the leader"))
             return
-        self._barriers.append(Barrier(handle, self._fetch_seq))
-        # Parked fetches arrived before the barrier and cannot confirm it: answer them now so that the
-        # followers' next fetches (which can) come at once instead of after fetch_max_wait_ms.
-        self._complete_parked_fetches(now, expired_only=False)
+        if "raft-read-barrier-counts-late-fetches" in self.config.bugs:
+            self._barriers.append(Barrier(handle, leader.epoch_start_offset))  # no marker: Fetches confirm it
+            self._maybe_complete_barriers()
+            return
+        if self.config.majority == 1:
+            floor = leader.epoch_start_offset  # no other voter, so no other leader: our own commit suffices
+        else:
+            floor = max(leader.shipped_end, leader.epoch_start_offset)
+            if self.log.end_offset <= floor:
+                records = (encode_control(ReadMarkerMessage()),)
+                marker = RecordBatch(self.log.end_offset, leader.epoch, records, control=True, timestamp_ms=now)
+                self._write_batch(marker)  # also answers the parked Fetches, so followers take it at once
+        self._barriers.append(Barrier(handle, floor))
         self._maybe_complete_barriers()
 
     def _maybe_complete_barriers(self) -> None:
-        leader = self.state
-        if not self._barriers or not isinstance(leader, Leader):
+        if not self._barriers or not isinstance(self.state, Leader):
             return
-        if self.high_watermark <= leader.epoch_start_offset:
-            return  # nothing of this epoch is committed yet: our view may be behind the last leader's
-        confirmations = sorted((seq for voter, seq in leader.fetch_seq.items() if voter != self.node_id), reverse=True)
-        needed = self.config.majority - 1
-        if needed == 0:
-            confirmed_seq = NEVER
-        elif len(confirmations) >= needed:
-            confirmed_seq = confirmations[needed - 1]  # a majority fetched after every barrier below this
-        else:
-            return
+        late_fetches = "raft-read-barrier-counts-late-fetches" in self.config.bugs
         keep = []
         for barrier in self._barriers:
-            if barrier.fetch_seq < confirmed_seq:
+            if late_fetches and len(barrier.heard) < self.config.majority - 1:
+                keep.append(barrier)
+            elif self.high_watermark > barrier.floor:
                 self._out.append(ReadBarrierCompleted(barrier.handle, self.high_watermark))
             else:
                 keep.append(barrier)
         self._barriers = keep
+
+    def _barriers_hear_fetch(self, voter: int) -> None:
+        """Planted bug only: count a voter's Fetch for every read waiting, however old the Fetch is."""
+        for barrier in self._barriers:
+            barrier.heard.add(voter)
+        self._maybe_complete_barriers()

@@ -480,10 +480,37 @@ class Simulation:
         host.paused = False
         self._nemesis("resume", f"node {node_id} ({len(host.buffered)} queued events)")
         queued, host.buffered = host.buffered, []
-        for event in queued:
+        for event in self._thaw_order(queued):
             self.queue.after(0, self._deliver, node_id, host.incarnation, event)
         if host.timer_at is None and host.timer_local is not None:
             self._arm_timer(host, host.timer_local)  # it came due while paused
+
+    def _thaw_order(self, queued: list[Event]) -> list[Event]:
+        """The order a thawed process reads what queued up while it was stopped: each connection's
+        bytes in the order they were sent (TCP), but the connections in whatever order its event loop
+        polls them. A request that arrived after a peer's Fetch on another connection may well be
+        handled before it, as on a real machine (the read barrier's bug after SIGSTOP was this)."""
+        lanes: dict[Hashable, list[Event]] = {}
+        for event in queued:
+            lanes.setdefault(self._connection_of(event), []).append(event)
+        heads = [lane[::-1] for lane in lanes.values()]
+        ordered: list[Event] = []
+        while heads:
+            pick = self.rng.randrange(len(heads))
+            ordered.append(heads[pick].pop())
+            if not heads[pick]:
+                heads.pop(pick)
+        return ordered
+
+    def _connection_of(self, event: Event) -> Hashable:
+        reply_to = getattr(event, "reply_to", None)
+        if reply_to is not None:
+            req = self._requests.get(reply_to)  # type: ignore[call-overload]
+            return ("from", req.src if req is not None else reply_to)
+        for peer in ("source", "destination"):
+            if hasattr(event, peer):
+                return ("to", getattr(event, peer))
+        return ("local",)  # the node's own disk and timer completions, the simulated clients' calls
 
     def skew(self, node_id: int, jump_ms: int = 0, rate: float | None = None) -> None:
         """Jump the node's clock (monotonic: a backward jump makes it stand still) and/or set its rate."""

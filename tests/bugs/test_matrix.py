@@ -33,7 +33,9 @@ CAUGHT_TODAY = ("raft-follower-fetch-before-flush", "broker-read-offset-not-appl
 # needs the leader that holds the entries to win again while the one elected behind is cut off; with
 # pre-vote (KIP-996) it waits for the other voter's fetch timeout first, and the all-kinds cells catch
 # it in 8 runs of 16 (10 of 16 before), not at seed 1: the first catch is cell 44 (seed 2).
-NOT_CAUGHT_IN_BUDGET: set[str] = {"raft-hwm-before-leader-change-committed"}
+# `raft-read-barrier-counts-late-fetches` needs a pause that outlasts a failover (the 2 s faults end
+# first) with linearizable reads queued at the frozen leader: the gate's pause-leader cell catches it.
+NOT_CAUGHT_IN_BUDGET: set[str] = {"raft-hwm-before-leader-change-committed", "raft-read-barrier-counts-late-fetches"}
 
 
 @pytest.fixture
@@ -149,6 +151,6 @@ def test_the_whole_matrix_and_a_200_seed_sweep(results) -> None:
     result = Matrix(config).run()
     assert not result.sweep.false_alarms, [(r.cell.label, r.line) for r in result.sweep.false_alarms]
     assert not result.sweep.unsure, [(r.cell.label, r.valid, r.error) for r in result.sweep.unsure]
-    uncaught = {b.bug.name for b in result.bugs if b.first is None or b.sim_to_catch_s > config.budget_s}
+    uncaught = {b.bug.name for b in result.bugs if b.first is None}  # the matrix runs no cell past the budget
     assert uncaught == NOT_CAUGHT_IN_BUDGET, uncaught  # a regression, or a bug newly caught: update the README
     (results / "matrix.md").write_text(markdown(result))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from node.bugs import Bugs
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import FetchRequest, FetchResponse, VoteRequest
-from node.raft.actions import AppendBatches, Flush, PersistQuorumState, Respond
-from node.raft.events import Tick
+from node.raft.actions import AppendBatches, Flush, PersistQuorumState, ReadBarrierCompleted, Respond
+from node.raft.events import ReadBarrier, Tick
 from node.raft.quorum_state import NO_ID, QuorumStateData, Role
 from tests.raft.helpers import (
     LATE,
@@ -91,3 +91,21 @@ def test_follower_fetch_before_flush_acknowledges_unsynced_records_kafka_10533()
     assert fetches_before_fsync(Bugs()) == []  # the next Fetch waits for the fsync
     early = fetches_before_fsync(bugs("raft-follower-fetch-before-flush"))
     assert [f.fetch_offset for f in early] == [3]  # acknowledges offsets [0, 3) before they are durable
+
+
+def test_read_barrier_counts_late_fetches_confirms_a_read_with_fetches_sent_before_it() -> None:
+    """A committed leader gets a read; then a Fetch at the log end it had already shipped (one that
+    may have waited in its socket since before the read, as after SIGSTOP). The bug completes the
+    read on it; the correct core waits for an acknowledgement of an entry appended after the read."""
+
+    def completes_on_an_old_fetch(on: Bugs) -> bool:
+        leader, _ = make_leader(1, (1, 2, 3), bugs=on)
+        request(leader, LATE + 1, fetch(2, leader.epoch, 0, 0))
+        end = leader.log_end_offset
+        request(leader, LATE + 1, fetch(2, leader.epoch, end, leader.epoch))
+        leader.handle(LATE + 2, ReadBarrier("read"))
+        out = request(leader, LATE + 3, fetch(3, leader.epoch, end, leader.epoch))
+        return bool(of_type(out, ReadBarrierCompleted))
+
+    assert completes_on_an_old_fetch(bugs("raft-read-barrier-counts-late-fetches"))
+    assert not completes_on_an_old_fetch(Bugs())
