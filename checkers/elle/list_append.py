@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checkers.elle.anomalies import DEFAULT_MODEL, check_model
-from checkers.elle.core import AnomalyLog, Inference, analyse
+from checkers.elle.core import AnomalyLog, Inference, analyse, lost_updates
 from checkers.elle.explain import show
 from checkers.elle.graph import RW, WR, WW, DepGraph
 from checkers.elle.txn import TXN_F, Txn, extract_txns, hashable, where
@@ -130,16 +130,29 @@ def _index_appends(
 
 
 def _reads(history: History, txns: list[Txn], log: AnomalyLog) -> dict[Any, list[_Read]]:
-    """Every ok transaction's reads, checked against its own earlier reads and appends (internal)."""
+    """Every ok transaction's reads, checked against its own earlier reads and appends (internal) and
+    against its own later appends (future-read)."""
     by_key: dict[Any, list[_Read]] = defaultdict(list)
     for t in txns:
         if t.op.type != "ok":
             continue
         known: dict[Any, list[Any]] = {}  # the key as this txn must now see it, once it has read it
         own: dict[Any, list[Any]] = {}  # its own appends so far
+        seen: dict[Any, set[Any]] = {}  # elements its reads have shown so far
         for f, k, v in t.mops:
             if f == APPEND:
                 hv = hashable(v)
+                if hv in seen.get(k, ()):
+                    log.add(
+                        "future-read",
+                        {
+                            "op": t.to_json(),
+                            "key": k,
+                            "element": hv,
+                            "explanation": f"the txn at index {t.op.invoke_index} read {show(k)} containing "
+                            f"{show(hv)} before it appended {show(hv)} itself",
+                        },
+                    )
                 own.setdefault(k, []).append(hv)
                 if k in known:
                     known[k].append(hv)
@@ -149,6 +162,7 @@ def _reads(history: History, txns: list[Txn], log: AnomalyLog) -> dict[Any, list
             if not isinstance(v, list | tuple):
                 raise HistoryError(f"{where(history, t.op)}: read of {show(k)} returned {v!r}, not a list")
             values = tuple(hashable(x) for x in v)
+            seen.setdefault(k, set()).update(values)
             mine = own.get(k, [])
             if k in known:
                 bad, expected = list(values) != known[k], show(known[k])
@@ -158,12 +172,80 @@ def _reads(history: History, txns: list[Txn], log: AnomalyLog) -> dict[Any, list
             if bad:
                 log.add(
                     "internal",
-                    {"op": t.to_json(), "mop": [f, k, list(values)], "expected": expected},
+                    {
+                        "op": t.to_json(),
+                        "mop": [f, k, list(values)],
+                        "expected": expected,
+                        "explanation": f"the txn at index {t.op.invoke_index} read {show(k)} = {show(values)}, "
+                        f"but its own earlier reads and appends make it {expected}",
+                    },
                 )
             else:
                 by_key[k].append(_Read(t.id, k, values, len(values) - len(mine)))
             known[k] = list(values)
     return by_key
+
+
+def _dirty_updates(
+    k: Any, order: tuple[Any, ...], writer: dict, failed: dict, txns: list[Txn], log: AnomalyLog
+) -> None:
+    """A failed append below a committed one in the key's order: the committed transaction built on
+    state that never existed (Elle's dirty update; an `info` writer in between decides nothing)."""
+    aborted: Any = None
+    for v in order:
+        if (k, v) in failed:
+            aborted = v
+        elif (k, v) in writer:
+            w = txns[writer[(k, v)]]
+            if w.op.type == "ok":
+                if aborted is not None:
+                    log.add(
+                        "dirty-update",
+                        {
+                            "key": k,
+                            "failed_element": aborted,
+                            "element": v,
+                            "failed_writer": txns[failed[(k, aborted)]].to_json(),
+                            "writer": w.to_json(),
+                            "explanation": f"{show(k)} = {show(order[: order.index(v) + 1])}: the failed txn at "
+                            f"index {txns[failed[(k, aborted)]].op.invoke_index} appended {show(aborted)}, and "
+                            f"the committed txn at index {w.op.invoke_index} appended {show(v)} after it",
+                        },
+                    )
+                aborted = None
+
+
+def _future_reads(
+    k: Any, order: tuple[Any, ...], writers: list[int | None], reads: list[_Read], txns: list[Txn], log: AnomalyLog
+) -> None:
+    """A read showing an append by a transaction invoked only after the reader completed: a G1c cycle
+    through real time (reader -realtime-> writer -wr-> reader), found without building the real-time
+    graph, so models that do not care about real time still see it reported."""
+    latest: list[tuple[int, int]] = []  # per position: (latest writer invoke time so far, its position)
+    best = (-1, -1)
+    for i, w in enumerate(writers):
+        if w is not None and txns[w].op.invoke_time > best[0]:
+            best = (txns[w].op.invoke_time, i)
+        latest.append(best)
+    for r in reads:
+        if not r.values:
+            continue
+        done = txns[r.txn].op.complete_time
+        invoked, i = latest[len(r.values) - 1]
+        if done is not None and invoked > done:
+            w = txns[writers[i]]  # type: ignore[index]
+            log.add(
+                "future-read-realtime",
+                {
+                    "op": txns[r.txn].to_json(),
+                    "key": k,
+                    "element": order[i],
+                    "writer": w.to_json(),
+                    "explanation": f"the txn at index {txns[r.txn].op.invoke_index} read {show(k)} = "
+                    f"{show(r.values)} and completed (index {txns[r.txn].op.complete_index}) before the txn "
+                    f"appending {show(order[i])} was invoked (index {w.op.invoke_index})",
+                },
+            )
 
 
 def infer(history: History, txns: list[Txn], log: AnomalyLog | None = None) -> Inference:
@@ -181,9 +263,11 @@ def infer(history: History, txns: list[Txn], log: AnomalyLog | None = None) -> I
             return
         example = {"key": k, "element": v, "reader": txns[r.txn].to_json(), "read": list(r.values)}
         if (k, v) in failed:
-            log.add("G1a", {**example, "writer": txns[failed[(k, v)]].to_json()})
+            w = txns[failed[(k, v)]]
+            why = f"{show(v)} was appended only by the failed txn at index {w.op.invoke_index}"
+            log.add("G1a", {**example, "writer": w.to_json(), "explanation": why})
         else:
-            log.add("garbage-read", example)
+            log.add("garbage-read", {**example, "explanation": f"no transaction appended {show(v)} to {show(k)}"})
 
     for k, reads in _reads(history, txns, log).items():
         clean = []
@@ -195,6 +279,7 @@ def infer(history: History, txns: list[Txn], log: AnomalyLog | None = None) -> I
         if not clean:
             continue
         order = max(clean, key=lambda r: len(r.values)).values
+        _dirty_updates(k, order, writer, failed, txns, log)
         evidence.orders[k] = order
         evidence.positions[k] = {v: i for i, v in enumerate(order)}
         writers = [writer.get((k, v)) for v in order]
@@ -210,6 +295,7 @@ def infer(history: History, txns: list[Txn], log: AnomalyLog | None = None) -> I
         if unread and writers and writers[-1] is not None:
             for late in unread.values():
                 graph.add(writers[-1], late, WW)
+        compatible: list[_Read] = []
         for r in clean:
             n = len(r.values)
             if r.values != order[:n]:
@@ -225,6 +311,7 @@ def infer(history: History, txns: list[Txn], log: AnomalyLog | None = None) -> I
                     break
                 bad_element(k, order[i], r)
             evidence.reads_of[r.txn].append(r)
+            compatible.append(r)
             if r.ext:
                 w = writers[r.ext - 1]
                 if w is not None and w != r.txn:
@@ -237,6 +324,9 @@ def infer(history: History, txns: list[Txn], log: AnomalyLog | None = None) -> I
                                 "element": order[r.ext - 1],
                                 "writer": txns[w].to_json(),
                                 "reader": txns[r.txn].to_json(),
+                                "explanation": f"{show(k)} = {show(r.values[: r.ext])} ends with "
+                                f"{show(order[r.ext - 1])}, which the txn at index {txns[w].op.invoke_index} "
+                                "overwrote with a later append of its own",
                             },
                         )
             if r.ext < len(order):
@@ -246,6 +336,8 @@ def infer(history: History, txns: list[Txn], log: AnomalyLog | None = None) -> I
             else:
                 for late in unread.values():
                     graph.add(r.txn, late, RW)
+        _future_reads(k, order, writers, compatible, txns, log)
+    lost_updates(txns, APPEND, log)
     return Inference(graph=graph, anomalies=log, evidence=evidence)
 
 
