@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.elle.anomalies import DEFAULT_MODEL, MODELS
+from checkers.elle.core import SEARCH_BUDGET
 from checkers.elle.list_append import check_list_append
 from checkers.elle.render import write_html
 from checkers.elle.rw_register import check_rw_register
@@ -39,6 +40,13 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="rw-register: assume every key is linearizable (orders versions in real time)",
     )
+    group.add_argument(
+        "--cycle-search-budget",
+        type=int,
+        default=SEARCH_BUDGET,
+        metavar="STATES",
+        help=f"search states per cycle class and component before giving up (default {SEARCH_BUDGET:,})",
+    )
     group.add_argument("--cycles-html", type=Path, help="write the cycles' drawings to this HTML file")
 
 
@@ -55,7 +63,8 @@ def _finish(verdict: Verdict, args: Any) -> Verdict:
 
 def list_append_from_args(history: History, args: Any) -> Verdict:
     model = getattr(args, "consistency_model", DEFAULT_MODEL)
-    return _finish(check_list_append(history, model), args)
+    budget = getattr(args, "cycle_search_budget", SEARCH_BUDGET)
+    return _finish(check_list_append(history, model, cycle_search_budget=budget), args)
 
 
 def rw_register_from_args(history: History, args: Any) -> Verdict:
@@ -65,6 +74,7 @@ def rw_register_from_args(history: History, args: Any) -> Verdict:
         sequential_keys=getattr(args, "sequential_keys", False),
         linearizable_keys=getattr(args, "linearizable_keys", False),
         wfr_keys=getattr(args, "wfr_keys", False),
+        cycle_search_budget=getattr(args, "cycle_search_budget", SEARCH_BUDGET),
     )
     return _finish(verdict, args)
 

@@ -147,18 +147,19 @@ def component_order(out: Sequence[Iterable[int]]) -> list[int]:
 # A search state carries what the walk so far contains, in one small int: the number of rw edges
 # (capped at 2) in bits 0-1, then one bit each for: a wr edge, a process edge, a realtime edge, "the
 # last edge was rw", "two rw edges were adjacent", "the first edge was rw". The class of a closed
-# cycle follows from it (adjacency across the closing point included).
-_WR_SEEN, _PROCESS_SEEN, _REALTIME_SEEN, _LAST_RW, _ADJ_RW, _FIRST_RW = 4, 8, 16, 32, 64, 128
-FLAG_STATES = 256
+# cycle follows from it (adjacency across the closing point included); a last bit says a first edge
+# has been taken.
+_WR_SEEN, _PROCESS_SEEN, _REALTIME_SEEN, _LAST_RW, _ADJ_RW, _FIRST_RW, _STARTED = 4, 8, 16, 32, 64, 128, 256
+FLAG_STATES = 512
 
 
 def step_flags(flags: int, kind: int) -> int:
     if kind == RW:
         count = min((flags & 3) + 1, 2)
         adjacent = _ADJ_RW if flags & _LAST_RW else 0
-        first = _FIRST_RW if flags == 0 else 0
-        return (flags & ~3) | count | _LAST_RW | adjacent | first
-    flags &= ~_LAST_RW
+        first = 0 if flags & _STARTED else _FIRST_RW
+        return (flags & ~3) | count | _LAST_RW | adjacent | first | _STARTED
+    flags = (flags & ~_LAST_RW) | _STARTED
     if kind == WR:
         return flags | _WR_SEEN
     if kind == PROCESS:
@@ -248,6 +249,26 @@ class SearchOutcome:
     expanded: int = 0  # search states expanded
 
 
+@dataclass
+class _Region:
+    """What one class's search inside one component needs: the graph, the component's nodes, the
+    path subgraph's component numbers (a node numbered below a target cannot reach it), the spec."""
+
+    out: list[dict[int, int]]
+    members: dict[int, int]
+    comp: dict[int, int]
+    spec: CycleSpec
+
+    def steps(self, node: int, floor: int) -> Iterator[tuple[int, int]]:
+        """(successor, edge kind) pairs a path may take from `node` towards a target at `floor`."""
+        allowed, members, comp = self.spec.path, self.members, self.comp
+        for succ, mask in self.out[node].items():
+            usable = mask & allowed
+            if usable and succ in members and comp[succ] >= floor:
+                for kind in _KINDS[usable]:
+                    yield succ, kind
+
+
 def find_cycle(
     out: list[dict[int, int]], members: set[int], spec: CycleSpec, budget: int = 400_000, extra: int = 32
 ) -> SearchOutcome:
@@ -264,7 +285,8 @@ def find_cycle(
     local = {n: i for i, n in enumerate(nodes)}
     adjacency = [[local[b] for b, mask in out[a].items() if mask & spec.path and b in local] for a in nodes]
     number = component_order(adjacency)
-    comp = {n: number[i] for n, i in local.items()}
+    region = _Region(out, local, {n: number[i] for n, i in local.items()}, spec)
+    comp = region.comp
     same: list[tuple[int, int, int]] = []
     cross: list[tuple[int, int, int]] = []
     for a in nodes:
@@ -276,7 +298,7 @@ def find_cycle(
             kind = _KINDS[usable][0]
             if comp[b] == ca and ca != -1:
                 same.append((a, b, kind))
-            elif comp[b] > ca:
+            elif comp[b] > ca != -1:
                 cross.append((a, b, kind))
     candidates = same + cross
     outcome = SearchOutcome(None, exhausted=True, candidates=len(candidates))
@@ -289,7 +311,7 @@ def find_cycle(
         bound = len(best.nodes) - 1 if best is not None else len(nodes)
         if bound < 2:
             break
-        found, cost = _bfs_back(out, local, comp, spec, kind, a, b, bound)
+        found, cost = _bfs_back(region, kind, a, b, bound, budget - outcome.expanded)
         outcome.expanded += cost
         outcome.tried += 1
         if found is not None and (best is None or len(found.nodes) < len(best.nodes)):
@@ -304,29 +326,20 @@ def find_cycle(
     return outcome
 
 
-def _bfs_back(
-    out: list[dict[int, int]],
-    local: dict[int, int],
-    comp: dict[int, int],
-    spec: CycleSpec,
-    start: int,
-    a: int,
-    b: int,
-    max_edges: int,
-) -> tuple[Cycle | None, int]:
-    """Shortest walk b -> a over `spec.path` edges (at most `max_edges - 1` of them) that closes,
-    with the edge a -> b of kind `start`, a cycle of the spec's class.
+def _bfs_back(region: _Region, start: int, a: int, b: int, max_edges: int, budget: int) -> tuple[Cycle | None, int]:
+    """Shortest walk b -> a over path edges (at most `max_edges - 1` of them) that closes, with the
+    edge a -> b of kind `start`, a cycle of the spec's class.
 
     States are node * FLAG_STATES + flags; `parent` maps a state to (previous state, edge type).
     """
-    first_flags = _STEP[start][0]
-    first = b * FLAG_STATES + first_flags
     if b == a:
         return None, 0
+    first = b * FLAG_STATES + _STEP[start][0]
     parent: dict[int, tuple[int, int] | None] = {first: None}
     frontier = [first]
-    allowed, name, nonadjacent = spec.path, spec.name, spec.nonadjacent
-    floor = comp[a]
+    name, nonadjacent = region.spec.name, region.spec.nonadjacent
+    rejected = False
+    floor = region.comp[a]
     expanded = 0
     depth = 1
     while frontier and depth < max_edges:
@@ -335,25 +348,66 @@ def _bfs_back(
         for state in frontier:
             node, flags = divmod(state, FLAG_STATES)
             expanded += 1
-            for succ, mask in out[node].items():
-                usable = mask & allowed
-                if not usable or succ not in local or comp[succ] < floor:
+            for succ, kind in region.steps(node, floor):
+                nxt_flags = _STEP[kind][flags]
+                if nonadjacent and nxt_flags & _ADJ_RW:
                     continue
-                for kind in _KINDS[usable]:
-                    nxt_flags = _STEP[kind][flags]
-                    if nonadjacent and nxt_flags & _ADJ_RW:
-                        continue
-                    nxt = succ * FLAG_STATES + nxt_flags
-                    if nxt in parent:
-                        continue
-                    parent[nxt] = (state, kind)
-                    if succ == a:
-                        if _CLASS[nxt_flags] == name:
-                            return _unwind(parent, nxt, a, start, name), expanded
-                    else:
-                        following.append(nxt)
+                nxt = succ * FLAG_STATES + nxt_flags
+                if nxt in parent:
+                    continue
+                parent[nxt] = (state, kind)
+                if succ != a:
+                    following.append(nxt)
+                elif _CLASS[nxt_flags] == name:
+                    cycle = _unwind(parent, nxt, a, start, name)
+                    if len(set(cycle.nodes)) == len(cycle.nodes):
+                        return cycle, expanded
+                    # a closed walk through some node twice is two cycles, neither necessarily of
+                    # this class: keep looking
+                    rejected = True
         frontier = following
+    if rejected:
+        # The state search reached the class only by walks that repeat a node; those may have hidden
+        # a simple cycle (states are visited once), so search simple paths for this start alone.
+        found, cost = _dfs_simple(region, start, a, b, max_edges, budget - expanded)
+        return found, expanded + cost
     return None, expanded
+
+
+def _dfs_simple(region: _Region, start: int, a: int, b: int, max_edges: int, budget: int) -> tuple[Cycle | None, int]:
+    """Depth-first search over simple paths b -> a (branch and bound on length): exact, and
+    exponential at worst, so bounded by `budget` expanded steps."""
+    spec, floor = region.spec, region.comp[a]
+    best: Cycle | None = None
+    limit = max_edges
+    expanded = 0
+    path_nodes = [b]
+    path_kinds: list[int] = []
+    on_path = {a, b}
+    stack = [(_STEP[start][0], region.steps(b, floor))]
+    while stack and expanded <= budget:
+        flags, steps = stack[-1]
+        for succ, kind in steps:
+            nxt = _STEP[kind][flags]
+            if spec.nonadjacent and nxt & _ADJ_RW:
+                continue
+            expanded += 1
+            if succ == a:
+                if _CLASS[nxt] == spec.name and len(path_nodes) + 1 <= limit:
+                    best = Cycle(spec.name, [a, *path_nodes], [start, *path_kinds, kind])
+                    limit = len(path_nodes)
+            elif succ not in on_path and len(path_nodes) + 1 < limit:
+                path_nodes.append(succ)
+                path_kinds.append(kind)
+                on_path.add(succ)
+                stack.append((nxt, region.steps(succ, floor)))
+                break
+        else:
+            stack.pop()
+            if len(path_nodes) > 1:
+                on_path.discard(path_nodes.pop())
+                path_kinds.pop()
+    return best, expanded
 
 
 def _unwind(parent: dict[int, tuple[int, int] | None], end: int, a: int, start: int, name: str) -> Cycle:

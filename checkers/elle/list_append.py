@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checkers.elle.anomalies import DEFAULT_MODEL, check_model
-from checkers.elle.core import AnomalyLog, Inference, analyse, lost_updates
+from checkers.elle.core import SEARCH_BUDGET, AnomalyLog, Inference, analyse, lost_updates
 from checkers.elle.explain import show
 from checkers.elle.graph import RW, WR, WW, DepGraph
 from checkers.elle.txn import TXN_F, Txn, extract_txns, hashable, where
@@ -341,8 +341,13 @@ def infer(history: History, txns: list[Txn], log: AnomalyLog | None = None) -> I
     return Inference(graph=graph, anomalies=log, evidence=evidence)
 
 
-def check_list_append(history: History, consistency_model: str = DEFAULT_MODEL, txn_f: str = TXN_F) -> Verdict:
+def check_list_append(
+    history: History,
+    consistency_model: str = DEFAULT_MODEL,
+    txn_f: str = TXN_F,
+    cycle_search_budget: int = SEARCH_BUDGET,
+) -> Verdict:
     """Check a list-append history against `consistency_model` (see checkers.elle.anomalies)."""
     check_model(consistency_model)
     txns = extract_txns(history, (APPEND, READ), txn_f)
-    return analyse(CHECKER, txns, infer(history, txns), consistency_model)
+    return analyse(CHECKER, txns, infer(history, txns), consistency_model, cycle_search_budget)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.elle.anomalies import DEFAULT_MODEL, check_model
-from checkers.elle.core import AnomalyLog, Inference, analyse, completed_at, lost_updates, occurred
+from checkers.elle.core import SEARCH_BUDGET, AnomalyLog, Inference, analyse, completed_at, lost_updates, occurred
 from checkers.elle.explain import show
 from checkers.elle.graph import RW, WR, WW, DepGraph, realtime_edges, strongly_connected_components
 from checkers.elle.txn import TXN_F, Txn, extract_txns, hashable, where
@@ -325,12 +325,13 @@ def check_rw_register(
     linearizable_keys: bool = False,
     txn_f: str = TXN_F,
     wfr_keys: bool = False,
+    cycle_search_budget: int = SEARCH_BUDGET,
 ) -> Verdict:
     """Check an rw-register history against `consistency_model` (see checkers.elle.anomalies)."""
     check_model(consistency_model)
     txns = extract_txns(history, (WRITE, READ), txn_f)
     inference = infer(history, txns, sequential_keys, linearizable_keys, wfr_keys=wfr_keys)
-    verdict = analyse(CHECKER, txns, inference, consistency_model)
+    verdict = analyse(CHECKER, txns, inference, consistency_model, cycle_search_budget)
     verdict.details["version_sources"] = inference.evidence.sources  # type: ignore[attr-defined]
     verdict.details["assumptions"] = {
         "unique_values_per_key": True,
