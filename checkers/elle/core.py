@@ -107,7 +107,7 @@ def lost_updates(txns: list[Txn], write_f: str, log: AnomalyLog) -> None:
 
 def completed_at(txn: Txn) -> int | None:
     """When a transaction certainly took effect by: an `info` one may take effect at any later time,
-    so it precedes nothing in real time."""
+    so it precedes nothing in real time (the history already leaves it open; this keeps it so)."""
     return txn.op.complete_time if txn.op.type == "ok" else None
 
 

@@ -15,7 +15,10 @@ each, their mutual order unknown). `info` appends nobody read may never have hap
 Anomalies found directly: G1a (a read includes a value appended by a failed transaction), G1b (a read
 ends with a value its writer later followed with another append to the same key in the same
 transaction), internal (a read disagrees with the transaction's own earlier reads and appends),
-duplicate-elements (a read lists a value twice), garbage-read (a value nobody appended).
+future-read (a read shows an append its own transaction makes later), future-read-realtime (one by a
+transaction invoked after the reader completed), dirty-update (a committed append follows a failed
+one in the order), lost-update, duplicate-elements (a read lists a value twice), garbage-read (a value
+nobody appended).
 """
 
 from __future__ import annotations

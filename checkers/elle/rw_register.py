@@ -2,21 +2,21 @@
 
 Written values must be unique per key (a repeated value makes the history an error), and nil is the
 initial state, never written. A read names the version it saw, so wr edges are exact; the version
-*order* of a register is not visible and is inferred only from:
+*order* of a register is not visible and is inferred, as Elle does, only from:
 
 - the initial state: nil precedes every written version;
-- writes that follow reads: a transaction that read v1 and then wrote v2 puts v1 before v2;
-- with `sequential_keys` (an assumption about the system, off by default): a transaction's write of a
-  key follows the version of that key its process last read or wrote;
-- with `linearizable_keys` (an assumption, off by default): a transaction's write of a key follows
-  every version of it read or written by transactions that completed before it began.
-Reads are not ordered by these assumptions directly: a stale read shows up as an rw edge against
-process or real-time order (G-single-process / G-single-realtime).
+- with `wfr_keys` (an assumption, off by default): a transaction that read v1 and then wrote v2 puts
+  v1 before v2;
+- with `sequential_keys` / `linearizable_keys` (assumptions, off by default): the last version a
+  transaction saw of a key precedes the first version the next transaction touching that key on the
+  same process / after it in real time saw of it (read or wrote).
+A source that would make some key's order cyclic is left out, and reported as `cyclic-versions`.
 
 ww edges follow the inferred version order between writers; rw edges run from a reader of a version
-to the writers of the versions known to come right after it. Only a transaction's external reads (its
+to the writers of the versions known to come after it. Only a transaction's external reads (its
 first access to a key, when that is a read) and final writes count; anomalies found directly: G1a,
-G1b (a read of a version its writer overwrote within the transaction), internal, garbage-read.
+G1b (a read of a version its writer overwrote within the transaction), internal, garbage-read,
+lost-update, cyclic-versions.
 """
 
 from __future__ import annotations

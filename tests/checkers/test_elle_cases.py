@@ -210,3 +210,18 @@ def test_rw_register_g1a_g1b():
     verdict = check_rw_register(h.history(), "read-committed")
     assert (verdict.valid, names(verdict)) == (False, {"G1a", "G1b"})
     assert check_rw_register(h.history(), "read-uncommitted").valid is True
+
+
+def test_an_info_transaction_may_take_effect_after_later_ones():
+    # the append's outcome is unknown at index 1; a reader after that misses it, a later one sees it
+    b = Builder()
+    b.invoke(0, [append("x", 1)])
+    b.complete(0, "info")
+    b.txn(1, [r("x", [])]).txn(2, [r("x", [1])])
+    verdict = check_list_append(b.history(), "strict-serializable")
+    assert verdict.valid is True, verdict.details["anomaly_types"]
+    rw = Builder()
+    rw.invoke(0, [w("x", 1)])
+    rw.complete(0, "info")
+    rw.txn(1, [r("x", None)]).txn(2, [r("x", 1)])
+    assert check_rw_register(rw.history(), "strict-serializable", linearizable_keys=True).valid is True

@@ -64,3 +64,18 @@ def test_set_full_and_log_agreement_from_the_command_line(tmp_path, capsys):
     assert main(["check", str(history), "--checker", "log-agreement"]) == 0  # dumps beside the history
     (nodes / "committed-log.jsonl").write_text("not json\n")
     assert main(["check", str(history), "--checker", "log-agreement", "--dumps", str(tmp_path)]) == 254
+
+
+def test_anomalies_without_cycles_are_drawn_and_explained(tmp_path, capsys):
+    history = tmp_path / "history.jsonl"
+    builder = Builder().txn(0, [append("x", 1)], kind="fail").txn(1, [append("x", 2)]).txn(2, [r("x", [1, 2])])
+    write_history(history, builder)
+    html = tmp_path / "cycles.html"
+    argv = ["check", str(history), "--checker", "elle-list-append", "--consistency-model", "read-committed"]
+    assert main([*argv, "--cycles-html", str(html)]) == 1
+    out = capsys.readouterr().out
+    assert "dirty-update: 1  <- violates the model  (a failed transaction's write sits" in out
+    page = html.read_text()
+    assert page.count("<svg") == 2  # G1a: failed writer -> reader; dirty-update: failed -> committed
+    assert "a committed append follows a failed one" in page
+    assert "the failed txn at index 0 appended 1, and the committed txn at index 2 appended 2" in page
