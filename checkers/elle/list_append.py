@@ -8,9 +8,11 @@ order, so the longest read *is* the known order and each shorter read must be a 
 - wr: the writer of the last element a transaction read (ignoring its own appends) -> the reader;
 - rw: a reader -> the writer of the first element its read did not include.
 
-Appends by `ok` transactions that no read observed certainly happened, after every element any read
-saw: when a read (or the known order) is complete up to its end, they follow it (rw / ww edges to
-each, their mutual order unknown). `info` appends nobody read may never have happened and add nothing.
+Appends that no read observed came, if they happened, after every element any read saw: when a read
+(or the known order) is complete up to its end, they follow it (rw / ww edges to each, their mutual
+order unknown). As in Elle this includes `info` transactions' appends: an edge into one matters only
+in a cycle, which needs an edge out of it, which needs one of its writes observed, so it happened
+(and, being atomic, made all its appends).
 
 Anomalies found directly: G1a (a read includes a value appended by a failed transaction), G1b (a read
 ends with a value its writer later followed with another append to the same key in the same
@@ -56,7 +58,7 @@ class ListAppendEvidence:
     orders: dict[Any, tuple[Any, ...]]
     positions: dict[Any, dict[Any, int]]
     reads_of: dict[int, list[_Read]]
-    unread: dict[Any, dict[Any, int]]  # key -> committed appends no read observed -> writer
+    unread: dict[Any, dict[Any, int]]  # key -> ok / info appends no read observed -> writer
 
     def explain(self, a: Txn, b: Txn, kind: int, name_a: str, name_b: str) -> str | None:
         if kind == WW:
@@ -71,7 +73,7 @@ class ListAppendEvidence:
                 if p is not None and p + 1 == len(order) and (late := self._unread_by(k, b)) is not None:
                     return (
                         f"{name_a} appended {show(v)}, the last element any read of {show(k)} saw, and "
-                        f"{name_b} committed an append of {show(late)} to {show(k)} that no read saw"
+                        f"{name_b} appended {show(late)} to {show(k)}{_committed(b)}, and no read saw it"
                     )
         elif kind == WR:
             for r in self.reads_of.get(b.id, ()):
@@ -91,7 +93,7 @@ class ListAppendEvidence:
                 if r.ext == len(order) and (late := self._unread_by(r.key, b)) is not None:
                     return (
                         f"{name_a} read {show(r.key)} = {show(r.values[: r.ext])}{_own(r)} without "
-                        f"{show(late)}, which {name_b} appended and committed"
+                        f"{show(late)}, which {name_b} appended{_committed(b)}"
                     )
         return None
 
@@ -100,6 +102,10 @@ class ListAppendEvidence:
             if w == b.id:
                 return element
         return None
+
+
+def _committed(t: Txn) -> str:
+    return " and committed" if t.op.type == "ok" else " (outcome unknown, but it happened: the cycle leaves it)"
 
 
 def _own(r: _Read) -> str:
@@ -290,11 +296,7 @@ def infer(history: History, txns: list[Txn], log: AnomalyLog | None = None) -> I
         for a, b in itertools.pairwise(writers):
             if a is not None and b is not None:
                 graph.add(a, b, WW)
-        unread = evidence.unread[k] = {
-            v: writer[(k, v)]
-            for v in appended.get(k, ())
-            if v not in evidence.positions[k] and txns[writer[(k, v)]].op.type == "ok"
-        }
+        unread = evidence.unread[k] = {v: writer[(k, v)] for v in appended.get(k, ()) if v not in evidence.positions[k]}
         if unread and writers and writers[-1] is not None:
             for late in unread.values():
                 graph.add(writers[-1], late, WW)

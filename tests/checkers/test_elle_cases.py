@@ -225,3 +225,14 @@ def test_an_info_transaction_may_take_effect_after_later_ones():
     rw.complete(0, "info")
     rw.txn(1, [r("x", None)]).txn(2, [r("x", 1)])
     assert check_rw_register(rw.history(), "strict-serializable", linearizable_keys=True).valid is True
+
+
+def test_an_unread_append_of_an_info_transaction_that_happened_still_counts():
+    # the info transaction's y append was seen, so it happened, and its x append with it
+    b = Builder()
+    b.invoke(0, [append("x", 1), append("y", 1)])
+    b.complete(0, "info")
+    b.txn(1, [r("x", []), r("y", [1])])
+    verdict = check_list_append(b.history(), "serializable")
+    assert (verdict.valid, names(verdict)) == (False, {"G-single"})
+    assert "outcome unknown" in verdict.details["anomalies"]["G-single"][0]["explanation"]
