@@ -162,7 +162,9 @@ MEANINGS: dict[str, str] = {
     "dirty-update": "a failed transaction's write sits in a key's version order below a committed write",
     "internal": "a read disagrees with the transaction's own earlier reads and writes of the key",
     "duplicate-elements": "a list-append read lists one element twice",
-    "garbage-read": "a read saw a value nobody wrote",
+    "garbage-read": "a list-append read saw an element nobody appended",
+    "unwritten-read": "an rw-register read saw a value nobody in the history wrote (as in Elle, taken for an "
+    "initial state the history does not show; forbidden by no model)",
     "incompatible-order": "two list-append reads of a key are not prefixes of one order",
     "cyclic-versions": "the version order inferred for a key (with the assumed --*-keys) contains a cycle",
     "cycle-search-timeout": "a component's search gave up before trying every cycle class (see `searched`)",

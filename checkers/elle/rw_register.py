@@ -15,7 +15,9 @@ A source that would make some key's order cyclic is left out, and reported as `c
 ww edges follow the inferred version order between writers; rw edges run from a reader of a version
 to the writers of the versions known to come after it. Only a transaction's external reads (its
 first access to a key, when that is a read) and final writes count; anomalies found directly: G1a,
-G1b (a read of a version its writer overwrote within the transaction), internal, garbage-read,
+G1b (a read of a version its writer overwrote within the transaction), internal, unwritten-read (a
+value nobody in the history wrote: Elle takes it for an initial state the history does not show, so it
+is reported but forbidden by no model, and ordered after nil like any version),
 lost-update, cyclic-versions.
 """
 
@@ -126,6 +128,10 @@ def _initial(ix: _Index, txns: list[Txn], stage: Versions) -> None:
     for k, v in ix.writer:
         if (k, v) not in ix.intermediate:
             _link(stage, k, None, v, ("initial",))
+    for reads in ix.ext_read.values():
+        for k, v in reads.items():
+            if v is not None and (k, v) not in ix.writer:
+                _link(stage, k, None, v, ("initial",))
 
 
 def _wfr(ix: _Index, txns: list[Txn], stage: Versions) -> None:
@@ -300,7 +306,8 @@ def infer(
                         why = f"{show(k)} = {show(v)} was written only by the failed txn at index {w.op.invoke_index}"
                         log.add("G1a", {**example, "writer": w.to_json(), "explanation": why})
                     else:
-                        log.add("garbage-read", {**example, "explanation": f"nobody wrote {show(k)} = {show(v)}"})
+                        why = f"nobody in the history wrote {show(k)} = {show(v)}: an initial state, or garbage"
+                        log.add("unwritten-read", {**example, "explanation": why})
                 elif w != t:
                     graph.add(w, t, WR)
                     if (k, v) in ix.intermediate:

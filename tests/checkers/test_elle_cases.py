@@ -236,3 +236,93 @@ def test_an_unread_append_of_an_info_transaction_that_happened_still_counts():
     verdict = check_list_append(b.history(), "serializable")
     assert (verdict.valid, names(verdict)) == (False, {"G-single"})
     assert "outcome unknown" in verdict.details["anomalies"]["G-single"][0]["explanation"]
+
+
+# --- rw-register: Elle's checker cases ---------------------------------------------------------------
+
+
+def test_rw_register_read_then_read_what_was_written_has_cyclic_versions():
+    # w x 1, then r x 2, then r x 1, one after another: real time says 1 < 2 < 1
+    h = Builder().txn(0, [w("x", 1)]).txn(0, [r("x", 2)]).txn(0, [r("x", 1)]).history()
+    verdict = check_rw_register(h, "strict-serializable", linearizable_keys=True)
+    assert verdict.valid is False and verdict.details["violations"] == ["cyclic-versions"]
+    assert verdict.details["not"] == ["read-uncommitted"]
+    assert verdict.details["anomalies"]["cyclic-versions"][0]["sources"] == ["initial-state", "linearizable-keys"]
+
+
+def test_rw_register_g0_needs_sequential_keys():
+    # Elle's: T1 writes x 1 y 2, T2 writes x 2 y 1, then each process reads the other's final value
+    h = (
+        Builder()
+        .txn(0, [w("x", 1), w("y", 2)])
+        .txn(1, [w("x", 2), w("y", 1)])
+        .txn(0, [r("x", 2)])
+        .txn(1, [r("y", 2)])
+        .history()
+    )
+    assert check_rw_register(h, "read-uncommitted").valid is True  # nothing orders the versions
+    verdict = check_rw_register(h, "read-uncommitted", sequential_keys=True)
+    assert (verdict.valid, verdict.details["violations"], verdict.details["not"]) == (
+        False,
+        ["G0"],
+        ["read-uncommitted"],
+    )
+
+
+def test_rw_register_g1c():
+    h = Builder().txn(0, [w("x", 1), r("y", 1)]).txn(0, [w("y", 1), r("x", 1)]).history()
+    assert check_rw_register(h, "read-uncommitted").valid is True
+    for model in ("read-committed", "serializable"):
+        verdict = check_rw_register(h, model)
+        assert (verdict.valid, verdict.details["violations"], verdict.details["not"]) == (
+            False,
+            ["G1c"],
+            ["read-committed"],
+        )
+
+
+def test_rw_register_g2_item_with_linearizable_keys_over_an_unwritten_initial_state():
+    # x = y = 1 before the history (nobody writes 1); two transactions each read one and write the other
+    b = Builder().txn(0, [r("x", 1), r("y", 1)])
+    b.invoke(1, [r("x", 1), w("y", 2)])
+    b.invoke(2, [r("y", 1), w("x", 2)])
+    b.complete(2)
+    b.complete(1)
+    h = b.history()
+    assert check_rw_register(h, "read-committed", linearizable_keys=True).valid is True
+    verdict = check_rw_register(h, "serializable", linearizable_keys=True)
+    assert verdict.valid is False and verdict.details["violations"] == ["G2-item"]
+    assert "unwritten-read" in verdict.details["anomaly_types"]  # reported, forbidden by no model
+
+
+def test_rw_register_internal():
+    h = Builder().txn(0, [r("x", 1), r("x", 2)]).history()
+    verdict = check_rw_register(h, "serializable")
+    assert verdict.valid is False and verdict.details["violations"] == ["internal"]
+    assert verdict.details["not"] == ["read-atomic"]
+
+
+def test_rw_register_initial_state_precedes_every_version():
+    # T1 reads x = nil and y = 1, concurrently T2 writes y 1 and x 2: T1 saw T2's y, not its x
+    b = Builder()
+    b.invoke(0, [r("x", None), r("y", 1)])
+    b.invoke(1, [w("y", 1), w("x", 2)])
+    b.complete(1)
+    b.complete(0)
+    verdict = check_rw_register(b.history(), "serializable")
+    assert verdict.valid is False and verdict.details["violations"] == ["G-single"]
+
+
+def test_rw_register_wfr_keys_case():
+    # T1 reads y 1 and writes x 1 and y 2; T2 reads x 1 (from T1) and y 1 (before T1's write)
+    h = Builder().txn(0, [r("y", 1), w("x", 1), w("y", 2)]).txn(0, [r("x", 1), r("y", 1)]).history()
+    assert check_rw_register(h, "serializable").valid is True
+    verdict = check_rw_register(h, "serializable", wfr_keys=True)
+    assert verdict.valid is False and verdict.details["violations"] == ["G-single"]
+
+
+def test_rw_register_lost_update_under_the_default_model():
+    h = Builder().concurrent((0, [r("x", 0), w("x", 1)]), (1, [r("x", 0), w("x", 2)])).history()
+    verdict = check_rw_register(h)
+    assert verdict.valid is False and verdict.details["violations"] == ["lost-update"]
+    assert verdict.details["not"] == ["ROLA", "cursor-stability"]

@@ -73,7 +73,7 @@ def test_g1a_g1b_and_garbage():
     )
     verdict = check_rw_register(h, "read-committed")
     assert verdict.valid is False
-    assert names(verdict) == {"G1a", "G1b", "garbage-read"}
+    assert names(verdict) == {"G1a", "G1b", "unwritten-read"}
 
 
 def test_g1c():
