@@ -168,6 +168,8 @@ MEANINGS: dict[str, str] = {
     "incompatible-order": "two list-append reads of a key are not prefixes of one order",
     "cyclic-versions": "the version order inferred for a key (with the assumed --*-keys) contains a cycle",
     "cycle-search-timeout": "a component's search gave up before trying every cycle class (see `searched`)",
+    "empty-transaction-graph": "no transaction depends on another, so the history cannot show any cycle "
+    "(verdict unknown, as in Elle)",
 }
 SUFFIX_MEANINGS = {
     "-process": "the cycle needs process-order edges: a process's transactions out of their own order",

@@ -33,6 +33,8 @@ from checkers.verdict import UNKNOWN, Verdict
 
 MAX_EXAMPLES = 8
 TIMEOUT = "cycle-search-timeout"
+EMPTY = "empty-transaction-graph"
+UNDECIDED = frozenset({TIMEOUT, EMPTY})  # Elle's "unknown" anomaly types
 SEARCH_BUDGET = 400_000  # search states per cycle class and component; four times that per component
 
 
@@ -179,6 +181,9 @@ def analyse(checker: str, txns: list[Txn], inference: Inference, model: str, bud
     if realtime:
         add_realtime_edges(graph, txns)
     specs = cycle_specs(process or realtime, realtime)
+    if graph.edge_count() == 0 and txns:
+        why = "no transaction depends on another (no ww, wr, rw or order edge): the history shows nothing"
+        log.add(EMPTY, {"explanation": why})
     components = strongly_connected_components(graph.out)
     for component in components:
         cycles, timeout = search_component(graph, component, specs, forbidden, budget)
@@ -188,13 +193,13 @@ def analyse(checker: str, txns: list[Txn], inference: Inference, model: str, bud
             log.add(TIMEOUT, timeout)
     found = set(log.counts)
     violations = sorted(found & forbidden)
-    not_models, also_not = ruled_out(found - {TIMEOUT})
+    not_models, also_not = ruled_out(found - UNDECIDED)
     statuses = {"ok": 0, "info": 0, "fail": 0}
     for t in txns:
         statuses[t.op.type] += 1
     if violations:
         valid: bool | str = False
-    elif TIMEOUT in found or statuses["ok"] == 0:
+    elif found & UNDECIDED or statuses["ok"] == 0:
         valid = UNKNOWN
     else:
         valid = True

@@ -30,7 +30,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from checkers.elle.anomalies import DEFAULT_MODEL, check_model
+from checkers.elle.anomalies import DEFAULT_MODEL, check_model, uses_realtime_edges
 from checkers.elle.core import SEARCH_BUDGET, AnomalyLog, Inference, analyse, lost_updates
 from checkers.elle.explain import show
 from checkers.elle.graph import RW, WR, WW, DepGraph
@@ -257,8 +257,9 @@ def _future_reads(
             )
 
 
-def infer(history: History, txns: list[Txn], log: AnomalyLog | None = None) -> Inference:
-    """Version orders, non-cycle anomalies and the ww / wr / rw graph of a list-append history."""
+def infer(history: History, txns: list[Txn], log: AnomalyLog | None = None, realtime: bool = True) -> Inference:
+    """Version orders, non-cycle anomalies and the ww / wr / rw graph of a list-append history.
+    `realtime`: whether to look for future-read-realtime (as Elle, only where real time matters)."""
     log = log or AnomalyLog()
     writer, failed, intermediate = _index_appends(history, txns)
     appended: dict[Any, list[Any]] = defaultdict(list)
@@ -341,7 +342,8 @@ def infer(history: History, txns: list[Txn], log: AnomalyLog | None = None) -> I
             else:
                 for late in unread.values():
                     graph.add(r.txn, late, RW)
-        _future_reads(k, order, writers, compatible, txns, log)
+        if realtime:
+            _future_reads(k, order, writers, compatible, txns, log)
     lost_updates(txns, APPEND, log)
     return Inference(graph=graph, anomalies=log, evidence=evidence)
 
@@ -355,4 +357,5 @@ def check_list_append(
     """Check a list-append history against `consistency_model` (see checkers.elle.anomalies)."""
     check_model(consistency_model)
     txns = extract_txns(history, (APPEND, READ), txn_f)
-    return analyse(CHECKER, txns, infer(history, txns), consistency_model, cycle_search_budget)
+    inference = infer(history, txns, realtime=uses_realtime_edges(consistency_model))
+    return analyse(CHECKER, txns, inference, consistency_model, cycle_search_budget)

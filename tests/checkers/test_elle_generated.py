@@ -55,4 +55,5 @@ def test_valid_executions_are_never_flagged(control, workload):
             else:
                 verdict = check_rw_register(history, model, **ASSUMPTIONS[control])
             assert verdict.valid in (True, "unknown"), (seed, model, verdict.details["violations"], verdict.details)
-            assert verdict.valid is True or verdict.details["txns_by_type"]["ok"] == 0, (seed, model)
+            undecided = "empty-transaction-graph" in verdict.details["anomaly_types"]
+            assert verdict.valid is True or undecided or verdict.details["txns_by_type"]["ok"] == 0, (seed, model)

@@ -83,7 +83,7 @@ def test_g1c():
 
 def test_internal():
     h = Builder().txn(0, [w("x", 1), r("x", 2)]).history()
-    assert names(check_rw_register(h)) == {"internal"}
+    assert check_rw_register(h).details["violations"] == ["internal"]
 
 
 def test_stale_read_needs_an_assumption_to_be_seen():
