@@ -88,10 +88,10 @@ def lost_updates(txns: list[Txn], write_f: str, log: AnomalyLog) -> None:
         for f, k, v in t.mops:
             if f == write_f:
                 if k not in written and k in first_read:
-                    groups[(k, first_read[k])].append(t.id)
+                    groups[(k, hashable(first_read[k]))].append(t.id)
                 written.add(k)
             elif v is not None and k not in first_read and k not in written:
-                first_read[k] = hashable(v)
+                first_read[k] = v
     for (k, v), ids in groups.items():
         if len(ids) > 1:
             indices = ", ".join(str(txns[i].op.invoke_index) for i in ids)

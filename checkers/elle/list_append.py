@@ -147,11 +147,11 @@ def _reads(history: History, txns: list[Txn], log: AnomalyLog) -> dict[Any, list
             continue
         known: dict[Any, list[Any]] = {}  # the key as this txn must now see it, once it has read it
         own: dict[Any, list[Any]] = {}  # its own appends so far
-        seen: dict[Any, set[Any]] = {}  # elements its reads have shown so far
+        shown: dict[Any, list[tuple[Any, ...]]] = {}  # what its reads of each key showed so far
         for f, k, v in t.mops:
             if f == APPEND:
                 hv = hashable(v)
-                if hv in seen.get(k, ()):
+                if k in shown and any(hv in values for values in shown[k]):
                     log.add(
                         "future-read",
                         {
@@ -171,14 +171,14 @@ def _reads(history: History, txns: list[Txn], log: AnomalyLog) -> dict[Any, list
             if not isinstance(v, list | tuple):
                 raise HistoryError(f"{where(history, t.op)}: read of {show(k)} returned {v!r}, not a list")
             values = tuple(hashable(x) for x in v)
-            seen.setdefault(k, set()).update(values)
+            shown.setdefault(k, []).append(values)
             mine = own.get(k, [])
             if k in known:
-                bad, expected = list(values) != known[k], show(known[k])
+                bad = list(values) != known[k]
             else:
                 bad = len(values) < len(mine) or (bool(mine) and list(values[-len(mine) :]) != mine)
-                expected = f"a list ending with {show(mine)}"
             if bad:
+                expected = show(known[k]) if k in known else f"a list ending with {show(mine)}"
                 log.add(
                     "internal",
                     {
