@@ -167,6 +167,17 @@ MEANINGS: dict[str, str] = {
     "initial state the history does not show; forbidden by no model)",
     "incompatible-order": "two list-append reads of a key are not prefixes of one order",
     "cyclic-versions": "the version order inferred for a key (with the assumed --*-keys) contains a cycle",
+    # in the lattice (what models forbid) but not observable by list-append / rw-register, as in Elle
+    "G1": "any of G1a, G1b, G1c (Adya's dirty reads)",
+    "G2": "an anti-dependency cycle, predicate reads included (list-append / rw-register have no predicates)",
+    "write-skew": "two transactions each read what the other then overwrote (implies G2)",
+    "G-SI": "G-SIa or G-SIb: Adya's snapshot-isolation anomalies, on start-ordered graphs",
+    "G-SIa": "interference: a transaction saw another's writes without starting after it committed",
+    "G-SIb": "missed effects: a cycle with one anti-dependency in the start-ordered graph",
+    "G-cursor": "Adya's cursor lost update, on labelled cursor reads",
+    "G-monotonic": "Adya's monotonic-view violation, on the unfolded serialization graph",
+    "G-MSR": "Adya's monotonic-snapshot-read violation",
+    "G-update": "Adya's update-serializability violation, on the graph with read-only transactions removed",
     "cycle-search-timeout": "a component's search gave up before trying every cycle class (see `searched`)",
     "empty-transaction-graph": "no transaction depends on another, so the history cannot show any cycle "
     "(verdict unknown, as in Elle)",
