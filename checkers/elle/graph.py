@@ -301,6 +301,8 @@ def find_cycle(
             elif comp[b] > ca != -1:
                 cross.append((a, b, kind))
     candidates = same + cross
+    if spec.nonadjacent and candidates:
+        candidates = _on_nonadjacent_cycles(out, local, spec, candidates)
     outcome = SearchOutcome(None, exhausted=True, candidates=len(candidates))
     best: Cycle | None = None
     after_hit = 0
@@ -324,6 +326,40 @@ def find_cycle(
     if best is not None:
         outcome.exhausted = True
     return outcome
+
+
+def _on_nonadjacent_cycles(
+    out: list[dict[int, int]], local: dict[int, int], spec: CycleSpec, candidates: list[tuple[int, int, int]]
+) -> list[tuple[int, int, int]]:
+    """The start edges that lie on some closed walk never taking two rw edges in a row.
+
+    Over states (transaction, "the last edge was rw"), such walks are exactly the cycles; a simple
+    cycle with no adjacent rw edges is one of them, so a start edge on none (its state edge outside
+    every strongly connected component of the state graph) cannot start one: in one linear pass this
+    proves most components free of G-nonadjacent without searching them start by start."""
+    allowed = spec.path | spec.start
+    states: list[list[int]] = [[] for _ in range(2 * len(local))]
+    for a, i in local.items():
+        for b, mask in out[a].items():
+            j = local.get(b)
+            if j is None or not mask & allowed:
+                continue
+            if mask & allowed & ~RW:
+                states[2 * i].append(2 * j)
+                states[2 * i + 1].append(2 * j)
+            if mask & allowed & RW:
+                states[2 * i].append(2 * j + 1)
+    number = component_order(states)
+    sizes: dict[int, int] = {}
+    for n in number:
+        sizes[n] = sizes.get(n, 0) + 1
+    kept = []
+    for a, b, kind in candidates:
+        i, j = 2 * local[a], 2 * local[b]
+        target = number[j]
+        if sizes.get(target, 0) > 1 and target != -1 and target in (number[i], number[i + 1]):
+            kept.append((a, b, kind))
+    return kept
 
 
 def _bfs_back(region: _Region, start: int, a: int, b: int, max_edges: int, budget: int) -> tuple[Cycle | None, int]:

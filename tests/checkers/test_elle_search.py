@@ -35,20 +35,39 @@ def write_skew() -> Builder:
 
 
 def test_a_search_that_gives_up_says_what_it_searched_and_still_names_a_cycle():
-    # write skew, plus two readers of y = [1] that missed x's append: G-nonadjacent has two start
-    # edges to try, and a zero budget stops it after the first
-    h = write_skew().concurrent((2, [r("y", [1]), r("x", [])]), (3, [r("y", [1]), r("x", [])])).history()
-    verdict = check_list_append(h, "snapshot-isolation", cycle_search_budget=0)
-    assert verdict.valid == "unknown"  # G-nonadjacent undecided; the fallback is a G2-item, SI allows it
-    report = verdict.details["anomalies"]["cycle-search-timeout"][0]
-    assert report["gave_up_on"] == ["G-nonadjacent"]
-    assert report["component_size"] == 4 and report["fallback_cycle"] == "G2-item"
-    assert report["does_not_contain"] == ["G0", "G1c", "G-single"]
-    assert report["searched"][3]["result"] == "gave up after 1 of 2 start edges"
-    assert "G2-item" in verdict.details["anomaly_types"]
-    # where the fallback cycle itself is forbidden, the verdict is decided
-    assert check_list_append(h, "serializable", cycle_search_budget=0).valid is False
-    assert check_list_append(h, "snapshot-isolation").valid is True  # with the default budget
+    # a figure of eight through X: X -rw-> A -ww-> X and X -rw-> B -ww-> X. Walking both loops takes
+    # two rw edges, never adjacent, but repeats X: no simple G-nonadjacent, and proving that takes a
+    # simple-path search per start edge, which a zero budget stops after the first
+    from checkers.elle.anomalies import FORBIDS
+    from checkers.elle.core import search_component
+    from checkers.elle.graph import RW, WW, DepGraph, cycle_specs
+
+    x, a, b = 0, 1, 2
+    graph = DepGraph(3)
+    for u, v, kind in ((x, a, RW), (a, x, WW), (x, b, RW), (b, x, WW)):
+        graph.add(u, v, kind)
+    nonadjacent = [s for s in cycle_specs(False, False) if s.name == "G-nonadjacent"]
+    cycles, report = search_component(graph, [x, a, b], nonadjacent, FORBIDS["snapshot-isolation"], budget=0)
+    assert report is not None and report["gave_up_on"] == ["G-nonadjacent"]
+    assert report["component_size"] == 3 and report["does_not_contain"] == []
+    assert report["searched"][0]["result"] == "gave up after 1 of 2 start edges"
+    assert report["fallback_cycle"] == "G-single" and [c.name for c in cycles] == ["G-single"]
+    # with a budget, the search proves there is none
+    cycles, report = search_component(graph, [x, a, b], nonadjacent, FORBIDS["snapshot-isolation"], budget=1000)
+    assert (cycles, report) == ([], None)
+
+
+def test_the_timeout_makes_the_verdict_unknown_only_without_a_forbidden_anomaly(monkeypatch):
+    import checkers.elle.core as core
+
+    h = write_skew().history()
+
+    def gives_up(graph, component, specs, forbidden, budget):
+        return [core.any_cycle(graph.out, set(component))], {"component_size": len(component), "gave_up_on": ["x"]}
+
+    monkeypatch.setattr(core, "search_component", gives_up)
+    assert check_list_append(h, "snapshot-isolation").valid == "unknown"  # the fallback G2-item is allowed
+    assert check_list_append(h, "serializable").valid is False
 
 
 def test_lattice_is_ordered_and_every_model_forbids_what_weaker_ones_do():
@@ -144,3 +163,26 @@ def test_search_finds_every_class_brute_force_finds_on_small_graphs():
                     assert _name(c.kinds) == spec.name and len(set(c.nodes)) == len(c.nodes)
                     for i, kind in enumerate(c.kinds):
                         assert graph.out[c.nodes[i]][c.nodes[(i + 1) % len(c.nodes)]] & kind
+
+
+def ring(n: int, rw_at: set[int]) -> Builder:
+    """n concurrent transactions in a ring: T_i appends i to key i; the edge T_i -> T_(i+1) is rw
+    (T_i read key i+1 empty) for i in `rw_at`, else wr (T_(i+1) read key i = [i])."""
+    mops: list[list] = [[append(i, i)] for i in range(n)]
+    for i in range(n):
+        j = (i + 1) % n
+        if i in rw_at:
+            mops[i].insert(0, r(j, []))
+        else:
+            mops[j].insert(0, r(i, [i]))
+    return Builder().concurrent(*enumerate(mops))
+
+
+def test_a_g_nonadjacent_around_a_large_ring_is_found():
+    h = ring(2000, {10, 1500}).history()
+    verdict = check_list_append(h, "snapshot-isolation")
+    assert verdict.valid is False and verdict.details["violations"] == ["G-nonadjacent"]
+    assert verdict.details["anomalies"]["G-nonadjacent"][0]["length"] == 2000
+    assert check_list_append(h, "read-committed").valid is True
+    adjacent = check_list_append(ring(2000, {10, 11}).history(), "snapshot-isolation")
+    assert adjacent.valid is True and adjacent.details["anomaly_types"] == ["G2-item"]
