@@ -160,6 +160,8 @@ def search_component(
     if fallback.name not in names:
         found.append(fallback)
     report = {
+        "explanation": f"a component of {len(component)} transactions: the search gave up on "
+        f"{', '.join(undecided)} (budget {budget:,} states per class); it has a {fallback.name}",
         "component_size": len(component),
         "sample": component[:10],
         "gave_up_on": undecided,

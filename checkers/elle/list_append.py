@@ -283,7 +283,13 @@ def infer(history: History, txns: list[Txn], log: AnomalyLog | None = None, real
         clean = []
         for r in reads:
             if len(set(r.values)) != len(r.values):
-                log.add("duplicate-elements", {"key": k, "op": txns[r.txn].to_json(), "read": list(r.values)})
+                twice = sorted({v for v in r.values if r.values.count(v) > 1}, key=str)
+                at = txns[r.txn].op.invoke_index
+                why = f"the txn at index {at} read {show(k)} = {show(r.values)}, listing {show(twice)} twice"
+                log.add(
+                    "duplicate-elements",
+                    {"key": k, "op": txns[r.txn].to_json(), "read": list(r.values), "explanation": why},
+                )
             else:
                 clean.append(r)
         if not clean:
@@ -307,7 +313,14 @@ def infer(history: History, txns: list[Txn], log: AnomalyLog | None = None, real
             if r.values != order[:n]:
                 log.add(
                     "incompatible-order",
-                    {"key": k, "op": txns[r.txn].to_json(), "read": list(r.values), "longest": list(order)},
+                    {
+                        "key": k,
+                        "op": txns[r.txn].to_json(),
+                        "read": list(r.values),
+                        "longest": list(order),
+                        "explanation": f"the txn at index {txns[r.txn].op.invoke_index} read {show(k)} = "
+                        f"{show(r.values)}, which is not a prefix of the longest read {show(order)}",
+                    },
                 )
                 for v in r.values:
                     bad_element(k, v, r)
