@@ -416,3 +416,20 @@ def test_list_append_contradictory_read_orders():
     verdict = check_list_append(h, "read-committed")
     assert violations(verdict) == ["G1c", "incompatible-order"]
     assert verdict.details["not"] == ["read-committed"]
+
+
+def test_every_example_of_every_anomaly_carries_an_explanation_and_a_meaning():
+    b = Builder().txn(0, [append("x", 1)], kind="fail").txn(1, [append("x", 2)]).txn(2, [r("x", [1, 2])])
+    b.txn(3, [append("d", 1)]).txn(4, [r("d", [1, 1])]).txn(5, [r("g", [7])])
+    b.concurrent((6, [append("o", 1)]), (7, [append("o", 2)])).txn(8, [r("o", [1, 2])]).txn(9, [r("o", [2, 1])])
+    b.txn(10, [r("f", [5]), append("f", 5)]).txn(11, [append("i", 1), r("i", [])])
+    b.concurrent((12, [r("s", []), append("t", 1)]), (13, [r("t", []), append("s", 1)]))
+    b.concurrent((14, [r("l", [1, 2]), append("l", 3)]), (15, [r("l", [1, 2]), append("l", 4)]))
+    verdict = check_list_append(b.history(), "strict-serializable")
+    found = set(verdict.details["anomaly_types"])
+    assert {"G1a", "dirty-update", "duplicate-elements", "garbage-read", "incompatible-order"} <= found
+    assert {"future-read", "internal", "G2-item", "lost-update"} <= found
+    for name, examples in verdict.details["anomalies"].items():
+        assert verdict.details["meanings"][name] != name, name
+        for example in examples:
+            assert example["explanation"], name
