@@ -20,6 +20,8 @@ from checkers.elle.explain import Evidence, explain_cycle, show
 from checkers.elle.graph import (
     PROCESS,
     REALTIME,
+    Cycle,
+    CycleSpec,
     DepGraph,
     any_cycle,
     cycle_specs,
@@ -122,14 +124,14 @@ def add_realtime_edges(graph: DepGraph, txns: list[Txn]) -> None:
 def search_component(
     graph: DepGraph,
     component: list[int],
-    specs: list,
+    specs: list[CycleSpec],
     forbidden: frozenset[str],
     budget: int,
-) -> tuple[list, dict[str, Any] | None]:
+) -> tuple[list[Cycle], dict[str, Any] | None]:
     """Every cycle class in severity order, skipping those a class already found implies; returns
     the cycles found and, if a forbidden class's search gave up, what was and was not searched."""
     members = set(component)
-    found: list = []
+    found: list[Cycle] = []
     names: set[str] = set()
     searched: list[dict[str, Any]] = []
     gave_up: list[str] = []
