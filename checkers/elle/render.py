@@ -117,6 +117,43 @@ def cycle_svg(example: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+# How the non-cycle anomalies are drawn: which transactions an example names (in this order), and the
+# relation between them that the anomaly breaks.
+_ROLES = ("failed_writer", "writer", "reader", "op")
+_RELATIONS = {
+    "G1a": [("writer", "reader", "wr", "the reader saw a value only this failed transaction wrote")],
+    "G1b": [("writer", "reader", "wr", "the reader saw a value its writer overwrote itself")],
+    "dirty-update": [("failed_writer", "writer", "ww", "a committed append follows a failed one")],
+    "future-read-realtime": [
+        ("op", "writer", "realtime", "the reader completed before the writer was invoked"),
+        ("writer", "op", "wr", "yet the reader saw the writer's append"),
+    ],
+}
+
+
+def evidence_drawing(name: str, example: dict[str, Any]) -> dict[str, Any] | None:
+    """A drawable example (the shape `cycle_svg` takes) for an anomaly found without a cycle: its
+    transactions as boxes, and the relation the anomaly breaks as arrows. None if it names none."""
+    txns: dict[str, dict[str, Any]] = {}
+    for role in _ROLES:
+        if isinstance(example.get(role), dict):
+            txns[role] = {"name": f"T{len(txns) + 1}", **example[role]}
+    for t in example.get("txns", []) if name == "lost-update" else []:
+        txns[f"t{len(txns)}"] = {"name": f"T{len(txns) + 1}", **t}
+    if not txns:
+        return None
+    steps = [
+        {"from": txns[a]["name"], "to": txns[b]["name"], "rel": rel, "why": why}
+        for a, b, rel, why in _RELATIONS.get(name, [])
+        if a in txns and b in txns
+    ]
+    if name == "lost-update":
+        names = [t["name"] for t in txns.values()]
+        why = "each overwrote the version the other read"
+        steps = [{"from": a, "to": b, "rel": "rw", "why": why} for a, b in zip(names, [*names[1:], names[0]])]
+    return {"cycle": list(txns.values()), "steps": steps}
+
+
 def render_html(verdict: Verdict | dict[str, Any]) -> str:
     """The whole report page for one Elle-style verdict (a Verdict or its `to_json()`)."""
     data = verdict.to_json() if isinstance(verdict, Verdict) else verdict
@@ -152,15 +189,23 @@ def render_html(verdict: Verdict | dict[str, Any]) -> str:
         + "".join(f'<span style="color:{c}">{escape(rel)}</span>' for rel, c in COLOURS.items())
         + "</p>"
     )
+    meanings = data.get("meanings", {})
     for name, examples in data.get("anomalies", {}).items():
         out.append(f"<h2>{escape(name)} ({counts.get(name, len(examples))})</h2>")
+        if name in meanings:
+            out.append(f"<p>{escape(meanings[name])}.</p>")
         for i, example in enumerate(examples, start=1):
             if "steps" in example:
                 out.append(f"<h3>{escape(name)} #{i}: a cycle of {example.get('length', len(example['steps']))}</h3>")
                 out.append(cycle_svg(example))
                 out.append(f"<pre>{escape(example['explanation'])}</pre>")
-            else:
-                out.append(f"<pre>{escape(json.dumps(example, indent=2, default=str))}</pre>")
+                continue
+            drawing = evidence_drawing(name, example)
+            if drawing is not None:
+                out.append(cycle_svg(drawing))
+            if "explanation" in example:
+                out.append(f"<p>{escape(example['explanation'])}</p>")
+            out.append(f"<pre>{escape(json.dumps(example, indent=2, default=str))}</pre>")
     out.append("</body></html>")
     return "\n".join(out)
 

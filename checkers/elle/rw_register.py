@@ -2,21 +2,23 @@
 
 Written values must be unique per key (a repeated value makes the history an error), and nil is the
 initial state, never written. A read names the version it saw, so wr edges are exact; the version
-*order* of a register is not visible and is inferred only from:
+*order* of a register is not visible and is inferred, as Elle does, only from:
 
 - the initial state: nil precedes every written version;
-- writes that follow reads: a transaction that read v1 and then wrote v2 puts v1 before v2;
-- with `sequential_keys` (an assumption about the system, off by default): a transaction's write of a
-  key follows the version of that key its process last read or wrote;
-- with `linearizable_keys` (an assumption, off by default): a transaction's write of a key follows
-  every version of it read or written by transactions that completed before it began.
-Reads are not ordered by these assumptions directly: a stale read shows up as an rw edge against
-process or real-time order (G-single-process / G-single-realtime).
+- with `wfr_keys` (an assumption, off by default): a transaction that read v1 and then wrote v2 puts
+  v1 before v2;
+- with `sequential_keys` / `linearizable_keys` (assumptions, off by default): the last version a
+  transaction saw of a key precedes the first version the next transaction touching that key on the
+  same process / after it in real time saw of it (read or wrote).
+A source that would make some key's order cyclic is left out, and reported as `cyclic-versions`.
 
 ww edges follow the inferred version order between writers; rw edges run from a reader of a version
-to the writers of the versions known to come right after it. Only a transaction's external reads (its
+to the writers of the versions known to come after it. Only a transaction's external reads (its
 first access to a key, when that is a read) and final writes count; anomalies found directly: G1a,
-G1b (a read of a version its writer overwrote within the transaction), internal, garbage-read.
+G1b (a read of a version its writer overwrote within the transaction), internal, unwritten-read (a
+value nobody in the history wrote: Elle takes it for an initial state the history does not show, so it
+is reported but forbidden by no model, and ordered after nil like any version),
+lost-update, cyclic-versions.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.elle.anomalies import DEFAULT_MODEL, check_model
-from checkers.elle.core import AnomalyLog, Inference, analyse, occurred
+from checkers.elle.core import SEARCH_BUDGET, AnomalyLog, Inference, analyse, completed_at, lost_updates, occurred
 from checkers.elle.explain import show
-from checkers.elle.graph import RW, WR, WW, DepGraph, realtime_edges
+from checkers.elle.graph import RW, WR, WW, DepGraph, realtime_edges, strongly_connected_components
 from checkers.elle.txn import TXN_F, Txn, extract_txns, hashable, where
 from checkers.history import History, HistoryError
 from checkers.verdict import Verdict
@@ -52,7 +54,7 @@ class _Index:
     )
 
     def order(self, k: Any, v1: Any, v2: Any, reason: Reason) -> None:
-        if v1 != v2 and v2 is not None:
+        if v1 != v2:
             self.versions[k][v1].setdefault(v2, reason)
 
     def last_seen(self, t: int, k: Any) -> tuple[bool, Any]:
@@ -87,7 +89,16 @@ def _index(history: History, txns: list[Txn], log: AnomalyLog) -> _Index:
             elif t.op.type == "ok":
                 if k in seen:
                     if seen[k] != hv:
-                        log.add("internal", {"op": t.to_json(), "mop": [f, k, v], "expected": seen[k]})
+                        log.add(
+                            "internal",
+                            {
+                                "op": t.to_json(),
+                                "mop": [f, k, v],
+                                "expected": seen[k],
+                                "explanation": f"the txn at index {t.op.invoke_index} read {show(k)} = {show(v)} "
+                                f"after it had itself seen or written {show(seen[k])}",
+                            },
+                        )
                 else:
                     ix.ext_read[t.id][k] = hv
                 seen[k] = hv
@@ -96,45 +107,133 @@ def _index(history: History, txns: list[Txn], log: AnomalyLog) -> _Index:
     return ix
 
 
-def _infer_versions(ix: _Index, txns: list[Txn], sequential_keys: bool, linearizable_keys: bool) -> None:
+def _first_seen(ix: _Index, t: int, k: Any) -> tuple[bool, Any]:
+    """The version of `k` a transaction observed first: its external read, else its final write."""
+    if k in ix.ext_read.get(t, {}):
+        return True, ix.ext_read[t][k]
+    if k in ix.final.get(t, {}):
+        return True, ix.final[t][k]
+    return False, None
+
+
+Versions = dict[Any, dict[Any, dict[Any, Reason]]]  # key -> version -> later version -> why
+
+
+def _link(stage: Versions, k: Any, v1: Any, v2: Any, reason: Reason) -> None:
+    if v1 != v2:
+        stage.setdefault(k, {}).setdefault(v1, {}).setdefault(v2, reason)
+
+
+def _initial(ix: _Index, txns: list[Txn], stage: Versions) -> None:
+    for k, v in ix.writer:
+        if (k, v) not in ix.intermediate:
+            _link(stage, k, None, v, ("initial",))
+    for reads in ix.ext_read.values():
+        for k, v in reads.items():
+            if v is not None and (k, v) not in ix.writer:
+                _link(stage, k, None, v, ("initial",))
+
+
+def _wfr(ix: _Index, txns: list[Txn], stage: Versions) -> None:
     for t, reads in ix.ext_read.items():
         for k, v1 in reads.items():
             if k in ix.final.get(t, {}):
-                ix.order(k, v1, ix.final[t][k], ("wfr", t))
-    live = [t for t in txns if occurred(t)]
-    if sequential_keys:
-        last: dict[tuple[Any, Any], tuple[Any, int]] = {}  # (process, key) -> (version, txn)
-        for t in live:
-            for k in dict.fromkeys(k for _, k, _ in t.mops):
-                prior = last.get((t.process, k))
-                if prior is not None and k in ix.final.get(t.id, {}):
-                    ix.order(k, prior[0], ix.final[t.id][k], ("process", prior[1], t.id))
-                here, seen = ix.last_seen(t.id, k)
-                if here:
-                    last[(t.process, k)] = (seen, t.id)
-    if linearizable_keys:
-        touching: dict[Any, list[Txn]] = defaultdict(list)
-        for t in live:
+                _link(stage, k, v1, ix.final[t][k], ("wfr", t))
+
+
+def _sequential(ix: _Index, txns: list[Txn], stage: Versions) -> None:
+    last: dict[tuple[Any, Any], tuple[Any, int]] = {}  # (process, key) -> (version, txn)
+    for t in txns:
+        if not occurred(t):
+            continue
+        for k in dict.fromkeys(k for _, k, _ in t.mops):
+            prior = last.get((t.process, k))
+            here, first = _first_seen(ix, t.id, k)
+            if prior is not None and here:
+                _link(stage, k, prior[0], first, ("process", prior[1], t.id))
+            here, seen = ix.last_seen(t.id, k)
+            if here:
+                last[(t.process, k)] = (seen, t.id)
+
+
+def _linearizable(ix: _Index, txns: list[Txn], stage: Versions) -> None:
+    touching: dict[Any, list[Txn]] = defaultdict(list)
+    for t in txns:
+        if occurred(t):
             for k in dict.fromkeys(k for _, k, _ in t.mops):
                 if ix.last_seen(t.id, k)[0]:
                     touching[k].append(t)
-        for k, group in touching.items():
-            spans = ((t.id, t.op.invoke_time, t.op.complete_time) for t in group)
-            for a, b in realtime_edges(spans):
-                if k in ix.final.get(b, {}):
-                    ix.order(k, ix.last_seen(a, k)[1], ix.final[b][k], ("realtime", a, b))
-    follows: set[tuple[Any, Any]] = {
-        (k, v2) for k, succ in ix.versions.items() for v1, nxt in succ.items() if v1 is not None for v2 in nxt
-    }
-    for k, v in ix.writer:
-        if (k, v) not in ix.intermediate and (k, v) not in follows:
-            ix.order(k, None, v, ("initial",))
+    for k, group in touching.items():
+        spans = ((t.id, t.op.invoke_time, completed_at(t)) for t in group)
+        for a, b in realtime_edges(spans):
+            _link(stage, k, ix.last_seen(a, k)[1], _first_seen(ix, b, k)[1], ("realtime", a, b))
+
+
+def _infer_versions(
+    ix: _Index,
+    txns: list[Txn],
+    log: AnomalyLog,
+    wfr_keys: bool,
+    sequential_keys: bool,
+    linearizable_keys: bool,
+) -> list[str]:
+    """Version orders from the sources in force, as Elle combines them: the initial state (nil before
+    every version) always; `wfr_keys` a transaction's read of a key precedes its own write of it;
+    `sequential_keys` / `linearizable_keys` the last version a transaction saw of a key precedes the
+    first version the next transaction touching it on its process / in real time saw (read or wrote).
+
+    Sources are added one at a time; one that would make some key's order cyclic is left out and
+    reported as `cyclic-versions` (with the sources that disagree). Returns the sources used."""
+    sources = [("initial-state", _initial)]
+    if wfr_keys:
+        sources.append(("wfr-keys", _wfr))
+    if sequential_keys:
+        sources.append(("sequential-keys", _sequential))
+    if linearizable_keys:
+        sources.append(("linearizable-keys", _linearizable))
+    used: list[str] = []
+    for name, source in sources:
+        stage: Versions = {}
+        source(ix, txns, stage)
+        cycles = []
+        for k, succ in stage.items():
+            union = {v: {**ix.versions.get(k, {}).get(v, {}), **nxt} for v, nxt in succ.items()}
+            for v, nxt in ix.versions.get(k, {}).items():
+                union.setdefault(v, nxt)
+            cycles += [(k, c) for c in _cycles_of(union)]
+        if cycles:
+            for k, cycle in cycles:
+                log.add(
+                    "cyclic-versions",
+                    {
+                        "key": k,
+                        "versions": cycle,
+                        "sources": [*used, name],
+                        "explanation": f"with {', '.join([*used, name])}, the order of {show(k)}'s versions "
+                        f"{show(cycle)} is cyclic; {name} was left out of the analysis",
+                    },
+                )
+            continue
+        for k, succ in stage.items():
+            for v1, nxt in succ.items():
+                for v2, reason in nxt.items():
+                    ix.order(k, v1, v2, reason)
+        used.append(name)
+    return used
+
+
+def _cycles_of(succ: dict[Any, dict[Any, Reason]]) -> list[list[Any]]:
+    versions = list(dict.fromkeys([*succ, *(v for nxt in succ.values() for v in nxt)]))
+    number = {v: i for i, v in enumerate(versions)}
+    adjacency = [[number[v2] for v2 in succ.get(v, {})] for v in versions]
+    return [[versions[i] for i in c] for c in strongly_connected_components(adjacency)]
 
 
 @dataclass
 class RwRegisterEvidence:
     ix: _Index
     txns: list[Txn]
+    sources: list[str] = field(default_factory=list)
 
     def reason(self, k: Any, v1: Any, v2: Any, why: Reason) -> str:
         def at(t: int) -> str:
@@ -143,7 +242,7 @@ class RwRegisterEvidence:
         if why[0] == "initial":
             return f"{show(k)} starts as nil"
         if why[0] == "wfr":
-            return f"{at(why[1])} read {show(k)} = {show(v1)} and then wrote {show(v2)}"
+            return f"{at(why[1])} read {show(k)} = {show(v1)} and then wrote {show(v2)} (assuming wfr-keys)"
         rule = "sequential-keys" if why[0] == "process" else "linearizable-keys"
         order = "on the same process" if why[0] == "process" else "in real time"
         return f"{at(why[1])} saw {show(k)} = {show(v1)} before {at(why[2])} saw {show(v2)} {order} (assuming {rule})"
@@ -180,10 +279,12 @@ def infer(
     sequential_keys: bool = False,
     linearizable_keys: bool = False,
     log: AnomalyLog | None = None,
+    wfr_keys: bool = False,
 ) -> Inference:
     log = log or AnomalyLog()
     ix = _index(history, txns, log)
-    _infer_versions(ix, txns, sequential_keys, linearizable_keys)
+    sources = _infer_versions(ix, txns, log, wfr_keys, sequential_keys, linearizable_keys)
+    lost_updates(txns, WRITE, log)
     graph = DepGraph(len(txns))
     for k, succ in ix.versions.items():
         for v1, nxt in succ.items():
@@ -201,18 +302,27 @@ def infer(
                 example = {"key": k, "value": v, "reader": txns[t].to_json()}
                 if w is None:
                     if (k, v) in ix.failed:
-                        log.add("G1a", {**example, "writer": txns[ix.failed[(k, v)]].to_json()})
+                        w = txns[ix.failed[(k, v)]]
+                        why = f"{show(k)} = {show(v)} was written only by the failed txn at index {w.op.invoke_index}"
+                        log.add("G1a", {**example, "writer": w.to_json(), "explanation": why})
                     else:
-                        log.add("garbage-read", example)
+                        why = f"nobody in the history wrote {show(k)} = {show(v)}: an initial state, or garbage"
+                        log.add("unwritten-read", {**example, "explanation": why})
                 elif w != t:
                     graph.add(w, t, WR)
                     if (k, v) in ix.intermediate:
-                        log.add("G1b", {**example, "writer": txns[w].to_json()})
+                        why = (
+                            f"the txn at index {txns[w].op.invoke_index} wrote {show(k)} = {show(v)} and then "
+                            "overwrote it itself"
+                        )
+                        log.add("G1b", {**example, "writer": txns[w].to_json(), "explanation": why})
             for v2 in ix.versions.get(k, {}).get(v, {}):
                 w2 = ix.writer.get((k, v2))
                 if w2 is not None:
                     graph.add(t, w2, RW)
-    return Inference(graph=graph, anomalies=log, evidence=RwRegisterEvidence(ix, txns))
+    evidence = RwRegisterEvidence(ix, txns)
+    evidence.sources = sources
+    return Inference(graph=graph, anomalies=log, evidence=evidence)
 
 
 def check_rw_register(
@@ -221,13 +331,18 @@ def check_rw_register(
     sequential_keys: bool = False,
     linearizable_keys: bool = False,
     txn_f: str = TXN_F,
+    wfr_keys: bool = False,
+    cycle_search_budget: int = SEARCH_BUDGET,
 ) -> Verdict:
     """Check an rw-register history against `consistency_model` (see checkers.elle.anomalies)."""
     check_model(consistency_model)
     txns = extract_txns(history, (WRITE, READ), txn_f)
-    verdict = analyse(CHECKER, txns, infer(history, txns, sequential_keys, linearizable_keys), consistency_model)
+    inference = infer(history, txns, sequential_keys, linearizable_keys, wfr_keys=wfr_keys)
+    verdict = analyse(CHECKER, txns, inference, consistency_model, cycle_search_budget)
+    verdict.details["version_sources"] = inference.evidence.sources  # type: ignore[attr-defined]
     verdict.details["assumptions"] = {
         "unique_values_per_key": True,
+        "wfr_keys": wfr_keys,
         "sequential_keys": sequential_keys,
         "linearizable_keys": linearizable_keys,
     }

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from harness.cli import main
 from tests.checkers.txn_builder import Builder, append, r
 
@@ -64,3 +66,33 @@ def test_set_full_and_log_agreement_from_the_command_line(tmp_path, capsys):
     assert main(["check", str(history), "--checker", "log-agreement"]) == 0  # dumps beside the history
     (nodes / "committed-log.jsonl").write_text("not json\n")
     assert main(["check", str(history), "--checker", "log-agreement", "--dumps", str(tmp_path)]) == 254
+
+
+def test_anomalies_without_cycles_are_drawn_and_explained(tmp_path, capsys):
+    history = tmp_path / "history.jsonl"
+    builder = Builder().txn(0, [append("x", 1)], kind="fail").txn(1, [append("x", 2)]).txn(2, [r("x", [1, 2])])
+    write_history(history, builder)
+    html = tmp_path / "cycles.html"
+    argv = ["check", str(history), "--checker", "elle-list-append", "--consistency-model", "read-committed"]
+    assert main([*argv, "--cycles-html", str(html)]) == 1
+    out = capsys.readouterr().out
+    assert "dirty-update: 1  <- violates the model  (a failed transaction's write sits" in out
+    page = html.read_text()
+    assert page.count("<svg") == 2  # G1a: failed writer -> reader; dirty-update: failed -> committed
+    assert "a committed append follows a failed one" in page
+    assert "the failed txn at index 0 appended 1, and the committed txn at index 2 appended 2" in page
+
+
+def test_rw_register_assumption_flags(tmp_path, capsys):
+    # T1 reads y 1 and writes x 1, y 2; T2 reads x 1 and y 1: a G-single once writes follow reads
+    history = tmp_path / "history.jsonl"
+    builder = Builder().txn(0, [r("y", 1), ["w", "x", 1], ["w", "y", 2]]).txn(0, [r("x", 1), r("y", 1)])
+    write_history(history, builder)
+    argv = ["check", str(history), "--checker", "elle-rw-register", "--consistency-model", "serializable"]
+    assert main(argv) == 0
+    assert main([*argv, "--wfr-keys"]) == 1
+    assert "G-single: 1  <- violates the model" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "--cycle-search-budget", "many"])
+    assert stop.value.code == 254
+    assert "--cycle-search-budget: invalid int value: 'many'" in capsys.readouterr().err

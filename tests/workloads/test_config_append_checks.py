@@ -106,7 +106,7 @@ def test_a_read_showing_an_append_its_own_process_makes_later_is_g1c() -> None:
     events.op(0, TXN, 40, 50, invoke=appends((K, "2:0")), value=appends((K, "2:0")))
     read_txn(events, 2, 60, 70, {K: ["2:0", "1:0"]})
     verdict = check_list_append(events.history(), "strict-serializable")
-    assert verdict.valid is False and verdict.details["violations"] == ["G1c-process"]
+    assert verdict.valid is False and "G1c-process" in verdict.details["violations"]
     explanation = verdict.details["anomalies"]["G1c-process"][0]["explanation"]
     assert "2:0" in explanation and "1:0" in explanation
 
