@@ -23,6 +23,8 @@ from harness.errors import UserError
 
 # The reference cluster: 3 controllers + 2 brokers, so client writes go through forwarding brokers.
 DEFAULT_NODES = "3+2"
+# What a system under test other than kraft runs when the test does not say (its members, its workload).
+SUT_DEFAULTS: dict[str, dict[str, str]] = {"etcd": {"nodes": "3", "workload": "register"}}
 BACKENDS = ("sim", "netns", "docker", "ssh")  # as harness.test_spec.BACKENDS (a test checks), without importing it
 
 
@@ -88,15 +90,20 @@ def resolve(args: argparse.Namespace) -> Any:
     backend = args.backend
     if backend is None and not _file_sets(args.test, "backend"):
         backend = "ssh" if args.inventory else default_backend()
+    defaults = SUT_DEFAULTS.get(args.sut or "", {})
     nodes = args.nodes
     if nodes is None and not _file_sets(args.test, "cluster"):
-        nodes = DEFAULT_NODES
+        nodes = defaults.get("nodes", DEFAULT_NODES)
+    workload = args.workload
+    if workload is None and not _file_sets(args.test, "workload"):
+        workload = defaults.get("workload")
     overrides = {
         "name": args.name,
         "backend": backend,
         "inventory": args.inventory,
+        "sut": args.sut,
         "nodes": nodes,
-        "workload": args.workload,
+        "workload": workload,
         "nemesis": args.nemesis,
         "nemesis_interval_s": args.nemesis_interval,
         "nemesis_duration_s": args.nemesis_duration,
@@ -166,7 +173,10 @@ def register(subparsers: Any) -> None:
         "--inventory", metavar="FILE", help="ssh backend: the hosts to run on (TOML; see README); implies --backend ssh"
     )
     p.add_argument("--nodes", help="cluster shape: N combined nodes, or C+B controllers+brokers (default 3+2)")
-    p.add_argument("--workload", help="workload name (default config-register)")
+    p.add_argument(
+        "--sut", help="system under test: kraft (default) or etcd (netns, docker, ssh; 3 members, workload register)"
+    )
+    p.add_argument("--workload", help="workload name (default config-register; register with --sut etcd)")
     p.add_argument("--nemesis", help="comma-separated fault kinds, e.g. clock,kill,disk_stall; 'none' for none")
     p.add_argument("--nemesis-interval", help="time between two fault starts (e.g. 10s)")
     p.add_argument("--nemesis-duration", help="how long each fault lasts (e.g. 10s)")

@@ -539,12 +539,33 @@ def _resolve(raw: Mapping[str, Any], where: _Where, flags: Mapping[str, Any], re
                 loc = where.of(kind, table) if table in raw else where.of(table, flag=True)
                 what = table.removeprefix("nemesis_")
                 raise _fail(loc, f"{what} for {kind!r}, which is not in the nemesis list {list(kinds)}")
+    problem = _sut_problem(values)
+    if problem:
+        key = "sut" if "sut" in values else "backend"
+        raise _fail(where.of(key, flag=key in flags and flags[key] is not None), problem)
     if "seed" not in values:
         values["seed"] = secrets.randbelow(1 << 31)
     if "name" not in values:
         label = "+".join(sorted(kinds)) or "none"
         values["name"] = f"{values.get('workload', TestSpec.workload)}-{label}"
     return TestSpec(**values)
+
+
+def _sut_problem(values: Mapping[str, Any]) -> str | None:
+    """Why the chosen system under test cannot run on the chosen backend or workload (harness.db), or None."""
+    from harness.db import sut_problem
+
+    sut = values.get("sut", TestSpec.sut)
+    workload = values.get("workload", TestSpec.workload)
+    try:
+        from workloads import get_workload
+
+        suts: tuple[str, ...] | None = get_workload(workload).suts
+    except KeyError:
+        suts = None
+    brokers = values.get("cluster", Cluster(combined=3)).brokers
+    problem = sut_problem(sut, values.get("backend", TestSpec.backend), suts, brokers)
+    return f"workload {workload}: {problem}" if problem and problem.startswith("that workload") else problem
 
 
 def read_toml(file: Path, what: str) -> tuple[dict[str, Any], str]:
