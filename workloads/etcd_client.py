@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import json
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -145,6 +147,45 @@ class Gateway:
     ) -> dict[str, Any]:
         """A Txn; the raw answer (`succeeded` is absent when false, as protobuf's JSON leaves defaults out)."""
         return await self.call(node, "/v3/kv/txn", {"compare": list(compare), "success": list(success)})
+
+    async def watch(
+        self, node: str, prefix: str, start_revision: int, duration_s: float, until_revision: int | None = None
+    ) -> list[KV]:
+        """The events of keys under `prefix` from `start_revision` on, as the member streams them, for
+        `duration_s` or until one at `until_revision` or later arrived (protobuf's JSON stream, one
+        message a line). A cancelled watch (compacted, ...) is an EtcdError."""
+        events: list[KV] = []
+        body = {
+            "create_request": {
+                "key": b64(prefix),
+                "range_end": b64(prefix_end(prefix)),
+                "start_revision": start_revision,
+            }
+        }
+
+        async def stream() -> None:
+            import httpx
+
+            try:
+                async with self._clients[node].stream("POST", "/v3/watch", json=body) as response:
+                    async for line in response.aiter_lines():
+                        if not line.strip():
+                            continue
+                        doc = json.loads(line)
+                        if "error" in doc:
+                            raise server_error(response.status_code, doc["error"])
+                        result = doc.get("result") or {}
+                        if result.get("canceled"):
+                            raise EtcdError(f"watch cancelled: {result.get('cancel_reason', '')}", definite=True)
+                        events.extend(kv_of(e["kv"]) for e in result.get("events") or [])
+                        if until_revision is not None and events and events[-1].mod_revision >= until_revision:
+                            return
+            except httpx.HTTPError as exc:
+                raise transport_error(exc) from None
+
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stream(), duration_s)
+        return events
 
     async def aclose(self) -> None:
         for client in self._clients.values():
