@@ -63,7 +63,7 @@ SCHEMA_VERSION = 1
 
 # Default registries (what load_test accepts when the caller passes none).
 BACKENDS: tuple[str, ...] = ("sim", "netns", "docker", "ssh")
-SUTS: tuple[str, ...] = ("kraft",)
+SUTS: tuple[str, ...] = ("kraft", "etcd")  # as harness.db.SUTS (not imported: CLI start-up)
 NEMESES: tuple[str, ...] = FAULT_KINDS
 
 
