@@ -564,7 +564,8 @@ def _sut_problem(values: Mapping[str, Any]) -> str | None:
     except KeyError:
         suts = None
     brokers = values.get("cluster", Cluster(combined=3)).brokers
-    problem = sut_problem(sut, values.get("backend", TestSpec.backend), suts, brokers)
+    kinds = values.get("nemesis", TestSpec.nemesis)
+    problem = sut_problem(sut, values.get("backend", TestSpec.backend), suts, brokers, kinds)
     return f"workload {workload}: {problem}" if problem and problem.startswith("that workload") else problem
 
 

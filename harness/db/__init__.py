@@ -175,12 +175,28 @@ CHECKERS.setdefault("image-replay", "harness.db.kraft_checks:check_from_args")
 CHECKERS.setdefault("at-most-once", "harness.db.kraft_at_most_once:check_from_args")
 
 
-def sut_problem(sut: str, backend: str, workload_suts: Sequence[str] | None = None, brokers: int = 0) -> str | None:
-    """Why `sut` cannot run on `backend`, with a workload written for `workload_suts`, or with broker-only
-    nodes; None when it can."""
+# name -> fault kinds that cannot reach its nodes: refused before a run, so that no verdict claims a
+# fault it never had. etcd is Go: it reads the clock and does file I/O without libc, so the clock and
+# disk preload shims miss it (measured: under libfaketime at -3 days it logs the true time), and the
+# adapter knows no etcd file format to corrupt.
+SUT_UNREACHED_FAULTS: dict[str, frozenset[str]] = {"etcd": frozenset({"clock", "disk_stall", "disk_fail", "corrupt"})}
+
+
+def sut_problem(
+    sut: str,
+    backend: str,
+    workload_suts: Sequence[str] | None = None,
+    brokers: int = 0,
+    faults: Sequence[str] = (),
+) -> str | None:
+    """Why `sut` cannot run on `backend`, with a workload written for `workload_suts`, with broker-only
+    nodes or with these fault kinds; None when it can."""
     backends = SUT_BACKENDS.get(sut)
     if backends is not None and backend not in backends:
         return f"{sut} is not available on the {backend} backend (it runs on {', '.join(backends)})"
+    unreached = [kind for kind in faults if kind in SUT_UNREACHED_FAULTS.get(sut, ())]
+    if unreached:
+        return f"{', '.join(unreached)} faults do not reach {sut} nodes (see README: Other systems under test)"
     if workload_suts is not None and sut not in workload_suts:
         return f"that workload runs on {', '.join(workload_suts)}, not on {sut}"
     if sut == "etcd" and brokers:
