@@ -3,8 +3,8 @@
 Not on sim (etcd is a real program; the simulator runs only our own node core): `check_backend`
 refuses it before a run starts. On any backend with `start(node, argv)` and `address(node)` (netns,
 docker, ssh) each node runs `etcd` with:
-- its data dir under the backend's choice or run_dir/nodes/<node>/data (lazyfs when lose_unsynced is
-  on), so a run's etcd state stays with the run;
+- its data dir under the backend's choice or run_dir/nodes/<node>/data, so a run's etcd state stays
+  with the run;
 - client URL http://ADDR:2379 (the v3 gRPC gateway the workloads use, workloads/etcd_client.py), peer
   URL http://ADDR:2380, the whole initial cluster on the command line and a cluster token unique to
   the run; a restarted member finds its data dir and ignores the initial-cluster flags;
@@ -13,8 +13,8 @@ Ready = every member answers `POST /v3/maintenance/status`, they agree on a lead
 read through the leader succeeds. The leader is found through that same status API: the member that
 names itself leader with the highest raft term (an isolated ex-leader steps down: etcd runs Raft with
 CheckQuorum). `collect` saves each member's status (etcd-status.json) and a data-dir listing, then
-stops the members with SIGTERM. Clock and disk faults reach etcd only through what they do to the
-process from outside (its preload shims wrap libc, which Go's runtime bypasses for most calls).
+stops the members with SIGTERM. The fault kinds that cannot be done to etcd are refused before a run
+(`harness.db.SUT_UNREACHED_FAULTS`).
 """
 
 from __future__ import annotations

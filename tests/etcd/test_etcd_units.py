@@ -81,7 +81,7 @@ def test_workloads_name_the_system_they_speak_to(tmp_path):
     test.write_text('sut = "etcd"\nbackend = "netns"\nworkload = "watch"\n[cluster]\ncontrollers = 3\nbrokers = 2\n')
     with pytest.raises(UserError, match=r"t.toml:1: sut: etcd has no brokers"):
         load_test(test)
-    with pytest.raises(UserError, match="--sut: clock, disk_stall faults do not reach etcd nodes"):
+    with pytest.raises(UserError, match="--sut: clock, disk_stall faults cannot be done to etcd nodes"):
         load_test(None, {"sut": "etcd", "backend": "netns", "nemesis": "partition,clock,disk_stall"})
     spec = load_test(None, {"sut": "etcd", "backend": "netns", "workload": "list-append", "nodes": "5"})
     assert spec.nodes == ["n1", "n2", "n3", "n4", "n5"]
