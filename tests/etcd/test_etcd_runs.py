@@ -104,3 +104,17 @@ def test_serializable_reads_are_found_stale_while_the_leader_is_cut_off(tmp_path
     viewer = (path / "counterexample-linearizable.html").read_text()
     assert verdict["invalid_keys"] and verdict["invalid_keys"][0] in viewer  # the viewer shows the bad key
     assert_nothing_left(path)
+
+
+@pytest.mark.parametrize(
+    ("workload", "checker", "counted"),
+    [("list-append", "elle-list-append", "txn_count"), ("watch", "watch-order", "revisions_seen")],
+)
+def test_list_append_and_watch_are_valid_under_kill(tmp_path, workload, checker, counted):
+    spec = etcd_spec(seed=7, workload=workload, nemesis=("kill",), time_limit_s=12.0, recovery_s=3.0)
+    result = run(spec, tmp_path)
+    assert result.error is None, result.error
+    verdict = json.loads((result.run.path / "results.json").read_text())["checkers"][checker]
+    assert result.valid is True and verdict["valid"] is True, result.checker_lines
+    assert verdict[counted] > 100  # real transactions / revisions were judged, not an empty history
+    assert_nothing_left(result.run.path)
