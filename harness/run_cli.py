@@ -4,6 +4,7 @@
     kchaos run --backend sim --seed 7            # deterministic: same seed, same history.jsonl
     kchaos run --test tests/partition.toml --time-limit 30s --nemesis partition,kill
     kchaos run --backend ssh --inventory vagrant/inventory.toml   # nodes on VMs or other machines
+    kchaos run --sut etcd --workload-option reads=serializable    # etcd 3.4 instead of our cluster
 
 The test comes from `--test FILE` (TOML, see harness/test_spec.py) and the flags, which win over the
 file. The resolved test is saved as the run's test.json. Exit code (BRIEF §3.4): 0 valid, 1 invalid,

@@ -6,7 +6,7 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     name = "partition-kill"          # default: "<workload>-<nemesis label>"
     backend = "sim"                  # sim | netns | ssh  (BACKENDS)
     inventory = "hosts.toml"         # ssh only: the hosts (harness/backends/inventory.py)
-    sut = "kraft"                    # system under test adapter (SUTS)
+    sut = "kraft"                    # system under test adapter (SUTS): kraft | etcd (not on sim)
     workload = "config-register"     # the workload registry (workloads/__init__.py)
     nemesis = ["partition", "kill"]  # fault kinds (nemesis.catalogue); [] = no faults
     nemesis_interval_s = 10          # a fault starts this long after the previous start (or stop, when full)
