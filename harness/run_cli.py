@@ -33,14 +33,19 @@ def default_backend() -> str:
     return "netns" if os.geteuid() == 0 else "sim"
 
 
-def _file_sets(path: str | None, key: str) -> bool:
-    """Whether the test file names `key` (an unreadable file is reported by `load_test`)."""
+def _file_value(path: str | None, key: str) -> Any:
+    """The test file's value for `key`, None when it has none (an unreadable file is reported by `load_test`)."""
     if path is None:
-        return False
+        return None
     try:
-        return key in tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        return tomllib.loads(Path(path).read_text(encoding="utf-8")).get(key)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False
+        return None
+
+
+def _file_sets(path: str | None, key: str) -> bool:
+    """Whether the test file names `key`."""
+    return _file_value(path, key) is not None
 
 
 def _options(pairs: list[str] | None) -> dict[str, Any] | None:
@@ -91,7 +96,7 @@ def resolve(args: argparse.Namespace) -> Any:
     backend = args.backend
     if backend is None and not _file_sets(args.test, "backend"):
         backend = "ssh" if args.inventory else default_backend()
-    defaults = SUT_DEFAULTS.get(args.sut or "", {})
+    defaults = SUT_DEFAULTS.get(str(args.sut or _file_value(args.test, "sut") or ""), {})
     nodes = args.nodes
     if nodes is None and not _file_sets(args.test, "cluster"):
         nodes = defaults.get("nodes", DEFAULT_NODES)

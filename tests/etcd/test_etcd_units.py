@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import httpx
@@ -85,6 +86,17 @@ def test_workloads_name_the_system_they_speak_to(tmp_path):
         load_test(None, {"sut": "etcd", "backend": "netns", "nemesis": "partition,clock,disk_stall"})
     spec = load_test(None, {"sut": "etcd", "backend": "netns", "workload": "list-append", "nodes": "5"})
     assert spec.nodes == ["n1", "n2", "n3", "n4", "n5"]
+
+
+def test_a_test_file_naming_etcd_gets_etcd_defaults(tmp_path):
+    from harness.run_cli import register, resolve
+
+    test = tmp_path / "etcd.toml"
+    test.write_text('sut = "etcd"\nbackend = "netns"\n')
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    spec = resolve(parser.parse_args(["run", "--test", str(test)]))
+    assert (spec.sut, spec.nodes, spec.workload) == ("etcd", ["n1", "n2", "n3"], "register")
 
 
 # --- generators -----------------------------------------------------------------------------------------
