@@ -174,8 +174,15 @@ class Model:
         return None
 
 
+def compare_failed(op: Op) -> bool:
+    """Whether a failed cas failed its compare: no error given, or an error that says "compare"."""
+    return op.error is None or "compare" in str(op.error).lower()
+
+
 class RegisterModel(Model):
-    """One register: read / write / cas; initially nil. A `fail` cas means the compare failed."""
+    """One register: read / write / cas; initially nil. A `fail` cas means the compare failed (an
+    observation: the value was not `from`), unless its error says otherwise (`compare_failed`): a cas
+    refused before it was sent (connection refused) observed nothing and did not happen."""
 
     name = "register"
 
@@ -188,7 +195,7 @@ class RegisterModel(Model):
 
     def keep(self, op: Op) -> bool:
         if op.f == "cas":
-            return True  # fail = compare failed (an observation); info = may have swapped
+            return op.type != "fail" or compare_failed(op)  # an observation; info = may have swapped
         if op.f == "read":
             return op.type == "ok"  # failed / indeterminate reads constrain nothing
         return op.type != "fail"  # a failed write did not happen
@@ -297,8 +304,13 @@ class RegisterModel(Model):
         return blocked
 
     def split(self, ops: list[Op]) -> tuple[list[Op], list[int], list[int], list[Op], list[int]] | None:
-        """`keep` and the split by determinacy, compiled (None when not built, or ops out of order)."""
-        return _lincore.register_split(ops) if _lincore is not None else None
+        """`keep` and the split by determinacy, compiled (None when not built, or ops out of order). The
+        compiled `keep` keeps every failed cas, so a cas refused before sending is dropped first."""
+        if _lincore is None:
+            return None
+        if any(op.type == "fail" and op.f == "cas" and not compare_failed(op) for op in ops):
+            ops = [op for op in ops if not (op.type == "fail" and op.f == "cas" and not compare_failed(op))]
+        return _lincore.register_split(ops)
 
     def native(self, ops: list[Op], info: list[Op]) -> NativeSpec | None:
         """Op kinds (read 0, write 1, successful cas 2, failed cas 3; an indeterminate cas counts as

@@ -32,6 +32,7 @@ CHECKERS: dict[str, str] = {
     "partition-cas": "checkers.partition_cas:check_from_args",
     "forgery": "checkers.forgery:check_from_args",
     "quorum-progress": "checkers.quorum_progress:check_from_args",
+    "watch-order": "checkers.watch_order:check_from_args",
 }
 
 

@@ -163,6 +163,27 @@ def _python_deps_probe() -> str:
     return "importable: " + ", ".join(PYTHON_DEPS)
 
 
+ETCD_FIX = "apt-get install etcd-server etcd-client; pip install -e . (httpx)"
+
+
+def _etcd_probe() -> str:
+    """The etcd program and the workloads' client library; where `--sut etcd` runs (never on sim)."""
+    from harness.db import SUT_BACKENDS
+
+    binary = shutil.which("etcd")
+    if binary is None:
+        raise BackendError("etcd not found (--sut etcd needs Debian's etcd-server)")
+    if importlib.util.find_spec("httpx") is None:
+        raise BackendError("httpx is not importable (the etcd workloads' client)")
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10, check=False).stdout
+    except subprocess.TimeoutExpired:
+        raise BackendError(f"{binary} --version did not answer within 10 s") from None
+    version = next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("etcd Version")), "?")
+    backends = ", ".join(SUT_BACKENDS["etcd"])
+    return f"etcd {version} at {binary}; --sut etcd runs on {backends}, not on sim"
+
+
 def _docker_probe() -> str:
     from harness.backends.docker_engine import engine_url, reachable
 
@@ -273,6 +294,7 @@ def run_checks(inventory: str | None = None) -> list[Check]:
     checks.append(_try("java", False, "apt-get install openjdk-17-jre-headless", _java_probe))
     checks.append(_try("docker engine (--backend docker)", False, "apt-get install docker.io", _docker_probe))
     checks.append(_try("docker node image", False, "apt-get install debootstrap", _docker_image_probe))
+    checks.append(_try("etcd (--sut etcd)", False, ETCD_FIX, _etcd_probe))
     checks.append(_try("python packages", True, "pip install -e . (in the project's venv)", _python_deps_probe))
     checks.append(_try("compiled checker core", False, LINCORE_FIX, _lincore_probe))
     from harness.backends.ssh_doctor import ssh_checks

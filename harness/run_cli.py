@@ -4,6 +4,7 @@
     kchaos run --backend sim --seed 7            # deterministic: same seed, same history.jsonl
     kchaos run --test tests/partition.toml --time-limit 30s --nemesis partition,kill
     kchaos run --backend ssh --inventory vagrant/inventory.toml   # nodes on VMs or other machines
+    kchaos run --sut etcd --workload-option reads=serializable    # etcd 3.4 instead of our cluster
 
 The test comes from `--test FILE` (TOML, see harness/test_spec.py) and the flags, which win over the
 file. The resolved test is saved as the run's test.json. Exit code (BRIEF §3.4): 0 valid, 1 invalid,
@@ -23,6 +24,8 @@ from harness.errors import UserError
 
 # The reference cluster: 3 controllers + 2 brokers, so client writes go through forwarding brokers.
 DEFAULT_NODES = "3+2"
+# What a system under test other than kraft runs when the test does not say (its members, its workload).
+SUT_DEFAULTS: dict[str, dict[str, str]] = {"etcd": {"nodes": "3", "workload": "register"}}
 BACKENDS = ("sim", "netns", "docker", "ssh")  # as harness.test_spec.BACKENDS (a test checks), without importing it
 
 
@@ -30,14 +33,19 @@ def default_backend() -> str:
     return "netns" if os.geteuid() == 0 else "sim"
 
 
-def _file_sets(path: str | None, key: str) -> bool:
-    """Whether the test file names `key` (an unreadable file is reported by `load_test`)."""
+def _file_value(path: str | None, key: str) -> Any:
+    """The test file's value for `key`, None when it has none (an unreadable file is reported by `load_test`)."""
     if path is None:
-        return False
+        return None
     try:
-        return key in tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        return tomllib.loads(Path(path).read_text(encoding="utf-8")).get(key)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False
+        return None
+
+
+def _file_sets(path: str | None, key: str) -> bool:
+    """Whether the test file names `key`."""
+    return _file_value(path, key) is not None
 
 
 def _options(pairs: list[str] | None) -> dict[str, Any] | None:
@@ -88,15 +96,20 @@ def resolve(args: argparse.Namespace) -> Any:
     backend = args.backend
     if backend is None and not _file_sets(args.test, "backend"):
         backend = "ssh" if args.inventory else default_backend()
+    defaults = SUT_DEFAULTS.get(str(args.sut or _file_value(args.test, "sut") or ""), {})
     nodes = args.nodes
     if nodes is None and not _file_sets(args.test, "cluster"):
-        nodes = DEFAULT_NODES
+        nodes = defaults.get("nodes", DEFAULT_NODES)
+    workload = args.workload
+    if workload is None and not _file_sets(args.test, "workload"):
+        workload = defaults.get("workload")
     overrides = {
         "name": args.name,
         "backend": backend,
         "inventory": args.inventory,
+        "sut": args.sut,
         "nodes": nodes,
-        "workload": args.workload,
+        "workload": workload,
         "nemesis": args.nemesis,
         "nemesis_interval_s": args.nemesis_interval,
         "nemesis_duration_s": args.nemesis_duration,
@@ -166,7 +179,10 @@ def register(subparsers: Any) -> None:
         "--inventory", metavar="FILE", help="ssh backend: the hosts to run on (TOML; see README); implies --backend ssh"
     )
     p.add_argument("--nodes", help="cluster shape: N combined nodes, or C+B controllers+brokers (default 3+2)")
-    p.add_argument("--workload", help="workload name (default config-register)")
+    p.add_argument(
+        "--sut", help="system under test: kraft (default) or etcd (netns, docker, ssh; 3 members, workload register)"
+    )
+    p.add_argument("--workload", help="workload name (default config-register; register with --sut etcd)")
     p.add_argument("--nemesis", help="comma-separated fault kinds, e.g. clock,kill,disk_stall; 'none' for none")
     p.add_argument("--nemesis-interval", help="time between two fault starts (e.g. 10s)")
     p.add_argument("--nemesis-duration", help="how long each fault lasts (e.g. 10s)")

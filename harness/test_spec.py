@@ -6,7 +6,7 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     name = "partition-kill"          # default: "<workload>-<nemesis label>"
     backend = "sim"                  # sim | netns | ssh  (BACKENDS)
     inventory = "hosts.toml"         # ssh only: the hosts (harness/backends/inventory.py)
-    sut = "kraft"                    # system under test adapter (SUTS)
+    sut = "kraft"                    # system under test adapter (SUTS): kraft | etcd (not on sim)
     workload = "config-register"     # the workload registry (workloads/__init__.py)
     nemesis = ["partition", "kill"]  # fault kinds (nemesis.catalogue); [] = no faults
     nemesis_interval_s = 10          # a fault starts this long after the previous start (or stop, when full)
@@ -63,7 +63,7 @@ SCHEMA_VERSION = 1
 
 # Default registries (what load_test accepts when the caller passes none).
 BACKENDS: tuple[str, ...] = ("sim", "netns", "docker", "ssh")
-SUTS: tuple[str, ...] = ("kraft",)
+SUTS: tuple[str, ...] = ("kraft", "etcd")  # as harness.db.SUTS (not imported: CLI start-up)
 NEMESES: tuple[str, ...] = FAULT_KINDS
 
 
@@ -539,12 +539,34 @@ def _resolve(raw: Mapping[str, Any], where: _Where, flags: Mapping[str, Any], re
                 loc = where.of(kind, table) if table in raw else where.of(table, flag=True)
                 what = table.removeprefix("nemesis_")
                 raise _fail(loc, f"{what} for {kind!r}, which is not in the nemesis list {list(kinds)}")
+    problem = _sut_problem(values)
+    if problem:
+        key = "sut" if "sut" in values else "backend"
+        raise _fail(where.of(key, flag=key in flags and flags[key] is not None), problem)
     if "seed" not in values:
         values["seed"] = secrets.randbelow(1 << 31)
     if "name" not in values:
         label = "+".join(sorted(kinds)) or "none"
         values["name"] = f"{values.get('workload', TestSpec.workload)}-{label}"
     return TestSpec(**values)
+
+
+def _sut_problem(values: Mapping[str, Any]) -> str | None:
+    """Why the chosen system under test cannot run on the chosen backend or workload (harness.db), or None."""
+    from harness.db import sut_problem
+
+    sut = values.get("sut", TestSpec.sut)
+    workload = values.get("workload", TestSpec.workload)
+    try:
+        from workloads import get_workload
+
+        suts: tuple[str, ...] | None = get_workload(workload).suts
+    except KeyError:
+        suts = None
+    brokers = values.get("cluster", Cluster(combined=3)).brokers
+    kinds = values.get("nemesis", TestSpec.nemesis)
+    problem = sut_problem(sut, values.get("backend", TestSpec.backend), suts, brokers, kinds)
+    return f"workload {workload}: {problem}" if problem and problem.startswith("that workload") else problem
 
 
 def read_toml(file: Path, what: str) -> tuple[dict[str, Any], str]:

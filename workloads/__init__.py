@@ -79,6 +79,7 @@ class Workload:
     description: str = ""
     # checker -> its options (attribute names of `kchaos check`'s flags), e.g. {"linearizable": {"model": "register"}}
     checker_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    suts: tuple[str, ...] = ("kraft",)  # the systems under test its client speaks to (harness.db.SUTS)
 
 
 WORKLOADS: dict[str, Workload] = {}
@@ -106,6 +107,9 @@ def _load_builtin() -> None:
     from workloads import (  # noqa: F401 - register themselves
         config_append,
         config_register,
+        etcd_append,
+        etcd_register,
+        etcd_watch,
         isr_changes,
         registrations,
     )

@@ -34,7 +34,6 @@ import secrets
 import shutil
 import sys
 import threading
-import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -244,15 +243,7 @@ class KraftDB(DB):
             if not sim.run_until_true(lambda: supervised(sim) and settled(sim), int(timeout_s * 1000), poll_ms=100):
                 raise DBError(_unsettled(sim, int(timeout_s * 1000)))
             return
-        deadline = time.monotonic() + timeout_s
-        problem = "no answer yet"
-        while time.monotonic() < deadline:
-            self._restart_exited()
-            problem = self._real_unready()
-            if problem is None:
-                return
-            time.sleep(0.25)
-        raise DBError(f"cluster not ready after {timeout_s:.0f} s: {problem}")
+        self.poll_ready(self._real_unready, timeout_s, before_each=self.restart_exited)
 
     def _real_unready(self) -> str | None:
         """What keeps a real cluster from being ready, or None when it is ready."""
@@ -332,24 +323,6 @@ class KraftDB(DB):
             return
         for corruption in reversed(self._corruptions.pop(node, [])):
             restore_corruption(OS_FS, corruption)
-
-    def _restart_exited(self) -> None:
-        """Like systemd's Restart=always: a node that stopped by itself is started again."""
-        backend = self._backend()
-        for node in self.ids:
-            if not backend.is_alive(node):
-                with contextlib.suppress(Exception):
-                    backend.restart(node)
-
-    def recover(self, timeout_s: float) -> bool:
-        self._restart_exited()
-        try:
-            self.wait_ready(timeout_s)
-        except DBError:
-            self.recovered = False
-            return False
-        self.recovered = True
-        return True
 
     # -- the log tap ---------------------------------------------------------------------------------------
 
@@ -537,18 +510,6 @@ class KraftDB(DB):
         for node in self.ids:
             with contextlib.suppress(Exception):
                 self.backend.kill(node)
-
-    # -- helpers ---------------------------------------------------------------------------------------
-
-    def _backend(self) -> Backend:
-        if self.backend is None:
-            raise DBError("the kraft cluster is not installed yet")
-        return self.backend
-
-    def _run_dir(self) -> Path:
-        if self.run_dir is None:
-            raise DBError("the kraft cluster is not installed yet")
-        return self.run_dir
 
 
 def _active(process: Any) -> bool:
