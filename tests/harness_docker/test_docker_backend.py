@@ -175,6 +175,33 @@ def test_a_chaos_run_on_docker_with_every_fault_kind_is_valid(tmp_path):
     assert not _leftovers(tag)
 
 
+def test_etcd_runs_on_docker_and_its_linearizable_reads_stay_valid(tmp_path):
+    """The second system under test on this backend: etcd from the node image, one member per
+    container, under partition, kill and pause; nothing in the nemesis or backend knows it is etcd."""
+    from tests.etcd.test_etcd_runs import etcd_spec
+
+    spec = etcd_spec(seed=3, backend="docker", time_limit_s=20.0)
+    try:
+        result = run_test(spec, root=tmp_path, say=lambda _: None, progress=False, draw_plots=False)
+    finally:
+        for ledger in tmp_path.glob(f"*/*/{LEDGER_NAME}"):
+            heal_if_left(ledger.parent)
+    assert result.error is None, result.error
+    path = result.run.path
+    events = [json.loads(line) for line in (path / "history.jsonl").read_text().splitlines()]
+    assert {"start-partition", "start-kill"} <= {e["f"] for e in events if e["process"] == "nemesis"}
+    assert sum(1 for e in events if e["process"] != "nemesis" and e["type"] == "ok") > 100
+    assert result.valid is True, result.checker_lines
+    for node in NODES:
+        assert json.loads((path / "nodes" / node / "etcd-status.json").read_text())["version"].startswith("3.4")
+    tag = next(
+        json.loads(line)["name"][2:]
+        for line in (path / LEDGER_NAME).read_text().splitlines()
+        if json.loads(line).get("kind") == "docker-network"
+    )
+    assert not _leftovers(tag)
+
+
 def test_the_heal_of_an_unlabelled_container_is_refused(tmp_path):
     """Heal removes only what carries its run's label, whatever a ledger names."""
     from harness.backends.docker_engine import undo_container

@@ -96,3 +96,27 @@ def test_a_planted_bug_is_caught_over_ssh_through_the_cli(hosts, tmp_path, capsy
     assert checkers["forgery"]["valid"] is False
     assert json.loads((run / "test.json").read_text())["bugs"] == ["ctl-envelope-unauthorized"]
     assert not node_processes(run_tag(run))
+
+
+def test_etcd_over_ssh_is_valid_and_its_logs_and_status_come_back(hosts, tmp_path):
+    """The second system under test on this backend: one etcd member per host, started and stopped
+    over SSH like any node, its log, status and data-dir listing fetched back into the run directory."""
+    etcd = spec(
+        hosts,
+        sut="etcd",
+        cluster=Cluster(combined=3),
+        workload="register",
+        nemesis=("partition", "kill", "pause"),
+        seed=3,
+    )
+    result = run_test(etcd, root=tmp_path, say=lambda _: None, progress=False, draw_plots=False)
+    assert result.error is None, result.error
+    run = result.run.path
+    events = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    assert {"start-partition", "start-kill", "start-pause"} <= {e["f"] for e in events if e["process"] == "nemesis"}
+    assert sum(1 for e in events if e["process"] != "nemesis" and e["type"] == "ok") > 100
+    assert result.valid is True and result.exit_code == 0, result.checker_lines
+    for node in ("n1", "n2", "n3"):
+        assert '"msg":"starting an etcd server"' in (run / "nodes" / node / "stderr.log").read_text()
+        assert json.loads((run / "nodes" / node / "etcd-status.json").read_text())["version"].startswith("3.4")
+    assert not node_processes(run_tag(run))
