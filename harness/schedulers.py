@@ -118,21 +118,34 @@ class RealtimeScheduler(Scheduler):
         self._t0 = self.loop.time()
 
     def call_at(self, t_ns: int, fn: Callable[..., None], *args: Any) -> None:
-        self.loop.call_at(self._t0 + t_ns / NS_PER_S, fn, *args)
+        self.loop.call_at(self._t0 + t_ns / NS_PER_S, self._guarded, fn, args)
 
     def blocking(self, fn: Callable[[], Any], done: Done) -> None:
         future = self.loop.run_in_executor(self._pool, fn)
 
         def finished(f: asyncio.Future[Any]) -> None:
             exc = f.exception()
-            done(None if exc else f.result(), exc)
+            self._guarded(done, (None if exc else f.result(), exc))
 
         future.add_done_callback(finished)
 
+    def _guarded(self, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
+        """asyncio only logs what a callback raises and goes on: a generator or driver bug would leave
+        `run` waiting forever with nothing scheduled. End `run` with the exception instead, as the
+        virtual scheduler does (there it propagates out of the simulation)."""
+        try:
+            fn(*args)
+        except Exception as exc:
+            if self._done is None or self._done.done():
+                raise
+            self._done.set_exception(exc)
+
     def run(self) -> None:
         self._done = self.loop.create_future()
-        self.loop.run_until_complete(self._done)
-        self._done = None
+        try:
+            self.loop.run_until_complete(self._done)
+        finally:
+            self._done = None
 
     def finish(self) -> None:
         if self._done is not None and not self._done.done():

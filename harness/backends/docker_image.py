@@ -26,7 +26,8 @@ from typing import Any
 from harness.backends.shell import BackendError
 
 SUITE = "bookworm"
-PACKAGES = ("python3", "iproute2", "iptables", "procps", "faketime", "etcd-server")  # libfaketime: clock faults; etcd: --sut etcd
+# faketime: libfaketime, for clock faults; etcd-server: for `--sut etcd`
+PACKAGES = ("python3", "iproute2", "iptables", "procps", "faketime", "etcd-server")
 PROJECT_PACKAGES = ("harness", "node", "nemesis", "workloads", "checkers", "reports")
 PROJECT_SUFFIXES = (".py", ".c", ".html", ".js", ".css", ".toml")
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from harness.driver import Driver
-from harness.generators import Op, clients, limit, nemesis, once, repeat
+from harness.generators import Op, clients, limit, map_ops, nemesis, once, repeat
 from harness.invocation import Completion, DoneFn
 from harness.schedulers import RealtimeScheduler
 
@@ -82,3 +84,16 @@ def test_nemesis_ops_go_to_the_nemesis_and_keep_its_process():
     assert seen == ["start-kill", "stop-kill"]
     assert {e["process"] for e in events} == {"nemesis"}
     assert events[1]["value"] == {"targets": ["n1"]}
+
+
+@pytest.mark.timeout(60)
+def test_an_exception_in_the_generator_ends_the_run_with_it_instead_of_hanging():
+    handed = []
+
+    def first_blows_up(op: Op) -> Op:  # a bug in a workload's generator, before any op went out
+        handed.append(op)
+        raise ValueError("generator blew up")
+
+    with pytest.raises(ValueError, match="generator blew up"):
+        drive(clients(map_ops(first_blows_up, limit(5, repeat(once("read"))))), Scripted(["ok"]))
+    assert len(handed) == 1
