@@ -1,9 +1,10 @@
 """Every metric the reports compute, defined once.
 
-Per-run figures (pairing ops, fault windows, unavailability, failover/recovery) are pandas functions
-over one run's history: the Spark pipeline runs them inside executors (`mapInPandas`, one run at a
-time) and `reports.per_run` calls them directly, so both paths share one definition. Aggregates across
-runs (quantiles, throughput, info rates) have a pandas form and a Spark form side by side here, with
+Reading a history (pairing ops, fault windows) is pandas over one run: the Spark pipeline runs it inside
+executors (`mapInPandas`, one run at a time) and `reports.per_run` calls it directly, so both paths
+share one definition. Per-run aggregates (unavailability, failover/recovery) and aggregates across
+runs (quantiles, throughput, info rates) have a pandas form (one run, `reports.per_run`) and a Spark
+form (many runs, over the ops table) side by side here, with
 the same semantics: quantiles are exact with linear interpolation between closest ranks (position
 q * (n - 1)), which is what Spark SQL's `percentile` computes and pandas' default `quantile` does.
 """
@@ -300,6 +301,96 @@ def recovery(ops: pd.DataFrame, faults: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(RECOVERY_COLUMNS))
     frame["next_ok_ns"] = pd.array(frame["next_ok_ns"], dtype="Int64")
     return frame.astype({"event_ns": "int64", "delay_ms": "float64"})
+
+
+def spark_unavailability(ops: DataFrame, faults: DataFrame, run_ends: DataFrame, gap_ms: float) -> DataFrame:
+    """The Spark form of `unavailability`, over many runs at once: per run and f, the timeline points
+    (first invocation, every ok completion, the run's end) in order, each paired with the next by
+    `lead`; a gap longer than `gap_ms` is a window. `run_ends` holds run_id and end_ns."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    of_f = ops.where(F.col("f").isNotNull())
+    first = of_f.groupBy("run_id", "f").agg(F.min("invoke_ns").alias("t")).withColumn("_kind", F.lit(0))
+    oks = of_f.where((F.col("outcome") == "ok") & F.col("complete_ns").isNotNull()).select(
+        "run_id", "f", F.col("complete_ns").alias("t"), F.lit(1).alias("_kind")
+    )
+    ends = first.select("run_id", "f").join(run_ends.select("run_id", F.col("end_ns").alias("t")), "run_id")
+    points = first.unionByName(oks).unionByName(ends.withColumn("_kind", F.lit(2)))
+    order = Window.partitionBy("run_id", "f").orderBy("t", "_kind")
+    gaps = points.select(
+        "run_id",
+        "f",
+        F.col("t").alias("start_ns"),
+        F.lead("t").over(order).alias("end_ns"),
+        (F.lead("_kind").over(order) == 2).alias("open_ended"),
+    )
+    duration = (F.col("end_ns") - F.col("start_ns")).cast("double") / F.lit(float(NS_PER_MS))
+    windows = gaps.where(F.col("end_ns").isNotNull()).withColumn("duration_ms", duration)
+    windows = windows.where(F.col("duration_ms") > F.lit(float(gap_ms)))
+    w, x = windows.alias("w"), faults.alias("x")
+    hit = (F.col("w.run_id") == F.col("x.run_id")) & (F.col("x.start_ns") < F.col("w.end_ns"))
+    hit = hit & (F.col("x.end_ns") > F.col("w.start_ns"))
+    kinds = F.array_join(F.array_sort(F.collect_set(F.col("x.kind"))), "+")
+    keys = [F.col(f"w.{c}").alias(c) for c in ("run_id", "f", "start_ns", "end_ns", "duration_ms", "open_ended")]
+    out = w.join(x, hit, "left").groupBy(*keys).agg(kinds.alias("_kinds"))
+    overlapping = F.when(F.col("_kinds") == "", F.lit(CALM)).otherwise(F.col("_kinds"))
+    return out.select("run_id", *UNAVAILABILITY_COLUMNS[:-1], overlapping.alias("overlapping_faults")).orderBy(
+        "run_id", "f", "start_ns"
+    )
+
+
+def spark_recovery(ops: DataFrame, faults: DataFrame) -> DataFrame:
+    """The Spark form of `recovery`: each fault's start (and heal) joined with every f of its run, then
+    one timeline per run and f of those events and the ok ops by invocation time, read backwards with a
+    running minimum of completion times (events sort before ops invoked at the same instant, so an op
+    invoked exactly at the event counts, as `searchsorted(side="left")` does)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    starts = faults.select(
+        "run_id", "kind", "targets", "start_ns", F.lit("start").alias("event"), F.col("start_ns").alias("event_ns")
+    )
+    heals = faults.where("healed").select(
+        "run_id", "kind", "targets", "start_ns", F.lit("heal").alias("event"), F.col("end_ns").alias("event_ns")
+    )
+    fs = ops.where(F.col("f").isNotNull()).select("run_id", "f").distinct()
+    events = (
+        starts.unionByName(heals)
+        .join(fs, "run_id")
+        .select(
+            "run_id",
+            "f",
+            F.col("event_ns").alias("t"),
+            F.lit(0).alias("_kind"),
+            F.lit(None).cast("long").alias("_done"),
+            "kind",
+            "targets",
+            "start_ns",
+            "event",
+            "event_ns",
+        )
+    )
+    oks = ops.where((F.col("outcome") == "ok") & F.col("f").isNotNull()).select(
+        "run_id",
+        "f",
+        F.col("invoke_ns").alias("t"),
+        F.lit(1).alias("_kind"),
+        F.col("complete_ns").alias("_done"),
+        F.lit(None).cast("string").alias("kind"),
+        F.lit(None).cast("string").alias("targets"),
+        F.lit(None).cast("long").alias("start_ns"),
+        F.lit(None).cast("string").alias("event"),
+        F.lit(None).cast("long").alias("event_ns"),
+    )
+    backwards = Window.partitionBy("run_id", "f").orderBy(F.desc("t"), F.desc("_kind"))
+    backwards = backwards.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    timeline = events.unionByName(oks).withColumn("next_ok_ns", F.min("_done").over(backwards))
+    delay = (F.col("next_ok_ns") - F.col("event_ns")).cast("double") / F.lit(float(NS_PER_MS))
+    out = timeline.where(F.col("_kind") == 0).withColumn("delay_ms", delay)
+    return out.select("run_id", *RECOVERY_COLUMNS).orderBy(
+        "run_id", "start_ns", "kind", F.when(F.col("event") == "start", 0).otherwise(1), "f"
+    )
 
 
 @dataclass
