@@ -371,8 +371,10 @@ def report_tables(
 
     # 4. Availability: unavailability windows and failover / recovery times, per run in Spark.
     progress("availability")
-    unavailable = metrics.spark_unavailability(ops, faults_df, facts_df, gap_ms).toPandas()
-    recovered = metrics.spark_recovery(ops, faults_df).fillna({"next_ok_ns": NO_OK}).toPandas()
+    availability = metrics.spark_availability(ops, faults_df, facts_df, gap_ms).cache()  # a few rows per run
+    unavailable = metrics.spark_unavailability(availability, faults_df).toPandas()
+    recovered = metrics.spark_recovery(availability).fillna({"next_ok_ns": NO_OK}).toPandas()
+    availability.unpersist()
     for frame in (unavailable, recovered):
         frame.insert(1, "test", frame["run_id"].map(test_of))
         frame.insert(2, "date", frame["run_id"].map(date_of))
