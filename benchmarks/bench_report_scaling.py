@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -111,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     data.mkdir(parents=True, exist_ok=True)
     conf = {"spark.driver.memory": "8g", "spark.sql.shuffle.partitions": "8", **parse_conf(args.conf)}
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` removes the data
     started = time.perf_counter()
     spark = make_session(args.master, conf)
     print(f"Spark {spark.version} on {spark.sparkContext.master}, {conf}", flush=True)

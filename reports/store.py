@@ -34,26 +34,12 @@ from reports.pipeline import Progress, ReportData, derive_ops, readable, report_
 OPS = "ops"
 MANIFEST = "runs"
 OPS_PARTITIONS = ["date", "test", "ingest"]
-MANIFEST_COLUMNS = [
-    "run_id",
-    "fingerprint",
-    "run_dir",
-    "test_json",
-    "results_json",
-    "history_path",
-    "history_format",
-    "started_at",
-    "warnings",
-    "events",
-    "end_ns",
-    "faults",
-    "ingested_at",
-]
 MANIFEST_DDL = (
     "run_id string, fingerprint string, run_dir string, test_json string, results_json string, "
     "history_path string, history_format string, started_at string, warnings string, events long, "
     "end_ns long, faults string, ingested_at string"
 )
+MANIFEST_COLUMNS = [column.split()[0] for column in MANIFEST_DDL.split(", ")]
 
 
 def store_path(text: str) -> str:

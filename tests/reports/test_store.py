@@ -1,5 +1,6 @@
 """The incremental store (`kchaos report --store PATH`): a second report ingests only the new runs, a
-changed run is ingested again, and the report over the store equals a from-scratch report."""
+changed run is ingested again, ops no manifest row points to are never read, and the report over the
+store equals a from-scratch report."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from reports.ingest import Filters
+from reports.ingest import Filters, vet_run
 from reports.job import JobOptions, run_job
+from reports.pipeline import derive_ops
+from reports.store import append_ops, new_batch
 from reports.synth import synthesize
 from tests.reports.conftest import GAP_MS
 from tests.reports.test_standalone_cluster import _comparable
@@ -76,6 +79,12 @@ def test_a_changed_run_is_ingested_again_and_nothing_else(spark, tmp_path: Path)
     want = {"path": str(store), "batch": None, "ingested": 0, "changed": 0, "unchanged": 3, "runs_in_store": 3}
     assert again.summary["store"] == want
 
+    # An ingest killed after writing ops but before its manifest rows: those ops are never read.
+    orphan = vet_run(made[0], f"{made[0].parent.name}/{made[0].name}")
+    append_ops(derive_ops(spark, [orphan])[0], str(store), new_batch())
+    assert spark.read.parquet(str(store / "ops")).select("ingest").distinct().count() == 2  # on disk
+    assert len(_batches(spark, store)) == 1  # but in no manifest row
+
     # A re-checked run: its results.json now says invalid, with 7 more lost writes.
     changed = made[1]
     run_id = f"{changed.parent.name}/{changed.name}"
@@ -90,7 +99,7 @@ def test_a_changed_run_is_ingested_again_and_nothing_else(spark, tmp_path: Path)
     runs = third.data.tables["runs"].set_index("run_id")
     assert runs.loc[run_id, "valid"] == "false" and run_id in third.summary["commit_loss"]["runs_that_lost"]
     assert runs.loc[run_id, "lost_count"] == before.loc[run_id, "lost_count"] + 7
-    assert (runs["ops"] == before["ops"]).all()  # the old version's ops are not read as well
+    assert (runs["ops"] == before["ops"]).all()  # neither the old version's ops nor the orphans are read
 
     fresh = run_job(spark, JobOptions(root=str(root), out=str(tmp_path / "fresh"), gap_ms=GAP_MS))
     third.summary.pop("store")
