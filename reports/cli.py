@@ -28,6 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="output directory (default RESULTS_DIR/_report)")
     parser.add_argument("--master", help="Spark master URL (default local[*], or what spark-submit set)")
     parser.add_argument("--conf", action="append", default=[], metavar="K=V", help="Spark configuration, repeatable")
+    parser.add_argument(
+        "--store",
+        metavar="PATH",
+        help="incremental store (local dir, hdfs://, s3a://): ingest only new or changed runs, report over all",
+    )
     parser.add_argument("--since", help="only runs started at/after: ISO date or date-time, or 7d / 12h")
     parser.add_argument("--test", action="append", default=[], metavar="NAME", help="only this test (glob)")
     parser.add_argument("--runs", metavar="GLOB", help="only runs whose <test>/<timestamp> matches")
@@ -51,7 +56,10 @@ def options_from(args: argparse.Namespace):  # -> JobOptions
         tests=list(args.test),
         runs_glob=args.runs,
     )
-    return JobOptions(root=args.results_dir, out=args.out, filters=filters, gap_ms=args.gap_ms)
+    store = getattr(args, "store", None)
+    if store is not None and "://" not in store and Path(store).exists() and not Path(store).is_dir():
+        raise UserError(f"--store {store}: not a directory")
+    return JobOptions(root=args.results_dir, out=args.out, filters=filters, gap_ms=args.gap_ms, store=store)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,6 +104,13 @@ def _print_summary(console: Console, summary: dict, report: Path, elapsed: float
     table.add_row("lost writes", str(summary["commit_loss"]["lost_writes"]))
     table.add_row("flaky tests", ", ".join(summary["flaky_tests"]) or "none")
     table.add_row("skipped", str(runs["skipped"]))
+    if "store" in summary:
+        store = summary["store"]
+        table.add_row(
+            "store",
+            f"{store['path']}: ingested {store['ingested']} ({store['changed']} changed), "
+            f"{store['unchanged']} already there, {store['runs_in_store']} runs in all",
+        )
     table.add_row("report", str(report))
     table.add_row("wall time", f"{elapsed:.1f}s")
     console.print(table)

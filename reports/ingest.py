@@ -7,9 +7,11 @@ so a single damaged directory cannot fail a nightly report.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,6 +44,7 @@ class RunSource:
     history_format: str  # "parquet" | "jsonl"
     started_at: datetime
     warnings: list[str] = field(default_factory=list)
+    fingerprint: str | None = None  # set when discovered for an incremental store
 
     @property
     def name(self) -> str:
@@ -64,6 +67,7 @@ class Discovery:
     skipped: list[Skipped]
     warnings: list[str]
     filtered_out: int
+    unchanged: list[str] = field(default_factory=list)  # run ids the store already holds as they are
 
 
 @dataclass
@@ -167,13 +171,39 @@ def vet_run(run_dir: Path, run_id: str) -> RunSource | str:
     return RunSource(run_id, str(run_dir), test, results, history[0], history[1], started, warnings)
 
 
+def fingerprint(run_dir: Path) -> str:
+    """What a run is, cheaply: its small JSON files' bytes and its histories' sizes and mtimes (a
+    changed run is ingested into a store again)."""
+    digest = hashlib.sha256()
+    for name in (TEST_FILE, RESULTS_FILE):
+        try:
+            digest.update((run_dir / name).read_bytes())
+        except OSError:
+            digest.update(b"-")
+        digest.update(b"\0")
+    for name in (HISTORY_PARQUET, HISTORY_JSONL):
+        try:
+            st = os.stat(run_dir / name)
+            digest.update(f"{st.st_size}:{st.st_mtime_ns}\0".encode())
+        except OSError:
+            digest.update(b"-\0")
+    return digest.hexdigest()
+
+
 def _is_run_dir(path: Path) -> bool:
     return RUN_DIR_RE.match(path.name) is not None or (path / TEST_FILE).exists()
 
 
-def discover(root: str | os.PathLike[str], filters: Filters, exclude: str | None = None) -> Discovery:
+def discover(
+    root: str | os.PathLike[str],
+    filters: Filters,
+    exclude: str | None = None,
+    known: Mapping[str, str] | None = None,
+) -> Discovery:
     """Every run under `root` (`<test>/<timestamp>/`), vetted and filtered. Symlinks (`latest`), plain
-    files and dot/underscore entries are ignored; a folder that is not a run is reported as skipped."""
+    files and dot/underscore entries are ignored; a folder that is not a run is reported as skipped.
+    With `known` (run id -> fingerprint, what a store holds), a run whose fingerprint is unchanged is
+    neither vetted nor filtered here but listed in `unchanged`."""
     base = Path(root)
     if not base.is_dir():
         raise UserError(f"results root {root}: not a directory")
@@ -182,6 +212,7 @@ def discover(root: str | os.PathLike[str], filters: Filters, exclude: str | None
     skipped: list[Skipped] = []
     warnings: list[str] = []
     filtered_out = 0
+    unchanged: list[str] = []
     for test_dir in sorted(base.iterdir()):
         if test_dir.is_symlink() or test_dir.name.startswith((".", "_")):
             continue
@@ -199,6 +230,12 @@ def discover(root: str | os.PathLike[str], filters: Filters, exclude: str | None
                 skipped.append(Skipped(str(child), "not a run directory"))
         for run_dir in run_dirs:
             run_id = f"{test_dir.name}/{run_dir.name}"
+            fp = None
+            if known is not None:
+                fp = fingerprint(run_dir)
+                if known.get(run_id) == fp:
+                    unchanged.append(run_id)
+                    continue
             if filters.runs_glob and not fnmatch.fnmatchcase(run_id, filters.runs_glob):
                 filtered_out += 1
                 continue
@@ -212,6 +249,7 @@ def discover(root: str | os.PathLike[str], filters: Filters, exclude: str | None
             if filters.since and vetted.started_at < filters.since:
                 filtered_out += 1
                 continue
+            vetted.fingerprint = fp
             warnings.extend(vetted.warnings)
             runs.append(vetted)
-    return Discovery(runs, skipped, warnings, filtered_out)
+    return Discovery(runs, skipped, warnings, filtered_out, unchanged)

@@ -16,6 +16,7 @@ class JobOptions:
     out: str | None = None
     filters: ingest.Filters = field(default_factory=ingest.Filters)
     gap_ms: float = metrics.DEFAULT_GAP_MS
+    store: str | None = None  # an incremental store (reports.store): ingest new runs, report over it
 
     @property
     def out_dir(self) -> Path:
@@ -44,9 +45,18 @@ def _write_small_tables(data: ReportData, out: Path) -> None:
 def run_job(spark, options: JobOptions, progress: Progress = lambda _step: None) -> JobResult:
     """Run the report over `options.root` with an existing SparkSession (one per job)."""
     out = options.out_dir
-    progress("discovering runs")
-    found = ingest.discover(options.root, options.filters, exclude=str(out))
-    data = run_pipeline(spark, found, out, options.gap_ms, progress)
+    ingested = None
+    if options.store:
+        from reports.store import report_incremental, store_path
+
+        data, filtered_out, ingested = report_incremental(
+            spark, options.root, store_path(options.store), options.filters, out, options.gap_ms, progress
+        )
+    else:
+        progress("discovering runs")
+        found = ingest.discover(options.root, options.filters, exclude=str(out))
+        data = run_pipeline(spark, found, out, options.gap_ms, progress)
+        filtered_out = found.filtered_out
     progress("writing tables and charts")
     _write_small_tables(data, out)
     drawn = charts.draw_all(data.tables, out / "charts")
@@ -56,7 +66,9 @@ def run_job(spark, options: JobOptions, progress: Progress = lambda _step: None)
         "runs": options.filters.runs_glob,
         "gap_ms": options.gap_ms,
     }
-    digest = summary.build_summary(data, options.root, out, filters, found.filtered_out)
+    digest = summary.build_summary(data, options.root, out, filters, filtered_out)
+    if ingested is not None:
+        digest["store"] = ingested.as_dict()
     digest["tables"] = data.written
     digest["charts"] = {k: str(v) for k, v in drawn.items()}
     summary.write_summary(digest, out)

@@ -1,9 +1,10 @@
 """Every metric the reports compute, defined once.
 
-Per-run figures (pairing ops, fault windows, unavailability, failover/recovery) are pandas functions
-over one run's history: the Spark pipeline runs them inside executors (`mapInPandas`, one run at a
-time) and `reports.per_run` calls them directly, so both paths share one definition. Aggregates across
-runs (quantiles, throughput, info rates) have a pandas form and a Spark form side by side here, with
+Reading a history (pairing ops, fault windows) is pandas over one run: the Spark pipeline runs it inside
+executors (`mapInPandas`, one run at a time) and `reports.per_run` calls it directly, so both paths
+share one definition. Per-run aggregates (unavailability, failover/recovery) and aggregates across
+runs (quantiles, throughput, info rates) have a pandas form (one run, `reports.per_run`) and a Spark
+form (many runs, over the ops table) side by side here, with
 the same semantics: quantiles are exact with linear interpolation between closest ranks (position
 q * (n - 1)), which is what Spark SQL's `percentile` computes and pandas' default `quantile` does.
 """
@@ -300,6 +301,111 @@ def recovery(ops: pd.DataFrame, faults: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(RECOVERY_COLUMNS))
     frame["next_ok_ns"] = pd.array(frame["next_ok_ns"], dtype="Int64")
     return frame.astype({"event_ns": "int64", "delay_ms": "float64"})
+
+
+def spark_availability(ops: DataFrame, faults: DataFrame, run_ends: DataFrame, gap_ms: float) -> DataFrame:
+    """The Spark form of `unavailability` and `recovery` together, over many runs, with one shuffle of
+    the ok ops: a timeline per run and f of its first invocation, its ok ops, its end and its faults'
+    starts and heals, read twice backwards with running minimums.
+
+    - Unavailability (ok ops placed at their completion): the next success or end after each start
+      point; a gap longer than `gap_ms` is a window (open_ended when the end closed it).
+    - Recovery (ok ops placed at their invocation): the first completion of an ok op invoked at or
+      after each event (events sort before ops at the same instant: searchsorted(side="left")).
+
+    Rows have role "window" (f, start_ns, end_ns, duration_ms, open_ended) or "event" (kind, targets,
+    start_ns of the fault, event, event_ns, f, next_ok_ns, delay_ms). `run_ends` holds run_id, end_ns.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    nothing = {"_done": "long", "kind": "string", "targets": "string", "start_ns": "long", "event": "string"}
+
+    def row(frame: DataFrame, role: str, order: int, at: Column, placed: Column, **given: Column) -> DataFrame:
+        cols = {c: given.get(c, F.lit(None).cast(t)) for c, t in nothing.items()}
+        picked = [F.col("run_id"), F.col("f"), F.lit(role).alias("role"), F.lit(order).alias("_order")]
+        picked += [at.alias("_t_avail"), placed.alias("_t_rec"), *(v.alias(k) for k, v in cols.items())]
+        return frame.select(*picked)
+
+    of_f = ops.where(F.col("f").isNotNull())
+    first = of_f.groupBy("run_id", "f").agg(F.min("invoke_ns").alias("t"))
+    ends = first.select("run_id", "f").join(run_ends.select("run_id", F.col("end_ns").alias("t")), "run_id")
+    oks = of_f.where((F.col("outcome") == "ok") & F.col("complete_ns").isNotNull())
+    faulted = faults.select(
+        "run_id", "kind", "targets", "start_ns", F.lit("start").alias("event"), F.col("start_ns").alias("t")
+    )
+    healed = faults.where("healed").select(
+        "run_id", "kind", "targets", "start_ns", F.lit("heal").alias("event"), F.col("end_ns").alias("t")
+    )
+    events = faulted.unionByName(healed).join(first.select("run_id", "f"), "run_id")
+    fault_cols = {c: F.col(c) for c in ("kind", "targets", "start_ns", "event")}
+    timeline = (
+        row(first, "first", 0, F.col("t"), F.col("t"))
+        .unionByName(row(oks, "ok", 1, F.col("complete_ns"), F.col("invoke_ns"), _done=F.col("complete_ns")))
+        .unionByName(row(ends, "end", 2, F.col("t"), F.col("t")))
+        .unionByName(row(events, "event", 0, F.col("t"), F.col("t"), **fault_cols))
+    )
+    later = Window.partitionBy("run_id", "f")
+    by_completion = later.orderBy(F.desc("_t_avail"), F.desc("_order")).rowsBetween(Window.unboundedPreceding, -1)
+    by_invocation = later.orderBy(F.desc("_t_rec"), F.desc("_order")).rowsBetween(Window.unboundedPreceding, -1)
+    point = F.when(F.col("role").isin("ok", "end"), F.struct(F.col("_t_avail").alias("t"), F.col("_order").alias("o")))
+    success = F.when(F.col("role") == "ok", F.col("_done"))
+    read = timeline.select(
+        "*", F.min(point).over(by_completion).alias("_next"), F.min(success).over(by_invocation).alias("next_ok_ns")
+    )
+    gap = (F.col("_next.t") - F.col("_t_avail")).cast("double") / F.lit(float(NS_PER_MS))
+    is_window = F.col("role").isin("first", "ok") & F.col("_next").isNotNull() & (gap > F.lit(float(gap_ms)))
+    delay = (F.col("next_ok_ns") - F.col("_t_rec")).cast("double") / F.lit(float(NS_PER_MS))
+    return read.where(is_window | (F.col("role") == "event")).select(
+        "run_id",
+        "f",
+        F.when(F.col("role") == "event", "event").otherwise("window").alias("role"),
+        F.when(is_window, F.col("_t_avail")).alias("window_start_ns"),
+        F.when(is_window, F.col("_next.t")).alias("window_end_ns"),
+        F.when(is_window, gap).alias("duration_ms"),
+        F.when(is_window, F.col("_next.o") == 2).alias("open_ended"),
+        "kind",
+        "targets",
+        "start_ns",
+        "event",
+        F.when(F.col("role") == "event", F.col("_t_rec")).alias("event_ns"),
+        F.when(F.col("role") == "event", F.col("next_ok_ns")).alias("next_ok_ns"),
+        F.when(F.col("role") == "event", delay).alias("delay_ms"),
+    )
+
+
+def spark_unavailability(availability: DataFrame, faults: DataFrame) -> DataFrame:
+    """The windows of `spark_availability`, with the kinds of the faults overlapping each (or calm)."""
+    from pyspark.sql import functions as F
+
+    windows = availability.where(F.col("role") == "window").select(
+        "run_id",
+        "f",
+        F.col("window_start_ns").alias("start_ns"),
+        F.col("window_end_ns").alias("end_ns"),
+        "duration_ms",
+        "open_ended",
+    )
+    w, x = windows.alias("w"), faults.alias("x")
+    hit = (F.col("w.run_id") == F.col("x.run_id")) & (F.col("x.start_ns") < F.col("w.end_ns"))
+    hit = hit & (F.col("x.end_ns") > F.col("w.start_ns"))
+    kinds = F.array_join(F.array_sort(F.collect_set(F.col("x.kind"))), "+")
+    keys = [F.col(f"w.{c}").alias(c) for c in ("run_id", "f", "start_ns", "end_ns", "duration_ms", "open_ended")]
+    out = w.join(x, hit, "left").groupBy(*keys).agg(kinds.alias("_kinds"))
+    overlapping = F.when(F.col("_kinds") == "", F.lit(CALM)).otherwise(F.col("_kinds"))
+    return out.select("run_id", *UNAVAILABILITY_COLUMNS[:-1], overlapping.alias("overlapping_faults")).orderBy(
+        "run_id", "f", "start_ns"
+    )
+
+
+def spark_recovery(availability: DataFrame) -> DataFrame:
+    """The failover (event start) and recovery (event heal) rows of `spark_availability`, in the order
+    of the per-run form: by run, fault start, start before heal, f."""
+    from pyspark.sql import functions as F
+
+    events = availability.where(F.col("role") == "event")
+    order = F.when(F.col("event") == "start", 0).otherwise(1)
+    return events.orderBy("run_id", "start_ns", "kind", order, "f").select("run_id", *RECOVERY_COLUMNS)
 
 
 @dataclass

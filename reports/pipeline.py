@@ -1,7 +1,9 @@
 """The Spark jobs: derived tables (ops, faults, runs) and the report tables computed from them.
 
 Histories are read inside executors, one run at a time, by the same pandas functions the per-run path
-uses (reports.metrics); everything across runs is Spark SQL over the ops table read back from Parquet.
+uses (reports.metrics): that pass writes the ops table and sends back each run's small facts (event
+count, end, fault windows). Everything else, per run and across runs, is Spark over the ops table read
+back from Parquet (a report's own, or an incremental store's: reports.store).
 """
 
 from __future__ import annotations
@@ -79,32 +81,20 @@ class _MergeDict(AccumulatorParam):
         return value1
 
 
-def _derive_runs(gap_ms: float, side: Accumulator) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """Executor code: read each run's history once, emit its ops, and send its small per-run tables
-    (faults, unavailability, recovery) and any read error back through the accumulator."""
+def _derive_runs(side: Accumulator) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
+    """Executor code: read each run's history once, emit its ops, and send its facts (event count, end,
+    fault windows) or its read error back through the accumulator."""
 
     def derive(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for batch in batches:
             for run in batch.itertuples(index=False):
                 try:
                     frames = metrics.derive(metrics.read_history(run.history_path, run.history_format))
-                    unavailable = metrics.unavailability(frames.ops, frames.faults, frames.end_ns, gap_ms)
-                    recovered = metrics.recovery(frames.ops, frames.faults)
                 except Exception as exc:  # one damaged run must not fail the job
                     side.add({run.run_id: {"error": f"{type(exc).__name__}: {exc}"}})
                     continue
-                side.add(
-                    {
-                        run.run_id: {
-                            "error": None,
-                            "events": frames.events,
-                            "end_ns": frames.end_ns,
-                            "faults": _records(frames.faults),
-                            "unavailability": _records(unavailable),
-                            "recovery": _records(recovered),
-                        }
-                    }
-                )
+                facts = {"error": None, "events": frames.events, "end_ns": frames.end_ns}
+                side.add({run.run_id: facts | {"faults": _records(frames.faults)}})
                 ops = frames.ops.assign(run_id=run.run_id, workload=run.workload, test=run.test, date=run.date)
                 yield ops[OPS_SCHEMA.fieldNames()]
 
@@ -218,22 +208,9 @@ def _runs_input(spark: SparkSession, meta: pd.DataFrame) -> DataFrame:
     return spark.createDataFrame(spark.sparkContext.parallelize(rows, slices), schema)
 
 
-def run_pipeline(
-    spark: SparkSession,
-    discovery: Discovery,
-    out: Path,
-    gap_ms: float = metrics.DEFAULT_GAP_MS,
-    progress: Progress = lambda _step: None,
-) -> ReportData:
-    data = ReportData(skipped=list(discovery.skipped), warnings=list(discovery.warnings))
-    runs = list(discovery.runs)
-    out.mkdir(parents=True, exist_ok=True)
-    if not runs:
-        return data
-
-    # 1. One pass over the histories in the executors: the ops table (each run's invokes paired with
-    #    completions, with the fault state) is written; per-run tables come back by accumulator.
-    progress(f"reading {len(runs)} histories and pairing operations")
+def derive_ops(spark: SparkSession, runs: list[RunSource]) -> tuple[DataFrame, Accumulator]:
+    """The ops of `runs` (OPS_SCHEMA), read in the executors when the DataFrame is written, and the
+    accumulator their facts (or read errors) arrive in, keyed by run_id."""
     meta = pd.DataFrame(
         {
             "run_id": [r.run_id for r in runs],
@@ -245,29 +222,114 @@ def run_pipeline(
         }
     )
     side = spark.sparkContext.accumulator({}, _MergeDict())
-    derived = _runs_input(spark, meta).mapInPandas(_derive_runs(gap_ms, side), OPS_SCHEMA)
-    ops_path = _write_spark(derived, out, "ops", partitioned=True)
-    data.written["ops"] = ops_path
-    per_run: dict[str, dict[str, Any]] = side.value
-    by_id = {r.run_id: r for r in runs}
-    for run_id in sorted(by_id):
-        error = per_run.get(run_id, {"error": "not read (task lost)"})["error"]
+    return _runs_input(spark, meta).mapInPandas(_derive_runs(side), OPS_SCHEMA), side
+
+
+def readable(runs: list[RunSource], facts: dict[str, dict[str, Any]]) -> tuple[list[RunSource], list[Skipped]]:
+    """The runs whose history the executors read, and a Skipped for each of the others."""
+    skipped: list[Skipped] = []
+    for run in sorted(runs, key=lambda r: r.run_id):
+        error = facts.get(run.run_id, {"error": "not read (task lost)"})["error"]
         if error:
-            data.skipped.append(Skipped(by_id[run_id].path, f"history unreadable: {error}"))
-    runs = [r for r in runs if not per_run.get(r.run_id, {"error": True})["error"]]
+            skipped.append(Skipped(run.path, f"history unreadable: {error}"))
+    good = [r for r in runs if not facts.get(r.run_id, {"error": True})["error"]]
+    return good, skipped
+
+
+def run_pipeline(
+    spark: SparkSession,
+    discovery: Discovery,
+    out: Path,
+    gap_ms: float = metrics.DEFAULT_GAP_MS,
+    progress: Progress = lambda _step: None,
+) -> ReportData:
+    """The report over freshly discovered runs: their ops are written under `out` and read back."""
+    data = ReportData(skipped=list(discovery.skipped), warnings=list(discovery.warnings))
+    runs = list(discovery.runs)
+    out.mkdir(parents=True, exist_ok=True)
     if not runs:
         return data
-    ops = spark.read.parquet(ops_path)
+    progress(f"reading {len(runs)} histories and pairing operations")
+    derived, side = derive_ops(spark, runs)
+    data.written["ops"] = _write_spark(derived, out, "ops", partitioned=True)
+    facts: dict[str, dict[str, Any]] = side.value
+    runs, skipped = readable(runs, facts)
+    data.skipped.extend(skipped)
+    if runs:
+        report_tables(spark, data, runs, facts, spark.read.parquet(data.written["ops"]), out, gap_ms, progress)
+    return data
+
+
+FAULTS_SCHEMA = T.StructType(
+    [
+        T.StructField("run_id", T.StringType()),
+        T.StructField("kind", T.StringType()),
+        T.StructField("targets", T.StringType()),
+        T.StructField("start_index", T.LongType()),
+        T.StructField("start_ns", T.LongType()),
+        T.StructField("end_ns", T.LongType()),
+        T.StructField("healed", T.BooleanType()),
+        T.StructField("duration_ms", T.DoubleType()),
+    ]
+)
+
+
+# Stands for "no success after it" in next_ok_ns on the way to pandas: a nullable long column would
+# arrive as float64, which cannot hold every nanosecond time exactly.
+NO_OK = -(2**63)
+
+
+def _spark_frame(spark: SparkSession, frame: pd.DataFrame, schema: T.StructType) -> DataFrame:
+    if frame.empty:
+        return spark.createDataFrame([], schema)
+    return spark.createDataFrame(frame[schema.fieldNames()], schema)
+
+
+def _per_run(counts: DataFrame, faults: DataFrame, facts: DataFrame) -> DataFrame:
+    """Per run: ops by outcome, fault windows, events, duration and info rate (one row per run)."""
+    outcomes = ("ops", "ok", "fail", "info")
+    by_run = counts.groupBy("run_id").agg(*(F.sum(c).alias(c) for c in outcomes))
+    windows = faults.groupBy("run_id").agg(F.count("*").alias("faults"))
+    joined = facts.join(by_run, "run_id", "left").join(windows, "run_id", "left")
+    ops = F.coalesce(F.col("ops"), F.lit(0)).cast("long")
+    info = F.coalesce(F.col("info"), F.lit(0)).cast("long")
+    return joined.select(
+        "run_id",
+        *(F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c) for c in outcomes),
+        "events",
+        (F.col("end_ns") / F.lit(float(metrics.NS_PER_S))).alias("duration_s"),
+        F.coalesce(F.col("faults"), F.lit(0)).cast("long").alias("faults"),
+        F.when(ops > 0, info / ops).otherwise(F.lit(0.0)).alias("info_rate"),
+    )
+
+
+def report_tables(
+    spark: SparkSession,
+    data: ReportData,
+    runs: list[RunSource],
+    facts: dict[str, dict[str, Any]],
+    ops: DataFrame,
+    out: Path,
+    gap_ms: float = metrics.DEFAULT_GAP_MS,
+    progress: Progress = lambda _step: None,
+) -> None:
+    """Every report table over `ops` (the ops of exactly `runs`) and the runs' facts: per-run figures
+    are Spark aggregates; only tables with a row per run, fault or window are finished on the driver."""
     test_of = {r.run_id: r.name for r in runs}
     date_of = {r.run_id: r.date for r in runs}
     scan = pd.DataFrame(
-        [{"run_id": r.run_id, **per_run[r.run_id]} for r in runs],
-        columns=["run_id", "events", "end_ns", "faults", "unavailability", "recovery"],
+        [{"run_id": r.run_id, **facts[r.run_id]} for r in runs], columns=["run_id", "events", "end_ns", "faults"]
+    )
+    faults = _explode_json(scan, "faults", metrics.FAULT_COLUMNS)
+    faults_df = _spark_frame(spark, faults, FAULTS_SCHEMA)
+    facts_df = spark.createDataFrame(
+        [(r, int(e), int(n)) for r, e, n in zip(scan["run_id"], scan["events"], scan["end_ns"])],
+        "run_id string, events long, end_ns long",
     )
 
-    # 3. Op counts per run and f (one job; runs, info rates and the summary come from it).
+    # 3. Op counts per run and f, and the per-run figures from them (runs, info rates, the summary).
     progress("op counts, runs, verdicts and commit loss")
-    counts = (
+    counts_df = (
         ops.groupBy("run_id", "f")
         .agg(
             F.count("*").alias("ops"),
@@ -275,17 +337,12 @@ def run_pipeline(
             F.sum((F.col("outcome") == "fail").cast("long")).alias("fail"),
             F.sum((F.col("outcome") == "info").cast("long")).alias("info"),
         )
-        .toPandas()
+        .cache()
     )
-    faults = _explode_json(scan, "faults", metrics.FAULT_COLUMNS)
-    runs_pdf = _runs_frame(runs)
-    run_counts = counts.groupby("run_id")[["ops", "ok", "fail", "info"]].sum()
-    runs_pdf = runs_pdf.join(run_counts, on="run_id").merge(scan[["run_id", "events", "end_ns"]], on="run_id")
-    for col in ("ops", "ok", "fail", "info"):
-        runs_pdf[col] = runs_pdf[col].fillna(0).astype("int64")
-    runs_pdf["duration_s"] = runs_pdf.pop("end_ns") / metrics.NS_PER_S
-    runs_pdf["faults"] = runs_pdf["run_id"].map(faults.groupby("run_id").size()).fillna(0).astype("int64")
-    runs_pdf["info_rate"] = (runs_pdf["info"] / runs_pdf["ops"].where(runs_pdf["ops"] > 0)).fillna(0.0)
+    counts = counts_df.toPandas()
+    per_run = _per_run(counts_df, faults_df, facts_df).toPandas()
+    counts_df.unpersist()
+    runs_pdf = _runs_frame(runs).merge(per_run, on="run_id", how="left")
     runs_pdf = runs_pdf.sort_values(["started_at", "run_id"], kind="stable").reset_index(drop=True)
     data.written["runs"] = _write_partitioned(runs_pdf, out, "runs")
     faults.insert(1, "test", faults["run_id"].map(test_of))
@@ -312,15 +369,20 @@ def run_pipeline(
     counts = counts.merge(runs_pdf[["run_id", "test", "nemesis"]], on="run_id")
     tables["info_rates"] = metrics.info_rates(counts, ["test", "nemesis", "f"])
 
-    # 4. Availability: unavailability windows and failover / recovery times (from the scan).
+    # 4. Availability: unavailability windows and failover / recovery times, per run in Spark.
     progress("availability")
-    unavailable = _explode_json(scan, "unavailability", metrics.UNAVAILABILITY_COLUMNS)
-    recovered = _explode_json(scan, "recovery", metrics.RECOVERY_COLUMNS)
+    availability = metrics.spark_availability(ops, faults_df, facts_df, gap_ms).cache()  # a few rows per run
+    unavailable = metrics.spark_unavailability(availability, faults_df).toPandas()
+    recovered = metrics.spark_recovery(availability).fillna({"next_ok_ns": NO_OK}).toPandas()
+    availability.unpersist()
     for frame in (unavailable, recovered):
         frame.insert(1, "test", frame["run_id"].map(test_of))
         frame.insert(2, "date", frame["run_id"].map(date_of))
-    recovered["delay_ms"] = recovered["delay_ms"].astype("float64")
+    unavailable = unavailable.astype({"start_ns": "int64", "end_ns": "int64", "duration_ms": "float64"})
     unavailable["open_ended"] = unavailable["open_ended"].astype(bool)
+    missing = recovered["next_ok_ns"] == NO_OK
+    recovered["next_ok_ns"] = recovered["next_ok_ns"].astype("Int64").mask(missing)
+    recovered = recovered.astype({"event_ns": "int64", "delay_ms": "float64"})
     tables["unavailability"] = unavailable
     tables["unavailability_summary"] = metrics.unavailability_summary(unavailable)
     tables["recovery"] = recovered
@@ -360,4 +422,3 @@ def run_pipeline(
     by_test["ops_per_s"] = by_test["ops"] / by_test["runs"] / metrics.THROUGHPUT_BUCKET_S
     tables["throughput_by_test"] = by_test
     data.tables = tables
-    return data

@@ -74,6 +74,7 @@ def test_report_lists_what_it_skipped(report, results_root: dict) -> None:
         (["report", ".", "--since", "last week"], "--since 'last week'"),
         (["report", ".", "--gap-ms", "0"], "--gap-ms 0.0: must be positive"),
         (["report", ".", "--conf", "oops"], "--conf 'oops': expected key=value"),
+        (["report", ".", "--store", "pyproject.toml"], "--store pyproject.toml: not a directory"),
     ],
 )
 def test_cli_user_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture) -> None:
