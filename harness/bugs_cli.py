@@ -43,6 +43,7 @@ def config_from(args: argparse.Namespace) -> Any:
     from harness.bug_matrix import MatrixConfig, default_nemeses
     from harness.run_cli import registries
     from node.bugs import BY_NAME, parse_bugs
+    from workloads import workload_names
 
     known = registries()
     try:
@@ -50,10 +51,12 @@ def config_from(args: argparse.Namespace) -> Any:
     except ValueError as exc:
         raise UserError(f"--bug: {exc}") from None
     bugs = tuple(BY_NAME) if chosen is None else tuple(n for n in BY_NAME if n in chosen.names)  # catalogue order
-    workloads = tuple(args.workload) if args.workload else tuple(known.workloads)
+    ours = workload_names("kraft")  # the planted bugs live in the reference cluster
+    workloads = tuple(args.workload) if args.workload else ours
     for name in workloads:
-        if name not in known.workloads:
-            raise UserError(f"--workload: unknown workload {name!r} (known: {', '.join(sorted(known.workloads))})")
+        if name not in ours:
+            known_here = ", ".join(ours)
+            raise UserError(f"--workload: unknown workload {name!r} for the reference cluster (known: {known_here})")
     if args.nemesis:
         nemeses = []
         for text in args.nemesis:

@@ -98,9 +98,11 @@ def get_workload(name: str) -> Workload:
         raise KeyError(f"unknown workload {name!r} (known: {', '.join(sorted(WORKLOADS))})") from None
 
 
-def workload_names() -> tuple[str, ...]:
+def workload_names(sut: str | None = None) -> tuple[str, ...]:
+    """Every registered workload, or those whose client speaks to `sut` (the planted-bug matrix and
+    the kraft suites want the reference cluster's only)."""
     _load_builtin()
-    return tuple(sorted(WORKLOADS))
+    return tuple(sorted(name for name, w in WORKLOADS.items() if sut is None or sut in w.suts))
 
 
 def _load_builtin() -> None:

@@ -18,6 +18,7 @@ from harness.bug_matrix import NEEDS, Cell, Matrix, MatrixConfig, markdown, to_j
 from harness.cli import main
 from harness.test_spec import Cluster
 from node.bugs import BY_NAME, CATALOGUE
+from workloads import workload_names
 
 # With the config-register workload and partition/kill faults alone, these must be caught (the
 # matrix's regression guard; the whole catalogue runs in the slow test). ctl-envelope-unauthorized was
@@ -142,7 +143,7 @@ def test_the_whole_matrix_and_a_200_seed_sweep(results) -> None:
 
     known = registries()
     config = MatrixConfig(
-        workloads=tuple(known.workloads),
+        workloads=workload_names("kraft"),
         nemeses=default_nemeses(tuple(known.nemeses)),
         sweep=200,
         jobs=2,
