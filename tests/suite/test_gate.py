@@ -178,11 +178,18 @@ def test_the_shipped_gate_fails_for_a_planted_bug(results, bug, capsys) -> None:
     assert summary.startswith("# Release gate: FAIL (gate/") and bug in summary.splitlines()[0]
 
 
+# The gate file's second seed is for Raft's Figure 8, which its all-kinds cells never catch at seed 1
+# (README, the bug matrix); every other bug fails seed 1 already, so the test runs only that seed for
+# them and keeps the suite's time in bounds.
+NEEDS_BOTH_SEEDS = {"raft-hwm-before-leader-change-committed"}
+
+
 @pytest.mark.slow
 def test_the_shipped_gate_fails_for_every_planted_bug(results, capsys) -> None:
     passed = []
     for bug in CATALOGUE:
-        code, junit, _ = gate(results, "--bug", bug.name)
+        seeds = () if bug.name in NEEDS_BOTH_SEEDS else ("--seeds", "1")
+        code, junit, _ = gate(results, "--bug", bug.name, *seeds)
         capsys.readouterr()
         if code != 1 or not junit.findall(".//failure"):
             passed.append((bug.name, code))
