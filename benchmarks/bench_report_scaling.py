@@ -29,6 +29,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from harness.test_spec import _duration
 from reports.job import JobOptions, run_job
 from reports.spark_session import make_session, parse_conf
 from reports.synth import CATALOGUE, RunSpec, synthesize, write_run
@@ -40,12 +41,6 @@ def _count(text: str) -> int:
     text = text.strip().upper()
     scale = {"K": 1_000, "M": 1_000_000}.get(text[-1], 1)
     return int(float(text.rstrip("KM")) * scale)
-
-
-def _seconds(text: str) -> float:
-    text = text.strip().lower()
-    scale = {"s": 1, "m": 60, "h": 3600}.get(text[-1])
-    return float(text[:-1]) * scale if scale else float(text)
 
 
 def tree_cpu_s(root: int | None = None) -> float:
@@ -107,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [_count(s) for s in args.sizes.split(",")]
     per_run = _count(args.ops_per_run)
-    deadline = time.monotonic() + _seconds(args.budget)
+    deadline = time.monotonic() + _duration(args.budget, "--budget", positive=True)
     data = Path(args.data or tempfile.mkdtemp(prefix="kchaos-scaling-"))
     data.mkdir(parents=True, exist_ok=True)
     conf = {"spark.driver.memory": "8g", "spark.sql.shuffle.partitions": "8", **parse_conf(args.conf)}

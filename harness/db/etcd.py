@@ -123,9 +123,12 @@ class EtcdDB(DB):
         return None
 
     def leader(self) -> str | None:
+        return self._leader_of({node: self.status(node, timeout=0.5) for node in self._nodes})
+
+    def _leader_of(self, statuses: dict[str, dict[str, Any] | None]) -> str | None:
+        """Of these status answers, the member that names itself leader with the highest raft term."""
         best: tuple[int, str] | None = None
-        for node in self._nodes:
-            doc = self.status(node, timeout=0.5)
+        for node, doc in statuses.items():
             if doc is None or str(doc.get("leader")) != self.member_ids.get(node):
                 continue
             term = int(doc.get("raftTerm", 0))
@@ -145,7 +148,7 @@ class EtcdDB(DB):
         leaders = {str(s.get("leader")) for s in statuses.values() if s is not None}
         if len(leaders) != 1 or "0" in leaders:
             return f"members do not agree on a leader ({sorted(leaders)})"
-        leader = self.leader()
+        leader = self._leader_of(statuses)  # from the answers above: no second round of status calls
         if leader is None:
             return "no member says it leads"
         if self.post(leader, "/v3/kv/range", {"key": base64.b64encode(READY_KEY.encode()).decode()}, 2.0) is None:
