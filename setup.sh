@@ -51,6 +51,7 @@ run)
     ;;
 test)
     export KCHAOS_REQUIRE_NATIVE=1  # the compiled checker core must have been built (tests/checkers/test_native.py)
+    export KCHAOS_REQUIRE_ALL=1     # everything a test could skip for is installed above: a skip fails (tests/conftest.py)
     ruff check .
     ruff format --check . || { echo "setup: run 'ruff format .' to fix formatting" >&2; exit 1; }
     set +e

@@ -18,7 +18,7 @@ from node.sim.cluster import ClusterConfig
 from node.sim.cluster_run import active_controller, settled
 from node.sim.runner import converged
 from node.sim.world import SimConfig, Simulation
-from tests.sim.scenarios import figure8, figure8_by_buggify, wait
+from tests.sim.scenarios import InvariantViolated, figure8, figure8_by_buggify, wait
 from tests.sim_cluster.helpers import call, call_to, create_topic, set_config
 
 
@@ -35,9 +35,9 @@ def bugged(*names: str):
 def test_figure8_catches_the_hwm_before_the_leader_change_is_committed_kafka_12619() -> None:
     """Raft's Figure 8 (5 voters, one batch per fetch): the third leader may not count the old entry
     committed. With the bug it does, and the fourth leader then overwrites a committed entry."""
-    with pytest.raises(AssertionError, match="invariant violated"):
-        out = figure8(node_factory=bugged("raft-hwm-before-leader-change-committed"))
-        assert out.sim.violation is None  # not reached: figure8 stops waiting at the violation
+    with pytest.raises(InvariantViolated) as stopped:
+        figure8(node_factory=bugged("raft-hwm-before-leader-change-committed"))
+    assert "commit safety" in stopped.value.violation, stopped.value.violation
     out = figure8()  # the correct core in the same scenario
     assert out.sim.violation is None
 

@@ -33,6 +33,7 @@ def test_the_matrix_catches_figure8_and_a_forgotten_vote_within_a_few_runs() -> 
             results=root,
         )
         result = Matrix(config).run()
+        assert sorted(bug.bug.name for bug in result.bugs) == sorted(EXPECTED)  # no bug left unjudged
         for bug in result.bugs:
             first = bug.first
             assert first is not None, (bug.bug.name, [(r.cell.label, r.valid, r.error) for r in bug.runs])

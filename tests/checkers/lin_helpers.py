@@ -9,6 +9,11 @@ from checkers.history import History, pair, read_events
 
 def history(*rows: tuple, nemesis: list[dict[str, Any]] | None = None) -> History:
     """Rows are (time, process, type, f, value[, key]); `index` is the row number."""
+    return pair(read_events(raw_events(*rows, nemesis=nemesis)))
+
+
+def raw_events(*rows: tuple, nemesis: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The event dicts `history` reads (what tests.checkers.oracle takes), sorted by time."""
     events = []
     for t, process, type_, f, value, *key in rows:
         ev = {"time": t, "process": process, "type": type_, "f": f, "value": value}
@@ -18,7 +23,7 @@ def history(*rows: tuple, nemesis: list[dict[str, Any]] | None = None) -> Histor
     for ev in nemesis or []:
         events.append(ev)
     events.sort(key=lambda e: e["time"])
-    return pair(read_events(events))
+    return events
 
 
 def drawn_register_history(data: Any, max_ops: int = 6, **fixed: Any) -> Any:

@@ -13,6 +13,7 @@ from checkers.history import pair, read_events
 from checkers.linearizable import check, check_key
 from checkers.models import ILLEGAL, KVModel, Model, RegisterModel, get_model, register_model
 from checkers.verdict import UNKNOWN
+from tests.checkers import oracle
 from tests.checkers.lin_helpers import drawn_register_history, history
 
 
@@ -310,53 +311,28 @@ def test_check_key_reports_counts():
     assert res.ops <= len(h.ops) and res.info_ops == sum(1 for o in h.ops if o.type == "info" and o.f != "read")
 
 
-# --- differential tests: the search against brute force on tiny histories ------------------------
-
-
-def brute_force(model, ops) -> bool:
-    """Try every order of the kept ops (info ops optional) that respects real time."""
-    from itertools import combinations, permutations
-
-    kept = [o for o in ops if model.keep(o)]
-    det = [o for o in kept if o.complete_time is not None]
-    info = [o for o in kept if o.complete_time is None]
-    for r in range(len(info) + 1):
-        for chosen in combinations(info, r):
-            for order in permutations(det + list(chosen)):
-                if any(
-                    a.complete_time is not None and a.complete_time < b.invoke_time
-                    for i, b in enumerate(order)
-                    for a in order[i + 1 :]
-                ):
-                    continue
-                state = model.init()
-                for op in order:
-                    state = model.compile(op)(state)
-                    if state is ILLEGAL:
-                        break
-                else:
-                    return True
-    return False
+# --- differential tests: the search against an independent brute-force oracle on tiny histories -------
 
 
 def perturbed(gen, data, domain):
-    """Replace some read results / cas outcomes at random so that some histories are not linearizable."""
+    """Replace some read results / cas outcomes at random so that some histories are not linearizable.
+    Returns the events (for the independent oracle) and the history the checker reads from them."""
     events = [dict(e) for e in gen.events]
     for e in events:
         if e["type"] == "ok" and e["f"] == "read" and data.draw(st.booleans()):
             e["value"] = data.draw(st.sampled_from([None, *domain]))
         elif e["type"] in ("ok", "fail") and e["f"] == "cas" and data.draw(st.booleans()):
             e["type"] = "fail" if e["type"] == "ok" else "ok"
-    return pair(read_events(events))
+    return events, pair(read_events(events))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_register_search_agrees_with_brute_force(data):
     gen = drawn_register_history(data, value_range=3)
-    h = perturbed(gen, data, range(3))
+    events, h = perturbed(gen, data, range(3))
     model = RegisterModel()
-    expected = brute_force(model, h.ops)
+    expected = oracle.linearizable(events, oracle.register_step)
     assert check_key(model, None, h.ops).valid is expected
     assert check_key(model, None, h.ops, prune=False).valid is expected
 
@@ -384,6 +360,6 @@ def test_kv_search_agrees_with_brute_force(data):
     del rows, t
     h = pair(read_events(events))
     model = KVModel()
-    expected = brute_force(model, h.ops)
+    expected = oracle.linearizable(events, oracle.kv_step, init="")
     assert check_key(model, "k", h.ops).valid is expected
     assert check_key(model, "k", h.ops, prune=False).valid is expected

@@ -13,8 +13,8 @@ from checkers.history import pair, read_events
 from checkers.linearizable import _prepare, check, check_key
 from checkers.models import RegisterModel
 from checkers.viewer import build_data
-from tests.checkers.lin_helpers import drawn_register_history, history
-from tests.checkers.test_linearizable import brute_force
+from tests.checkers import oracle
+from tests.checkers.lin_helpers import drawn_register_history, history, raw_events
 
 MODEL = RegisterModel()
 
@@ -85,7 +85,7 @@ def test_a_stale_read_is_a_backward_zone_inside_a_forward_one():
 
 def test_overlapping_forward_zones():
     # 1 and 2 are each read after an op that saw the other had returned: neither order works.
-    h = history(
+    rows = (
         (0, 0, "invoke", "write", 1),
         (1, 1, "invoke", "write", 2),
         (2, 0, "ok", "write", 1),
@@ -95,11 +95,12 @@ def test_overlapping_forward_zones():
         (6, 2, "ok", "read", 2),
         (7, 3, "ok", "read", 1),
     )
+    h = history(*rows)
     assert zone_verdict(h).valid is False
-    assert brute_force(MODEL, h.ops) is False
+    assert oracle.linearizable(raw_events(*rows), oracle.register_step) is False
     assert check(h).valid is False
     # Overlapping in time only at one end point is fine: the read of 1 may precede the write of 2.
-    ok = history(
+    ok_rows = (
         (0, 0, "invoke", "write", 1),
         (1, 0, "ok", "write", 1),
         (1, 1, "invoke", "read", None),
@@ -107,7 +108,8 @@ def test_overlapping_forward_zones():
         (2, 2, "invoke", "write", 2),
         (3, 2, "ok", "write", 2),
     )
-    assert zone_verdict(ok).valid is True and brute_force(MODEL, ok.ops) is True
+    assert zone_verdict(history(*ok_rows)).valid is True
+    assert oracle.linearizable(raw_events(*ok_rows), oracle.register_step) is True
 
 
 def test_read_before_its_write_began_and_unwritten_values_and_double_cas():
@@ -117,7 +119,7 @@ def test_read_before_its_write_began_and_unwritten_values_and_double_cas():
     assert zone_verdict(early).valid is False and check(early).valid is False
     nobody = history((0, 1, "invoke", "read", None), (1, 1, "ok", "read", 7))
     assert "nobody writes 7" in zone_verdict(nobody).why
-    twice = history(
+    twice_rows = (
         (0, 0, "invoke", "write", 1),
         (1, 0, "ok", "write", 1),
         (2, 1, "invoke", "cas", [1, 2]),
@@ -125,7 +127,8 @@ def test_read_before_its_write_began_and_unwritten_values_and_double_cas():
         (4, 1, "ok", "cas", [1, 2]),
         (5, 2, "ok", "cas", [1, 3]),
     )
-    assert zone_verdict(twice).valid is False and brute_force(MODEL, twice.ops) is False
+    assert zone_verdict(history(*twice_rows)).valid is False
+    assert oracle.linearizable(raw_events(*twice_rows), oracle.register_step) is False
 
 
 def test_with_cas_a_clean_zone_analysis_leaves_the_key_to_the_search():
@@ -169,7 +172,7 @@ def unique_perturbed(gen, data):
             e["value"] = data.draw(st.sampled_from([None, *written, 99]))
         elif e["type"] in ("ok", "fail") and e["f"] == "cas" and data.draw(st.booleans()):
             e["type"] = "fail" if e["type"] == "ok" else "ok"
-    return pair(read_events(events))
+    return events, pair(read_events(events))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -177,8 +180,8 @@ def unique_perturbed(gen, data):
 def test_zones_and_guard_agree_with_brute_force(data):
     cas = data.draw(st.booleans())
     gen = drawn_register_history(data, mix=(0.5, 0.3, 0.2) if cas else (0.5, 0.5, 0.0))
-    h = unique_perturbed(gen, data)
-    expected = brute_force(MODEL, h.ops)
+    events, h = unique_perturbed(gen, data)
+    expected = oracle.linearizable(events, oracle.register_step)
     zv = zone_verdict(h)
     if zv is not None and zv.valid is not None:
         assert zv.valid is expected

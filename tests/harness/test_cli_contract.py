@@ -15,14 +15,16 @@ from harness.errors import EXIT_ERROR
 HEAVY = ("pandas", "pyspark", "matplotlib", "node.sim.world", "harness.runner")
 
 
-def modules_after(code: str) -> set[str]:
-    """The modules a fresh interpreter holds after running `code` (which may exit)."""
+def modules_after(code: str, expect_exit: int = 0) -> set[str]:
+    """The modules a fresh interpreter holds after running `code` (which may exit), which must end
+    with `expect_exit`: a command that crashed early would otherwise look light."""
     probe = f"""
 import atexit, json, sys
 atexit.register(lambda: print(json.dumps(sorted(sys.modules)), file=sys.__stderr__))
 {code}
 """
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == expect_exit, (code, proc.returncode, proc.stderr[-2000:])
     return set(json.loads(proc.stderr.strip().splitlines()[-1]))
 
 

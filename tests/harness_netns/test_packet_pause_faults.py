@@ -4,7 +4,6 @@ UDP echo probes count and time round trips on affected and unaffected links; TCP
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,18 +100,21 @@ def test_delay_adds_the_mean_plus_minus_jitter_on_the_affected_links_only(backen
     assert len(delay_processes()) == 1  # one daemon, in n2's namespace
     delayed = probe(backend, "n1", "n2", count=100, interval_ms=10)["rtt_ms"]
     assert len(delayed) == 100
-    assert 85 <= statistics.median(delayed) <= 180
-    assert min(delayed) >= 78 and max(delayed) - min(delayed) >= 15  # uniform in [80, 120] plus the way back
-    assert statistics.median(probe(backend, "n1", "n3")["rtt_ms"]) < 30
-    assert statistics.median(probe(backend, "n3", "n2")["rtt_ms"]) < 30
+    # Uniform in [80, 120] plus the way back. A load only adds time, so the lower bounds are exact and
+    # the upper ones are judged on the fastest of many probes (which a busy machine still gets).
+    assert min(delayed) >= 78 and max(delayed) - min(delayed) >= 15
+    assert min(delayed) <= 125
+    assert min(probe(backend, "n1", "n3")["rtt_ms"]) < 30
+    assert min(probe(backend, "n3", "n2")["rtt_ms"]) < 30
 
     backend.packet(None, PacketFault(delay_ms=50))  # replaces it: every link, both ways of a round trip
     assert len(delay_processes()) == 3
-    assert 90 <= statistics.median(probe(backend, "n1", "n2", count=50, interval_ms=10)["rtt_ms"]) <= 200
+    both_ways = probe(backend, "n1", "n2", count=50, interval_ms=10)["rtt_ms"]
+    assert 98 <= min(both_ways) <= 150
 
     backend.heal_packet()
     assert not delay_processes()
-    assert statistics.median(probe(backend, "n1", "n2")["rtt_ms"]) < 30
+    assert min(probe(backend, "n1", "n2")["rtt_ms"]) < 30
 
 
 @pytest.mark.parametrize("backend", ["nft", "iptables"], indirect=True)

@@ -76,6 +76,16 @@ def last_line(hosts, backend: SshBackend, node: str, after: float) -> dict:
     raise AssertionError(f"{node} printed nothing after {after}")
 
 
+def until_line(hosts, backend: SshBackend, node: str, wanted, seconds: float = 10.0) -> dict:
+    """The first newest-line reading (polled every 0.1 s for `seconds`) that satisfies `wanted`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        doc = last_line(hosts, backend, node, time.time())
+        if wanted(doc):
+            return doc
+    raise AssertionError(f"{node} printed no line that satisfies the condition within {seconds} s")
+
+
 def stat_state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
@@ -123,8 +133,9 @@ def test_every_listed_fault_over_ssh_and_teardown_leaves_nothing(tmp_path):
             seen = last_line(hosts, backend, "n1", time.time() + 1.0)
             assert seen["fsync_ms"] >= 390
             backend.disk_heal("n1")
-            seen = last_line(hosts, backend, "n1", time.time() + 1.0)
-            assert seen["fsync_ms"] < 390
+            # healed: an fsync that is not stalled comes back (a busy machine may slow one, not all)
+            fast = until_line(hosts, backend, "n1", lambda doc: doc["fsync_ms"] < 390)
+            assert fast["fsync_ms"] < 390
 
             backend.kill("n3")
             assert not backend.is_alive("n3") and pids["n3"] not in node_processes(backend.tag)

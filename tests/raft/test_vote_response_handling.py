@@ -99,6 +99,7 @@ def test_vote_response_handling_invalid_cluster_id_is_only_a_rejection():
 
 
 def test_vote_response_handling_backoff_bounded_by_election_backoff_max():
+    backoffs = 0  # elections that waited out a backoff: the bound below must have been checked
     for seed in range(40):
         max_ms = 300
         node, actions = make_candidate(1, voters=(1, 2), seed=seed, election_backoff_max_ms=max_ms)
@@ -109,9 +110,11 @@ def test_vote_response_handling_backoff_bounded_by_election_backoff_max():
             if node.epoch == epoch:  # a zero backoff starts the next election within the same event
                 until = node.state.backing_off_until
                 assert now <= until <= now + max_ms
+                backoffs += 1
                 now = until
                 actions = node.handle(now, Tick())
             assert node.role is Role.CANDIDATE and node.epoch == epoch + 1
+    assert backoffs >= 40 * 8 // 2, backoffs
 
 
 def test_vote_response_handling_election_timeout_then_backoff_then_new_epoch():

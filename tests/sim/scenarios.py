@@ -1,8 +1,10 @@
 """Targeted simulator scenarios, shared by the scenario tests and the injected-bug tests.
 
 Each function drives a `Simulation` through a fault sequence built with partitions, kills and
-restarts at exact moments, and returns what the test needs to assert on. They raise AssertionError
-when the cluster does not reach a stage they wait for (a liveness failure of the core).
+restarts at exact moments, and returns what the test needs to assert on. A stage the cluster does not
+reach raises `InvariantViolated` when the simulator stopped at a broken invariant (what an injected-bug
+test expects) and `NotReached` otherwise (a liveness failure of the core): two different verdicts, so a
+test that expects one cannot pass on the other.
 """
 
 from __future__ import annotations
@@ -27,9 +29,24 @@ def leader_among(sim: Simulation, ids: Iterable[int], above_epoch: int = 0) -> i
     return None
 
 
+class NotReached(AssertionError):
+    """A stage the scenario waits for did not come, and no invariant broke."""
+
+
+class InvariantViolated(AssertionError):
+    """The simulator stopped at a broken invariant while the scenario waited."""
+
+    def __init__(self, what: str, violation: str) -> None:
+        super().__init__(f"{what}: stopped by a violation: {violation}")
+        self.violation = violation
+
+
 def wait(sim: Simulation, predicate: Any, timeout_ms: int, what: str) -> None:
-    if not sim.run_until_true(predicate, timeout_ms):
-        raise AssertionError(f"{what}: not reached within {timeout_ms} ms (violation: {sim.violation})")
+    if sim.run_until_true(predicate, timeout_ms):
+        return
+    if sim.violation is not None:
+        raise InvariantViolated(what, str(sim.violation))
+    raise NotReached(f"{what}: not reached within {timeout_ms} ms")
 
 
 def settle(sim: Simulation, timeout_ms: int = 60_000) -> None:
