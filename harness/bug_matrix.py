@@ -414,7 +414,7 @@ def _seconds(value: float | None) -> str:
 
 
 def markdown(result: MatrixResult) -> str:
-    """The README's bug table: one row per bug, then the correct cluster's sweep."""
+    """The bug table (docs/figures.md, "The planted-bug matrix"): one row per bug, then the correct cluster's sweep."""
     config = result.config
     rows = [
         "| bug | component | reference | caught by (workload x nemesis x seed) | runs | simulated to catch "

@@ -176,7 +176,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--test", metavar="FILE", help="test file (TOML); flags win over it")
     p.add_argument("--backend", choices=BACKENDS, help="where the cluster runs (default: netns as root, else sim)")
     p.add_argument(
-        "--inventory", metavar="FILE", help="ssh backend: the hosts to run on (TOML; see README); implies --backend ssh"
+        "--inventory",
+        metavar="FILE",
+        help="ssh backend: the hosts to run on (TOML; see docs/concepts/backends.md); implies --backend ssh",
     )
     p.add_argument("--nodes", help="cluster shape: N combined nodes, or C+B controllers+brokers (default 3+2)")
     p.add_argument(

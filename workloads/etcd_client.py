@@ -1,6 +1,6 @@
 """The etcd workloads' client: etcd's v3 gRPC JSON gateway (`POST /v3/kv/...`) over httpx, on the run's loop.
 
-Why the gateway and not a gRPC library (README "Other systems under test"): httpx tells the two
+Why the gateway and not a gRPC library (docs/concepts/suts.md): httpx tells the two
 transport failures apart that decide a history's `fail` vs `info` — a connection refused or not made
 before anything was sent (`httpx.ConnectError`/`ConnectTimeout`/`PoolTimeout`) against a request sent
 whose answer never came (`ReadTimeout`, `ReadError`, `RemoteProtocolError`, `WriteError`) — where

@@ -146,7 +146,7 @@ _IMPLIES: dict[str, tuple[str, ...]] = {
     "write-skew": ("G2",),
 }
 
-# --- what each anomaly means (README and verdicts use these) ----------------------------------------
+# --- what each anomaly means (the docs and verdicts use these) ----------------------------------------
 MEANINGS: dict[str, str] = {
     "G0": "write cycle: a cycle of write-write (ww) edges alone; transactions' writes interleave",
     "G1a": "aborted read: a read saw a value written by a transaction that failed",

@@ -199,7 +199,7 @@ def sut_problem(
         return f"{sut} is not available on the {backend} backend (it runs on {', '.join(backends)})"
     unreached = [kind for kind in faults if kind in SUT_UNREACHED_FAULTS.get(sut, ())]
     if unreached:
-        return f"{', '.join(unreached)} faults cannot be done to {sut} nodes (see README: Other systems under test)"
+        return f"{', '.join(unreached)} faults cannot be done to {sut} nodes (see docs/concepts/suts.md)"
     if workload_suts is not None and sut not in workload_suts:
         return f"that workload runs on {', '.join(workload_suts)}, not on {sut}"
     if sut == "etcd" and brokers:

@@ -29,8 +29,8 @@ from workloads import workload_names
 CAUGHT_TODAY = ("raft-follower-fetch-before-flush", "broker-read-offset-not-applied", "metadata-snapshot-omits-configs")
 
 
-# The whole default matrix catches every planted bug within its 300 s budget but these (the README's
-# bug table says what catches them outside it). Figure 8 through the elected-behind targeted fault
+# The whole default matrix catches every planted bug within its 300 s budget but these (the docs'
+# bug table, docs/figures.md, says what catches them outside it). Figure 8 through the elected-behind targeted fault
 # needs the leader that holds the entries to win again while the one elected behind is cut off; with
 # pre-vote (KIP-996) it waits for the other voter's fetch timeout first, and the all-kinds cells catch
 # it in 8 runs of 16 (10 of 16 before), not at seed 1: the first catch is cell 44 (seed 2).
@@ -153,5 +153,5 @@ def test_the_whole_matrix_and_a_200_seed_sweep(results) -> None:
     assert not result.sweep.false_alarms, [(r.cell.label, r.line) for r in result.sweep.false_alarms]
     assert not result.sweep.unsure, [(r.cell.label, r.valid, r.error) for r in result.sweep.unsure]
     uncaught = {b.bug.name for b in result.bugs if b.first is None}  # the matrix runs no cell past the budget
-    assert uncaught == NOT_CAUGHT_IN_BUDGET, uncaught  # a regression, or a bug newly caught: update the README
+    assert uncaught == NOT_CAUGHT_IN_BUDGET, uncaught  # a regression, or a bug newly caught: update docs/figures.md
     (results / "matrix.md").write_text(markdown(result))

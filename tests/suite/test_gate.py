@@ -179,7 +179,7 @@ def test_the_shipped_gate_fails_for_a_planted_bug(results, bug, capsys) -> None:
 
 
 # The gate file's second seed is for Raft's Figure 8, which its all-kinds cells never catch at seed 1
-# (README, the bug matrix); every other bug fails seed 1 already, so the test runs only that seed for
+# (docs/figures.md, the bug matrix); every other bug fails seed 1 already, so the test runs only that seed for
 # them and keeps the suite's time in bounds.
 NEEDS_BOTH_SEEDS = {"raft-hwm-before-leader-change-committed"}
 
