@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from node.controller import ControllerConfig
 from node.protocol.admin import CreatableTopic, CreateTopicsRequest, DeleteTopicsRequest
 from node.protocol.broker_api import (
     AlterPartitionPartitionData,
@@ -125,3 +126,15 @@ def test_every_refusal_waits_for_the_appends_it_read(setup) -> None:  # type: ig
     assert h.answer(refused) is None
     h.port.commit()
     assert _code(h.answer(refused)) == code
+
+
+def test_a_batch_refused_before_its_append_waits_too() -> None:
+    """MESSAGE_TOO_LARGE is decided on records built from the working state (here: who is live)."""
+    h = Harness(ControllerConfig(max_batch_records=4))
+    h.online_broker(1)
+    h.send(CreateTopicsRequest((CreatableTopic("a", 1, 1),)))  # in flight
+    refused = h.send(CreateTopicsRequest((CreatableTopic("big", 5, 1),)))
+    h.port.overtake(len(h.port.records()))
+    assert h.answer(refused) is None
+    h.port.fail()
+    assert _code(h.answer(refused)) == ErrorCode.NOT_CONTROLLER
