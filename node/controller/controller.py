@@ -11,9 +11,12 @@ again whenever nothing is in flight and it has drifted (an append that failed, c
 
 Answers. A write is answered from its append's callback: committed -> success; not committed ->
 NOT_CONTROLLER (definite: the Raft core guarantees it never commits). A request that writes nothing
-(refused, no-op, validate-only) was still decided on the working state, so its answer waits until
-the image has committed everything that state held; if leadership is lost first, it gets
-NOT_CONTROLLER, which is true since it changed nothing.
+(refused, no-op, validate-only, or a batch refused before its append) was still decided on the
+working state, so its answer waits until every append that state held has committed; if one of them
+never commits, or leadership is lost first, it gets NOT_CONTROLLER, which is true since it changed
+nothing. It waits for those appends' outcomes, not for the offsets they were promised: the Raft core
+may commit an entry of its own (a read barrier's marker) at a promised offset while the append still
+waits for a flush (issue 24: refusals against a partition epoch that never committed).
 """
 
 from __future__ import annotations
@@ -102,7 +105,13 @@ class QuorumController:
         self._working: MetadataImage | None = None
         self._in_flight = 0
         self._drifted = False
-        self._waiting_answers: deque[tuple[int, Reply, object, object]] = deque()  # (offset, reply, answer, request)
+        # Appends of this generation are numbered 1, 2, ...; the working state holds up to `_holds`.
+        self._appends = 0
+        self._holds = 0
+        self._committed_through = 0  # every append up to this number has committed
+        self._committed_later: set[int] = set()  # committed, but an earlier one is still undecided
+        self._lost_from: int | None = None  # the first append of this generation that did not commit
+        self._waiting_answers: deque[tuple[int, Reply, object, object]] = deque()  # (append, reply, answer, request)
         self._waiting_reads: list[tuple[int, Callable[[], None]]] = []  # (read_offset, answer)
         self.stats: dict[str, int] = {"appends": 0, "records": 0, "refused_too_large": 0, "replay_refusals": 0}
 
@@ -120,6 +129,7 @@ class QuorumController:
         self._working = self.port.image.copy()
         self._in_flight = 0
         self._drifted = False
+        self._forget_appends()
         # The session of every broker is measured from the last heartbeat THIS controller received.
         self.sessions.reset(now_ms, self._working.brokers)
         self._arm_session_timer(now_ms)
@@ -131,15 +141,10 @@ class QuorumController:
         self._working = None
         self._in_flight = 0
         self.sessions.clear()
-        waiting, self._waiting_answers = self._waiting_answers, deque()
-        for _offset, reply, _answer, request in waiting:
-            reply(whole_request_error(request, ErrorCode.NOT_CONTROLLER))
+        self._forget_appends()
 
     def on_committed(self, now_ms: int) -> None:
         image = self.port.image
-        while self._waiting_answers and self._waiting_answers[0][0] <= image.last_offset:
-            _offset, reply, answer, _request = self._waiting_answers.popleft()
-            reply(answer)
         if self._waiting_reads:
             ready = [w for w in self._waiting_reads if w[0] <= image.next_offset]
             self._waiting_reads = [w for w in self._waiting_reads if w[0] > image.next_offset]
@@ -321,7 +326,7 @@ class QuorumController:
         error = self._check_batch(records)
         if error != ErrorCode.NONE:
             if reply is not None:
-                reply(whole_request_error(request, error))
+                self.answer_when_settled(request, reply, whole_request_error(request, error))
             return False
         working = self.working
         base = self.next_offset()
@@ -333,16 +338,19 @@ class QuorumController:
         except MetadataImageError:
             self.stats["replay_refusals"] += 1
             if reply is not None:
-                reply(whole_request_error(request, ErrorCode.INVALID_REQUEST))
+                self.answer_when_settled(request, reply, whole_request_error(request, ErrorCode.INVALID_REQUEST))
             return False
         delta.commit()
         generation = self._generation
+        self._appends += 1
+        number = self._holds = self._appends
 
         def on_done(outcome: AppendOutcome) -> None:
             if generation == self._generation:
                 self._in_flight -= 1
-                if not outcome.committed:
-                    self._drifted = True
+                if not outcome.committed or outcome.base_offset != base:
+                    self._drifted = True  # lost, or written elsewhere than the working state put it
+                self._settle(number, outcome.committed)
             if reply is None:
                 return
             if outcome.committed:
@@ -358,12 +366,48 @@ class QuorumController:
         return True
 
     def answer_when_settled(self, request: object, reply: Reply, answer: object) -> None:
-        """Answer once the image holds everything the working state held when the answer was made."""
-        offset = self.working.last_offset
-        if offset <= self.port.image.last_offset:
-            reply(answer)
+        """Answer once every append the working state holds now has committed (NOT_CONTROLLER if one never does)."""
+        if self._decided(self._holds) is None:
+            self._waiting_answers.append((self._holds, reply, answer, request))
         else:
-            self._waiting_answers.append((offset, reply, answer, request))
+            self._send_settled(self._holds, reply, answer, request)
+
+    def _decided(self, holds: int) -> bool | None:
+        """Appends 1..`holds` of this generation: all committed (True), one lost (False), or not yet known."""
+        if holds <= self._committed_through:
+            return True
+        if self._lost_from is not None and holds >= self._lost_from:
+            return False
+        return None
+
+    def _send_settled(self, holds: int, reply: Reply, answer: object, request: object) -> None:
+        # A lost append means the state the answer was decided on never existed: nothing was done.
+        reply(answer if self._decided(holds) else whole_request_error(request, ErrorCode.NOT_CONTROLLER))
+
+    def _settle(self, number: int, committed: bool) -> None:
+        """Append `number` of this generation was decided: answer what waited for it and those before it."""
+        if not committed:
+            self._lost_from = number if self._lost_from is None else min(self._lost_from, number)
+        elif number == self._committed_through + 1:
+            self._committed_through = number
+            while self._committed_through + 1 in self._committed_later:
+                self._committed_through += 1
+                self._committed_later.discard(self._committed_through)
+        else:
+            self._committed_later.add(number)
+        waiting = self._waiting_answers
+        while waiting and self._decided(waiting[0][0]) is not None:
+            self._send_settled(*waiting.popleft())
+
+    def _forget_appends(self) -> None:
+        """A new generation, or a working state rebuilt from the image: no append is held any more.
+        Whatever still waits was decided on a state this controller can no longer vouch for."""
+        waiting, self._waiting_answers = self._waiting_answers, deque()
+        self._appends = self._holds = self._committed_through = 0
+        self._committed_later = set()
+        self._lost_from = None
+        for _holds, reply, _answer, request in waiting:
+            reply(whole_request_error(request, ErrorCode.NOT_CONTROLLER))
 
     def _check_batch(self, records: Sequence[MetadataRecord]) -> ErrorCode:
         """Refuse a batch the Raft core would refuse, before the working state takes it in."""
@@ -386,6 +430,7 @@ class QuorumController:
         if self._drifted or self._working.last_offset != self.port.image.last_offset:
             self._working = self.port.image.copy()
             self._drifted = False
+            self._forget_appends()
 
     def _bootstrap(self) -> None:
         """A new cluster has no finalized metadata.version: the first active controller writes it."""

@@ -6,7 +6,8 @@ thaws with Fetches in its sockets that were sent before it froze, perhaps before
 elected and committed writes, and it may process them after a read that arrived later. A Fetch
 whose offset passes an entry the leader had not yet shipped to anyone when the barrier arrived was
 sent after the barrier arrived. So a barrier waits for the high watermark to pass the first such
-entry; when the log holds none, the leader appends a `ReadMarker` control record to be that entry.
+entry; when the log holds none and no append waits to be written, the leader appends a `ReadMarker`
+control record to be that entry.
 The majority that acknowledged it was still in our epoch after the read arrived, so no other leader
 had been elected before it (etcd's ReadIndex gets the same proof from heartbeats the leader sends).
 A burst of reads shares one marker, and reads between writes need none.
@@ -45,7 +46,10 @@ class ReadBarrierMixin(RaftNodeBase):
             floor = leader.epoch_start_offset  # no other voter, so no other leader: our own commit suffices
         else:
             floor = max(leader.shipped_end, leader.epoch_start_offset)
-            if self.log.end_offset <= floor:
+            # An append waiting for the flush is written at `floor` and unshipped until then: it is
+            # the entry to wait for. A marker written first would take the offset promised to it
+            # (`append_end_offset`), on which the controller builds its working state (issue 24).
+            if self.log.end_offset <= floor and not self._pending:
                 records = (encode_control(ReadMarkerMessage()),)
                 marker = RecordBatch(self.log.end_offset, leader.epoch, records, control=True, timestamp_ms=now)
                 self._write_batch(marker)  # also answers the parked Fetches, so followers take it at once

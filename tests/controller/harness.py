@@ -20,7 +20,7 @@ from node.protocol.broker_api import (
     Listener,
 )
 from node.protocol.errors import ErrorCode
-from node.raft.records import RecordBatch
+from node.raft.records import ReadMarkerMessage, RecordBatch, encode_control
 from node.security.authorizer import Authorizer
 
 CLUSTER_ID = "test-cluster"
@@ -91,6 +91,18 @@ class FakePort:
         self.end_offset = self.image.next_offset
         for a in todo:
             a.on_done(AppendOutcome(False, error=error))
+
+    def overtake(self, count: int = 1) -> None:
+        """The Raft core writes `count` entries of its own (read barriers' ReadMarkers) at the offsets
+        promised to the pending appends, and commits them; the pending appends move up by `count`."""
+        base = self.appends[0].base if self.appends else self.end_offset
+        markers = tuple(encode_control(ReadMarkerMessage()) for _ in range(count))
+        self.image.apply_batch(RecordBatch(base, self.leader_epoch, markers, control=True))
+        for a in self.appends:
+            a.base += count
+        self.end_offset += count
+        if self.listener is not None:
+            self.listener()
 
     def records(self) -> list[MetadataRecord]:
         return [r for a in self.appends for r in a.records]

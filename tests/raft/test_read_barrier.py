@@ -8,7 +8,7 @@ from __future__ import annotations
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import VoteRequest
 from node.raft.actions import AppendBatches, ReadBarrierCompleted, ReadBarrierFailed, Respond
-from node.raft.events import FlushCompleted, ReadBarrier
+from node.raft.events import Append, FlushCompleted, ReadBarrier
 from node.raft.records import ReadMarkerMessage, decode_control
 from tests.raft.helpers import LATE, fetch, make_follower, make_leader, of_type, one, request
 
@@ -97,3 +97,21 @@ def test_read_barrier_fails_on_a_follower_and_on_lost_leadership():
     # A vote request of a later epoch deposes the leader before any confirmation.
     out = request(leader, LATE + 3, VoteRequest(None, leader.epoch + 1, 3, leader.last_epoch, leader.log_end_offset))
     assert one(out, ReadBarrierFailed).handle == "lost"
+
+
+def test_a_read_behind_an_append_waiting_for_a_flush_writes_no_marker_ahead_of_it():
+    """The append is the unshipped entry the read waits for; a marker written first would take the
+    offset `append_end_offset` promised it, and the controller decides requests on those promises
+    (issue 24: refusals answered against an uncommitted partition epoch)."""
+    leader = committed_leader()
+    end = leader.log_end_offset
+    leader.handle(LATE + 2, Append("w1", (b"one",)))  # written at `end`; its flush is in flight
+    request(leader, LATE + 3, fetch(2, leader.epoch, end, leader.epoch))  # ...and shipped
+    promised = leader.append_end_offset
+    assert not of_type(leader.handle(LATE + 4, Append("w2", (b"two",))), AppendBatches)  # waits for the flush
+    assert appended_markers(leader.handle(LATE + 5, ReadBarrier("r"))) == []
+    out = leader.handle(LATE + 6, FlushCompleted(end + 1))
+    assert [b.base_offset for a in of_type(out, AppendBatches) for b in a.batches] == [promised]
+    leader.handle(LATE + 7, FlushCompleted(leader.log_end_offset))
+    out = request(leader, LATE + 8, fetch(2, leader.epoch, leader.log_end_offset, leader.epoch))
+    assert one(out, ReadBarrierCompleted).read_offset == leader.high_watermark == promised + 1
