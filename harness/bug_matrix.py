@@ -49,7 +49,8 @@ NEEDS: dict[str, str] = {
     "at it (8 s pauses: suites/gate.toml's pause-leader cell): linearizable",
     "raft-vote-older-epoch-granted": "a Vote request of an older candidacy delivered late: sim invariants "
     "(epochs never decrease)",
-    "raft-vote-granted-twice-in-epoch": "split votes (two candidates in one epoch): sim invariants (election safety)",
+    "raft-vote-granted-twice-in-epoch": "two candidates of one epoch after the leader is killed (the gate's "
+    "kill-leader cells): sim invariants (the votes that elect a leader are durable)",
     "raft-election-majority-off-by-one": "any election: sim invariants (election safety, votes that elect are durable)",
     "raft-begin-quorum-epoch-older-accepted": "a deposed leader's delayed BeginQuorumEpoch: sim invariants (epochs)",
     "raft-leader-ignores-last-fetched-epoch": "a follower with a divergent tail after a failover: sim invariants "

@@ -185,7 +185,8 @@ NEEDS_BOTH_SEEDS = {"raft-hwm-before-leader-change-committed"}
 
 # Planted bugs the gate does not catch yet (docs/trust/rules.md says why and what would): each needs a
 # request delivered after its epoch has passed, or a follower that copied a deposed leader's tail, and
-# no cell's faults produced one at seed 1 (nor 12 raft-only simulator runs with heavy-tailed delays).
+# no cell's faults produced one at seed 1 (nor, for the two epoch bugs, six raft-only simulator runs each
+# with heavy-tailed network delays).
 # The test fails when one of them starts being caught too, so that this list and the page stay true.
 NOT_CAUGHT_BY_GATE = {
     "raft-vote-older-epoch-granted",
