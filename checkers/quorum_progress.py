@@ -7,7 +7,7 @@ of their own; a non-leader answers with an error that names the leader it knows,
 brokers move on. A leader that never resigns (KAFKA-15489), cut off from the other controllers but not
 from the brokers and clients, keeps claiming leadership and keeps taking requests it can neither
 commit nor refuse: no write is lost and every safety check passes, but whoever reaches it is stuck.
-Three rules, over the history:
+Four rules, over the history:
 
 - **zombie-leader**: a voter answered DescribeQuorum (`f` `quorum`, value `leader` = its own id) that
   it leads, although it had been cut off from a majority of the voters (linked in either direction
@@ -22,6 +22,10 @@ Three rules, over the history:
   over the controllers blames that one, not the last it tried). Not judged for a voter that is also
   a broker (a combined node): a client's write to its broker side is forwarded to the active
   controller (KIP-590), and a broker that reaches none may rightly hold it until it times out.
+- **leaderless-answer**: a DescribeQuorum answer without an error names no leader. KIP-595 lets only
+  the leader answer (a node that knows the leader may ask it on the client's behalf, and hands back
+  the leader's answer; the others refuse with NOT_LEADER_OR_FOLLOWER), so an answer always names
+  the leader that gave it; one naming nobody came from a node in an election, from its own view.
 - **stale-image**: a node answered a read from its metadata image that lacks an offset committed δ
   or longer before (`--catch-up-ms`, default F + R: a fetch timing out, finding the leader, fetching),
   although since P it had been linked with every live voter, all linked with each other and none
@@ -448,6 +452,29 @@ def _claims_leadership(op: Op, ids: Mapping[str, int]) -> bool:
     return op.f == QUORUM_F and op.type == "ok" and isinstance(value, dict) and value.get("leader") == ids.get(op.node)
 
 
+def _leaderless_answers(history: History, found: Anomalies) -> dict[str, Any]:
+    """leaderless-answer (see the module docstring): needs nothing but the answer."""
+    answers = 0
+    for op in history.ops:
+        value = op.value
+        if op.f != QUORUM_F or op.type != "ok" or not isinstance(value, dict):
+            continue
+        answers += 1
+        leader = value.get("leader")
+        if not isinstance(leader, int) or leader < 0:
+            found.add(
+                "leaderless-answer",
+                {
+                    "op": op.id,
+                    "node": op.node,
+                    "leader": value.get("leader"),
+                    "epoch": value.get("epoch"),
+                    "time_s": op.invoke_time / 1e9,
+                },
+            )
+    return {"quorum_answers": answers}
+
+
 def _silenced_during(tl: Timeline, node: str, start: int, end: int) -> bool:
     """Whether `node` was down or paused in some segment overlapping [start, end]."""
     segs = tl.segs
@@ -548,6 +575,7 @@ def check_quorum_progress(history: History, commits: CommitTimes, catch_up_ms: f
     found = Anomalies(MAX_EXAMPLES)
     details: dict[str, Any] = {"fetch_timeout_ms": commits.fetch_timeout_ms, "segments": len(tl.segs)}
     details |= _zombie_rules(history, commits, tl, found)
+    details |= _leaderless_answers(history, found)
     details |= _stale_images(history, commits, tl, found, catch_up_ms)
     details |= found.details()
     return Verdict(CHECKER, not found, details)
@@ -597,6 +625,11 @@ def summarize(verdict: Verdict) -> list[str]:
                 f"  {name}: {e['node']} {what} ({e['f']}, op {e['op']}) at {e['time_s']:.3f} s, cut off from a "
                 f"majority of the voters since {e['cut_off_since_s']:.3f} s"
             )
+    for e in d["anomalies"].get("leaderless-answer", [])[:2]:
+        lines.append(
+            f"  leaderless-answer: {e['node']} answered DescribeQuorum (op {e['op']}) at {e['time_s']:.3f} s without "
+            f"an error, naming no leader (epoch {e['epoch']})"
+        )
     for e in d["anomalies"].get("stale-image", [])[:2]:
         lines.append(
             f"  stale-image: {e['node']} answered from offset {e['offset']} at {e['time_s']:.3f} s; offset "

@@ -47,12 +47,26 @@ NEEDS: dict[str, str] = {
     "raft-follower-fetch-before-flush": "sim invariants (commit durable on a majority)",
     "raft-read-barrier-counts-late-fetches": "the leader paused past a failover with controller reads queued "
     "at it (8 s pauses: suites/gate.toml's pause-leader cell): linearizable",
+    "raft-vote-older-epoch-granted": "a Vote request of an older candidacy delivered late: sim invariants "
+    "(epochs never decrease)",
+    "raft-vote-granted-twice-in-epoch": "two candidates of one epoch after the leader is killed (the gate's "
+    "kill-leader cells): sim invariants (the votes that elect a leader are durable)",
+    "raft-election-majority-off-by-one": "any election: sim invariants (election safety, votes that elect are durable)",
+    "raft-begin-quorum-epoch-older-accepted": "a deposed leader's delayed BeginQuorumEpoch: sim invariants (epochs)",
+    "raft-leader-ignores-last-fetched-epoch": "a follower with a divergent tail after a failover: sim invariants "
+    "(log matching, committed entries final)",
+    "raft-follower-truncates-to-leader-epoch-end": "fast failovers (a deposed leader's tail on a follower): "
+    "quorum-progress / a follower that never catches up",
+    "raft-describe-quorum-answered-by-non-leader": "DescribeQuorum ops of the played-broker workloads during an "
+    "election: quorum-progress (leaderless-answer)",
     "ctl-fenced-replica-into-isr": "isr-changes / registrations checkers (a fenced broker never joins an ISR)",
     "ctl-stale-alter-partition-answer": "isr-changes CAS checker with AlterPartition sent to a stale controller",
     "ctl-stale-heartbeat-accepted": "registrations checker (stale broker epochs refused)",
     "ctl-unfence-before-catch-up": "registrations checker (unfenced only after catch-up)",
     "ctl-no-fence-after-failover": "registrations checker (fenced within the session timeout) across failovers",
     "ctl-config-change-not-atomic": "config-append (Elle list-append: multi-key requests, failed ones half applied)",
+    "ctl-alter-partition-ignores-partition-epoch": "isr-changes CAS checker (a stale AlterPartition accepted)",
+    "ctl-shutdown-before-leaders-moved": "registrations checker (a shut-down broker leads nothing)",
     "ctl-envelope-unauthorized": "the forgery checker (Envelope from a plain client)",
     "ctl-read-without-barrier": "clock-rate faults on the active controller (it answers a stale read)",
     "broker-forward-resend-ambiguous": "a controller crash with forwarded writes committed, unanswered: at-most-once",

@@ -93,6 +93,76 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "by Fetches that were sent before it froze (and before another leader committed writes)",
         "a read barrier completes on a majority of Fetches processed after it, whenever they were sent",
     ),
+    PlantedBug(
+        "raft-vote-older-epoch-granted",
+        "raft",
+        "KIP-595 Vote Request Handling 2: a VoteRequest of an epoch older than the voter's is rejected "
+        "(FENCED_LEADER_EPOCH)",
+        "KIP-595 Vote Request Handling; Raft Figure 2 (RequestVote: reply false if term < currentTerm)",
+        "election safety: a voter moves back to an old epoch and votes in it, so a second leader can be "
+        "elected in an epoch that already has one (epochs go backwards)",
+        "the voter skips the epoch comparison; an unattached voter grants an older candidate and moves "
+        "back to its epoch",
+    ),
+    PlantedBug(
+        "raft-vote-granted-twice-in-epoch",
+        "raft",
+        "KIP-595 Vote Request Handling 3: a voter that voted in an epoch grants that epoch's vote to no "
+        "other candidate",
+        "KIP-595 Vote Request Handling; Raft Figure 2 (votedFor)",
+        "election safety: two candidates of one epoch both win a majority, two leaders in one epoch",
+        "a voter that already voted judges a second candidate of the same epoch by its log alone",
+    ),
+    PlantedBug(
+        "raft-election-majority-off-by-one",
+        "raft",
+        "KIP-595 Vote Response Handling 2: a candidate becomes leader once a majority of the voters "
+        "(itself included) granted their votes",
+        "KIP-595 Vote Response Handling; the classic quorum-size off-by-one (n / 2 instead of n / 2 + 1)",
+        "election safety: with an even half of the votes (one of three: its own) a candidate leads, so a "
+        "cut-off voter elects itself and two candidates of one epoch both lead",
+        "the votes needed are counted as half the voters, rounded down",
+    ),
+    PlantedBug(
+        "raft-begin-quorum-epoch-older-accepted",
+        "raft",
+        "KIP-595 BeginQuorumEpoch Request Handling: a BeginQuorumEpoch of an epoch older than the "
+        "receiver's is rejected (FENCED_LEADER_EPOCH)",
+        "KIP-595 BeginQuorumEpoch Request Handling",
+        "election safety and committed entries final: a voter follows a deposed leader back into its old "
+        "epoch (epochs go backwards) and its fetches can commit that leader's entries",
+        "a delayed BeginQuorumEpoch of a deposed leader is accepted whatever its epoch",
+    ),
+    PlantedBug(
+        "raft-leader-ignores-last-fetched-epoch",
+        "raft",
+        "KIP-595 Fetch Request Handling 3: a fetch whose LastFetchedEpoch is inconsistent with the "
+        "leader's log gets an empty answer with a DivergingEpoch, and acknowledges nothing",
+        "KAFKA-1211 (truncation by offset alone, fixed by KIP-101's leader epochs)",
+        "log matching and committed entries final: a follower keeps a divergent tail under the leader's "
+        "entries, and its fetch offset counts towards commits of entries it does not hold",
+        "the leader serves a fetch at its offset without comparing the fetcher's last epoch with its log",
+    ),
+    PlantedBug(
+        "raft-follower-truncates-to-leader-epoch-end",
+        "raft",
+        "KIP-595 Fetch Response Handling 2: a follower told of a DivergingEpoch truncates to the smaller of "
+        "the leader's end offset for that epoch and its own",
+        "KAFKA-6361 (KIP-279: fast leader failover leaves the follower's log diverged)",
+        "progress: a follower that copied a deposed leader's tail keeps it, is answered the same "
+        "DivergingEpoch for ever and never catches up again",
+        "the follower truncates to the leader's end offset of the epoch, ignoring where its own ends",
+    ),
+    PlantedBug(
+        "raft-describe-quorum-answered-by-non-leader",
+        "raft",
+        "KIP-595 DescribeQuorum Request Handling: only the leader answers; any other node answers "
+        "NOT_LEADER_OR_FOLLOWER with the leader it knows",
+        "KIP-595 DescribeQuorum Request Handling",
+        "a DescribeQuorum answer is the leader's: a tool (or a broker) is told the leader, epoch and high "
+        "watermark from a follower's possibly stale view, as if they were current",
+        "a non-leader answers DescribeQuorum without an error, from its own view",
+    ),
     # --- quorum controller (node/controller) ---------------------------------------------------------
     PlantedBug(
         "ctl-fenced-replica-into-isr",
@@ -167,6 +237,25 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "etcd-io/etcd#741 (stale reads from a deposed leader, Jepsen 2014)",
         "linearizable DescribeConfigs: a deposed controller that still believes it is active answers stale values",
         "DescribeConfigs is answered from the local image at once",
+    ),
+    PlantedBug(
+        "ctl-alter-partition-ignores-partition-epoch",
+        "controller",
+        "KIP-497: AlterPartition is a compare-and-set on the partition epoch; a request built on an older "
+        "state is refused with INVALID_UPDATE_VERSION",
+        "KIP-497 (the zkVersion check of AlterIsr)",
+        "AlterPartition as compare-and-set: a stale request overwrites a newer ISR (lost updates)",
+        "the controller accepts an AlterPartition whatever partition epoch it was built on",
+    ),
+    PlantedBug(
+        "ctl-shutdown-before-leaders-moved",
+        "controller",
+        "KIP-631 controlled shutdown: the controller answers should_shut_down once the broker leads "
+        "nothing (its leaderships move away in the same batch)",
+        "KIP-631 Controlled Shutdown",
+        "a broker that completed a controlled shutdown leads no partition: with the bug its partitions "
+        "stay led by a broker that is stopping (unavailable until it is fenced)",
+        "the controller marks the broker as shutting down and tells it to stop, but moves no leadership",
     ),
     # --- broker (node/broker) ------------------------------------------------------------------------
     PlantedBug(

@@ -117,7 +117,7 @@ def _validate(
         return ErrorCode.NOT_LEADER_OR_FOLLOWER  # a stale leader
     if data.leader_epoch != p.leader_epoch:
         return ErrorCode.FENCED_LEADER_EPOCH
-    if data.partition_epoch != p.partition_epoch:
+    if data.partition_epoch != p.partition_epoch and "ctl-alter-partition-ignores-partition-epoch" not in bugs:
         return ErrorCode.INVALID_UPDATE_VERSION  # KIP-497's stale zkVersion
     isr = data.new_isr
     if not isr or len(set(isr)) != len(isr) or not set(isr) <= set(p.replicas):

@@ -184,7 +184,8 @@ def handle_heartbeat(
                 )
             # remove_broker hands every leadership to another live replica or to nobody, and a broker
             # in controlled shutdown is never chosen again: once this batch commits it leads nothing.
-            records.extend(remove_broker(view, reg.broker_id))
+            if "ctl-shutdown-before-leaders-moved" not in ctl.config.bugs:
+                records.extend(remove_broker(view, reg.broker_id))
             shut_down = True
     elif request.want_fence:
         if not reg.fenced:

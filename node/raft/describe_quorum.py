@@ -11,6 +11,8 @@ from node.raft.quorum_state import Leader, ReplicaProgress
 class DescribeQuorumMixin(RaftNodeBase):
     def describe_quorum(self, now: int) -> DescribeQuorumResponse:
         if not isinstance(self.state, Leader):
+            if "raft-describe-quorum-answered-by-non-leader" in self.config.bugs:  # its own, possibly stale, view
+                return DescribeQuorumResponse(int(ErrorCode.NONE), self.leader_id, self.epoch, self.high_watermark)
             return DescribeQuorumResponse(
                 int(ErrorCode.NOT_LEADER_OR_FOLLOWER), self.leader_id, self.epoch, self.high_watermark
             )

@@ -184,7 +184,7 @@ class ElectionMixin(RaftNodeBase):
         if not self.is_voter:
             return self._vote_response(ErrorCode.INCONSISTENT_VOTER_SET, False)
         # 2. A larger epoch than the candidate's is known: reject.
-        if req.candidate_epoch < self.epoch:
+        if req.candidate_epoch < self.epoch and "raft-vote-older-epoch-granted" not in self.config.bugs:
             return self._vote_response(ErrorCode.FENCED_LEADER_EPOCH, False)
         if req.pre_vote:
             return self._on_pre_vote_request(now, req)  # KIP-996 (pre_vote.py)
@@ -200,7 +200,7 @@ class ElectionMixin(RaftNodeBase):
             self._become_unattached(now, req.candidate_epoch)
         # 3. Already voted in this epoch: only the same candidate gets the vote again.
         match self.state:
-            case Voted(voted_id=voted):
+            case Voted(voted_id=voted) if "raft-vote-granted-twice-in-epoch" not in self.config.bugs:
                 return self._vote_response(ErrorCode.NONE, voted == req.candidate_id)
             case Candidate() | Leader() | Follower() | Resigned():
                 return self._vote_response(ErrorCode.NONE, False)
@@ -243,7 +243,10 @@ class ElectionMixin(RaftNodeBase):
 
     def _maybe_win_election(self, now: int) -> None:
         assert isinstance(self.state, Candidate)
-        if len(self.state.granted) >= self.config.majority:
+        majority = self.config.majority
+        if "raft-election-majority-off-by-one" in self.config.bugs:  # n // 2, not n // 2 + 1
+            majority = len(self.voters) // 2
+        if len(self.state.granted) >= majority:
             self._become_leader(now)
 
     def _election_failed(self, now: int) -> None:

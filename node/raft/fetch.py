@@ -73,6 +73,8 @@ class ReplicationMixin(RaftNodeBase):
             return
         # 3. LastFetchedEpoch must be consistent with our log.
         diverging = self._diverging_epoch(req.fetch_offset, req.last_fetched_epoch)
+        if "raft-leader-ignores-last-fetched-epoch" in self.config.bugs:  # trusts the fetch offset (KAFKA-1211)
+            diverging = None
         if diverging is not None:
             self._respond(reply_to, cid, self._fetch_answer(diverging_epoch=diverging))
             return
@@ -209,6 +211,8 @@ class ReplicationMixin(RaftNodeBase):
         else:
             local = self.log.end_offset_for_epoch(diverging.epoch)
             offset = min(local.offset, diverging.end_offset) if local.epoch == diverging.epoch else local.offset
+            if "raft-follower-truncates-to-leader-epoch-end" in self.config.bugs:  # KAFKA-6361 (KIP-279)
+                offset = min(diverging.end_offset, self.log.end_offset)
         if offset < self.log.end_offset:
             offset = self.log.batch_at(offset).base_offset  # whole batches only: cut before a split one
         if offset < self.high_watermark:

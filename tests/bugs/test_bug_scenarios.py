@@ -12,7 +12,10 @@ import pytest
 from node.bugs import Bugs
 from node.process.process import CONTROLLER_LISTENER
 from node.protocol.admin import ConfigResourceType, DescribeConfigsRequest, DescribeConfigsResource
+from node.protocol.messages import BeginQuorumEpochRequest, VoteRequest
+from node.raft.events import RequestReceived
 from node.raft.node import RaftNode
+from node.raft.quorum_state import NO_ID
 from node.sim.admin_client import Endpoint, SimAdminClient, broker_endpoints
 from node.sim.cluster import ClusterConfig
 from node.sim.cluster_run import active_controller, settled
@@ -181,3 +184,55 @@ def test_brokers_follow_a_zombie_leader_that_never_resigns_kafka_15489() -> None
     assert all(offset < committed for offset in brokers), (committed, brokers)
     committed, brokers = brokers_behind_a_zombie_leader()
     assert all(offset == committed for offset in brokers), (committed, brokers)
+
+
+def after_a_failover(*names: str) -> tuple[Simulation, int, int, int]:
+    """3 voters: the first leader is killed and the other two elect one of their own. Returns the
+    simulation, the dead leader, its epoch and the surviving follower."""
+    sim = Simulation(SimConfig(seed=1, voters=3, raft={"bugs": Bugs(frozenset(names))}))
+    sim.start()
+    wait(sim, lambda: converged(sim), 30_000, "a first leader")
+    old, old_epoch = sim.leader(), sim.raft(sim.leader()).epoch
+    sim.kill(old)
+    wait(sim, lambda: sim.leader() not in (None, old), 30_000, "a leader of a later epoch")
+    (follower,) = (n for n in sim.nodes if n not in (old, sim.leader()))
+    wait(sim, lambda: sim.raft(follower).leader_id == sim.leader(), 30_000, "the follower following it")
+    return sim, old, old_epoch, follower
+
+
+def deliver_late(sim: Simulation, node: int, message: object) -> None:
+    """A request the network held past the epoch it was sent in (its answer goes nowhere)."""
+    sim._deliver(node, sim.nodes[node].incarnation, RequestReceived(("late", node), 1, message))
+    sim.run_for(500)
+
+
+def test_a_deposed_leaders_late_begin_quorum_epoch_moves_a_voter_back_an_epoch() -> None:
+    """The epoch invariant states the rule; what no nemesis produces yet is the late delivery."""
+
+    def run(*names: str) -> Simulation:
+        sim, old, old_epoch, follower = after_a_failover(*names)
+        assert sim.raft(follower).epoch > old_epoch
+        deliver_late(sim, follower, BeginQuorumEpochRequest(sim.raft(follower).cluster_id, old, old_epoch))
+        return sim
+
+    assert run().violation is None
+    violation = run("raft-begin-quorum-epoch-older-accepted").violation
+    assert violation is not None and "epoch went back" in violation.message, violation
+
+
+def test_a_late_vote_request_of_an_older_epoch_moves_an_unattached_voter_back() -> None:
+    """A stale candidate's Vote of the next epoch leaves the follower unattached without a vote there;
+    then a Vote of the epoch before, from an earlier candidacy, arrives late."""
+
+    def run(*names: str) -> Simulation:
+        sim, old, _, follower = after_a_failover(*names)
+        raft = sim.raft(follower)
+        epoch, cluster = raft.epoch, raft.cluster_id
+        deliver_late(sim, follower, VoteRequest(cluster, epoch + 1, old, 0, 0))  # refused: its log is behind
+        assert sim.raft(follower).epoch == epoch + 1 and sim.raft(follower).voted_id == NO_ID
+        deliver_late(sim, follower, VoteRequest(cluster, epoch, old, epoch, 10**6))
+        return sim
+
+    assert run().violation is None
+    violation = run("raft-vote-older-epoch-granted").violation
+    assert violation is not None and "epoch went back" in violation.message, violation

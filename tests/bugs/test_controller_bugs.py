@@ -179,3 +179,38 @@ def test_envelope_unauthorized_kafka_10181() -> None:
 
     assert forged() == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
     assert forged("ctl-envelope-unauthorized") == (ErrorCode.NONE, ["stolen"])  # run as the admin it claimed
+
+
+def test_alter_partition_ignores_the_partition_epoch_kip_497() -> None:
+    """The leader shrinks the ISR twice from the same state: the second request was built on a
+    partition epoch the first one moved past, so it is a stale compare-and-set."""
+
+    def second_shrink(*names: str) -> tuple[int, tuple[int, ...]]:
+        h, epochs, tid = cluster(*names)
+        p = h.port.image.partition(tid, 0)
+        a, b = (r for r in p.isr if r != p.leader)
+        first = (0, p.leader_epoch, (p.leader, b), p.partition_epoch)
+        assert alter(h, p.leader, epochs[p.leader], tid, first) == ErrorCode.NONE
+        stale = (0, p.leader_epoch, (p.leader, a), p.partition_epoch)  # the old epoch: lost update if taken
+        return alter(h, p.leader, epochs[p.leader], tid, stale), h.port.image.partition(tid, 0).isr
+
+    code, isr = second_shrink()
+    assert code == ErrorCode.INVALID_UPDATE_VERSION and len(isr) == 2
+    code, buggy_isr = second_shrink("ctl-alter-partition-ignores-partition-epoch")
+    assert code == ErrorCode.NONE and buggy_isr != isr  # the stale request overwrote the first
+
+
+def test_controlled_shutdown_before_leaderships_moved_kip_631() -> None:
+    """A broker asks to shut down while it leads partitions: it may stop only once it leads none."""
+
+    def leaders_after_shutdown(*names: str) -> tuple[bool, int]:
+        h, epochs, tid = cluster(*names)
+        leader = h.port.image.partition(tid, 0).leader
+        response = h.heartbeat(leader, epochs[leader], want_shut_down=True)
+        h.port.commit()
+        led = sum(p.leader == leader for p in h.port.image.partitions(tid).values())
+        return response.should_shut_down, led
+
+    assert leaders_after_shutdown() == (True, 0)
+    shut_down, led = leaders_after_shutdown("ctl-shutdown-before-leaders-moved")
+    assert shut_down and led >= 1  # told to stop while it still leads

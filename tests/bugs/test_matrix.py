@@ -36,7 +36,17 @@ CAUGHT_TODAY = ("raft-follower-fetch-before-flush", "broker-read-offset-not-appl
 # it in 8 runs of 16 (10 of 16 before), not at seed 1: the first catch is cell 44 (seed 2).
 # `raft-read-barrier-counts-late-fetches` needs a pause that outlasts a failover (the 2 s faults end
 # first) with linearizable reads queued at the frozen leader: the gate's pause-leader cell catches it.
-NOT_CAUGHT_IN_BUDGET: set[str] = {"raft-hwm-before-leader-change-committed", "raft-read-barrier-counts-late-fetches"}
+# The new bugs of docs/trust/rules.md that no cell of the budget (seed 1: every workload under every
+# kind, then under kill alone) catches: the three the gate misses too, and a second vote in one epoch,
+# which the gate catches only when the leader is killed (its kill-leader cells).
+NOT_CAUGHT_IN_BUDGET: set[str] = {
+    "raft-hwm-before-leader-change-committed",
+    "raft-read-barrier-counts-late-fetches",
+    "raft-vote-granted-twice-in-epoch",
+    "raft-vote-older-epoch-granted",
+    "raft-begin-quorum-epoch-older-accepted",
+    "raft-follower-truncates-to-leader-epoch-end",
+}
 
 
 @pytest.fixture

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from node.bugs import Bugs
 from node.protocol.errors import ErrorCode
-from node.protocol.messages import FetchRequest, FetchResponse, VoteRequest
+from node.protocol.messages import (
+    BeginQuorumEpochRequest,
+    DescribeQuorumRequest,
+    EpochEndOffset,
+    FetchRequest,
+    FetchResponse,
+    VoteRequest,
+)
 from node.raft.actions import AppendBatches, Flush, PersistQuorumState, ReadBarrierCompleted, Respond
 from node.raft.events import ReadBarrier, Tick
 from node.raft.quorum_state import NO_ID, QuorumStateData, Role
 from tests.raft.helpers import (
     LATE,
     batch,
+    chain,
     fetch,
     fetch_response,
     make_follower,
@@ -109,3 +117,91 @@ def test_read_barrier_counts_late_fetches_confirms_a_read_with_fetches_sent_befo
 
     assert completes_on_an_old_fetch(bugs("raft-read-barrier-counts-late-fetches"))
     assert not completes_on_an_old_fetch(Bugs())
+
+
+def test_vote_of_an_older_epoch_granted_moves_the_voter_back() -> None:
+    """KIP-595 Vote Request Handling 2: an unattached voter of epoch 5 gets a VoteRequest of epoch 3."""
+
+    def answer(on: Bugs) -> tuple[int, bool, int]:
+        state = QuorumStateData(leader_id=NO_ID, leader_epoch=5, voted_id=NO_ID, current_voters=(1, 2, 3))
+        voter = make_node(1, (1, 2, 3), quorum_state=state, bugs=on)
+        response = one(request(voter, 100, VoteRequest(None, 3, 2, 0, 0)), Respond).message
+        return response.error_code, response.vote_granted, voter.epoch
+
+    assert answer(Bugs()) == (ErrorCode.FENCED_LEADER_EPOCH, False, 5)
+    assert answer(bugs("raft-vote-older-epoch-granted")) == (ErrorCode.NONE, True, 3)
+
+
+def test_vote_granted_twice_in_one_epoch() -> None:
+    """KIP-595 Vote Request Handling 3: two candidates of epoch 1, equally up to date, ask one voter."""
+
+    def second_granted(on: Bugs) -> tuple[bool, bool]:
+        voter = make_node(1, (1, 2, 3), bugs=on)
+        first = sent_vote_granted(request(voter, 100, VoteRequest(None, 1, 2, 0, 0)))
+        return first, sent_vote_granted(request(voter, 110, VoteRequest(None, 1, 3, 0, 0)))
+
+    assert second_granted(Bugs()) == (True, False)
+    assert second_granted(bugs("raft-vote-granted-twice-in-epoch")) == (True, True)
+
+
+def test_begin_quorum_epoch_of_an_older_epoch_accepted() -> None:
+    """A follower of node 1 in epoch 5 gets node 3's BeginQuorumEpoch of epoch 3, delayed."""
+
+    def after(on: Bugs) -> tuple[int, int, int]:
+        node, _ = make_follower(2, leader=1, epoch=5, bugs=on)
+        response = one(request(node, 200, BeginQuorumEpochRequest(None, 3, 3)), Respond).message
+        return response.error_code, node.epoch, node.leader_id
+
+    assert after(Bugs()) == (ErrorCode.FENCED_LEADER_EPOCH, 5, 1)
+    assert after(bugs("raft-begin-quorum-epoch-older-accepted")) == (ErrorCode.NONE, 3, 3)
+
+
+def test_leader_ignores_the_last_fetched_epoch_kafka_1211() -> None:
+    """The leader (epoch 4) holds epoch 1 at [0, 2) and epoch 3 at 2; a follower fetches at 3 with its
+    last epoch 2: its entry at 2 is not the leader's."""
+
+    def answer(on: Bugs) -> FetchResponse:
+        node, _ = make_leader(1, (1, 2, 3), batches=chain((2, 1), (1, 3)), bugs=on)
+        assert node.epoch == 4
+        return one(request(node, LATE + 1, fetch(2, node.epoch, 3, 2)), Respond).message
+
+    correct = answer(Bugs())
+    assert correct.diverging_epoch == EpochEndOffset(1, 2) and not correct.records
+    buggy = answer(bugs("raft-leader-ignores-last-fetched-epoch"))
+    assert buggy.diverging_epoch is None and buggy.records[0].base_offset == 3  # laid on the divergent entry
+
+
+def test_follower_truncates_to_the_leaders_epoch_end_kafka_6361() -> None:
+    """The follower holds epoch 1 at [0, 2) and a deposed leader's epoch 2 at 2 and 3; the leader's
+    epoch 1 ends at 3. The follower's own epoch 1 ends at 2: everything from 2 goes."""
+
+    def truncated_to(on: Bugs) -> int:
+        node, actions = make_follower(2, leader=1, epoch=3, batches=chain((2, 1), (1, 2), (1, 2)), bugs=on)
+        diverging = FetchResponse(int(ErrorCode.NONE), 1, 3, 0, diverging_epoch=EpochEndOffset(1, 3))
+        fetch_response(node, actions, 200, diverging)
+        return node.log_end_offset
+
+    assert truncated_to(Bugs()) == 2
+    assert truncated_to(bugs("raft-follower-truncates-to-leader-epoch-end")) == 3  # keeps epoch 2 at offset 2
+
+
+def test_describe_quorum_answered_by_a_non_leader() -> None:
+    def answer(on: Bugs) -> tuple[int, int]:
+        node, _ = make_follower(2, leader=1, epoch=5, bugs=on)
+        response = one(request(node, 200, DescribeQuorumRequest()), Respond).message
+        return response.error_code, response.leader_id
+
+    assert answer(Bugs()) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, 1)
+    assert answer(bugs("raft-describe-quorum-answered-by-non-leader")) == (ErrorCode.NONE, 1)
+
+
+def test_election_majority_off_by_one() -> None:
+    """KIP-595 Vote Response Handling 2: of three voters, a candidate needs two votes, its own and one more."""
+
+    def role_after_timeout(on: Bugs) -> Role:
+        node = make_node(1, (1, 2, 3), bugs=on)
+        node.handle(LATE, Tick())
+        return node.role
+
+    assert role_after_timeout(Bugs()) is Role.CANDIDATE  # waits for a grant
+    assert role_after_timeout(bugs("raft-election-majority-off-by-one")) is Role.LEADER  # its own vote was enough

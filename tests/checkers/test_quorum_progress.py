@@ -89,6 +89,23 @@ def test_a_leader_that_resigned_in_time_is_valid() -> None:
     assert verdict.details["claims_judged"] == 1
 
 
+def test_a_describe_quorum_answer_that_names_no_leader_is_flagged() -> None:
+    """KIP-595: only the leader answers DescribeQuorum (a follower may hand back the leader's answer);
+    an answer without an error that names nobody came from a node in an election. No fault needed."""
+    e = Events()
+    claim(e, 0, "c1", 1, "c1")
+    claim(e, 1, "c3", 2, "c2")  # the leader's answer, forwarded by a follower
+    e.op(2, "quorum", 3000, 3005, kind="fail", node="c3")  # a node in an election refusing: right
+    assert check_quorum_progress(e.history(), commits((0, 10))).valid is True
+    e.op(3, "quorum", 4000, 4005, value={"leader": -1, "epoch": 4}, node="c3")  # answering from its own view
+    verdict = check_quorum_progress(e.history(), commits((0, 10)))
+    assert verdict.valid is False and verdict.details["anomaly_types"] == ["leaderless-answer"]
+    assert verdict.details["quorum_answers"] == 3
+    (example,) = verdict.details["anomalies"]["leaderless-answer"]
+    assert example["node"] == "c3" and example["epoch"] == 4
+    assert "leaderless-answer: c3 answered DescribeQuorum" in "\n".join(summarize(verdict))
+
+
 def test_a_cut_off_leader_whose_clock_was_skewed_is_not_judged() -> None:
     """Its check-quorum timer runs on its own clock: a slow or stopped clock may keep it legitimately."""
     e = Events()
