@@ -123,11 +123,11 @@ def _apply(image: _Image, ops: list[_Op]) -> int | None:
                     image.start_epoch = log[keep - 1].epoch
                     del log[:keep]
                 image.start = log[0].base_offset if log else max(image.start, offset)
+                image.start_epoch = _epoch_before(image.snapshot, image.start, image.start_epoch)
             case _Reset(offset):
                 log.clear()
                 image.start = offset
-                snap = image.snapshot
-                image.start_epoch = snap.snapshot_id.epoch if snap and snap.snapshot_id.end_offset == offset else 0
+                image.start_epoch = _epoch_before(image.snapshot, offset, 0)
             case _Snapshot(snapshot) if _newer(snapshot.snapshot_id, image.snapshot):
                 image.snapshot = snapshot
     return lowest
@@ -465,8 +465,19 @@ def _image(log: list[RecordBatch], snapshot: LoadedSnapshot | None) -> _Image:
         start = log[0].base_offset
     else:
         start = snapshot.snapshot_id.end_offset if snapshot is not None else 0
-    start_epoch = snapshot.snapshot_id.epoch if snapshot is not None and snapshot.snapshot_id.end_offset == start else 0
-    return _Image(log, start, start_epoch, snapshot)
+    return _Image(log, start, _epoch_before(snapshot, start, 0), snapshot)
+
+
+def _epoch_before(snapshot: LoadedSnapshot | None, start: int, otherwise: int) -> int:
+    """The epoch of the record before a log that starts at `start`: the snapshot's when it ends
+    there, else `otherwise`. The snapshot is the authority on its last record. A log that reached
+    the snapshot's end in another epoch diverged from the leader's (a crash came after a fetched
+    snapshot was written and before the ResetLog that follows it); the node's core starts its log
+    after the snapshot's epoch (`RaftLog(..., sid.end_offset, sid.epoch)`), whatever the deleted
+    batches held."""
+    if snapshot is not None and snapshot.snapshot_id.end_offset == start:
+        return snapshot.snapshot_id.epoch
+    return otherwise
 
 
 def _snapshot_files(entries: dict[str, Any]) -> list[SimFile]:

@@ -409,6 +409,16 @@ def test_restart_with_an_older_epochs_log_past_the_snapshot_resets_it():
     assert kept.log_end_offset == 12 and kept.last_epoch == 4
 
 
+def test_restart_with_an_older_epochs_log_ending_at_the_snapshot_end_starts_after_the_snapshots_epoch():
+    """The same crash when the old log ends exactly at the snapshot end (issue 24, config-register seed
+    11): every batch is below the snapshot, so they go (DeleteLogBefore), and the record before the log
+    start is the snapshot's last one, of epoch 3, not the deleted batch's epoch 2."""
+    node = restarted(SnapshotId(10, 3), batches=chain((8, 1), (2, 2)))
+    out = node.handle(0, Start())
+    assert one(out, DeleteLogBefore).offset == 10 and node.batches() == []
+    assert (node.log_start_offset, node.log_end_offset, node.last_epoch) == (10, 10, 3)
+
+
 def test_votes_compare_against_the_snapshot_when_the_log_is_empty():
     node = restarted(SnapshotId(10, 3), node_id=3)
     node.handle(0, Start())

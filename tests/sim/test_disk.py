@@ -201,3 +201,24 @@ def test_a_second_process_cannot_open_the_same_disk():
     disk = opened()
     with pytest.raises(StorageError, match="in use by another process \\(pid 1001"):
         FileStorage(disk.data_dir, 1, fs=disk.fs)
+
+
+def diverged_below_a_fetched_snapshot() -> SimDisk:
+    """A follower's log reaches offset 2 in epoch 2 (its own uncommitted tail); the leader's snapshot
+    ends at 2 in epoch 3. The snapshot is written (durable at once), then a power loss comes before
+    the ResetLog that installing it would send: the disk holds both (issue 24, config-register seed 11)."""
+    disk = opened()
+    disk.append((batch(0, 1), batch(1, 2)))
+    disk.flush()
+    disk.write_snapshot(SnapshotId(2, 3), b"the leader's image up to 2")
+    disk.crash(lose_unsynced=True)
+    return disk
+
+
+def test_deleting_a_log_up_to_the_snapshot_end_starts_it_after_the_snapshots_epoch():
+    disk = diverged_below_a_fetched_snapshot()
+    loaded = disk.load()
+    assert loaded.snapshot.snapshot_id == SnapshotId(2, 3) and offsets(loaded.batches) == [0, 1]
+    assert disk.last_epoch == 2  # the files as they are: the diverged batch is still there
+    disk.delete_before(2)  # what the core asks at start-up: every batch is below the snapshot
+    assert (disk.start_offset, disk.end_offset, disk.last_epoch) == (2, 2, 3)  # not the deleted batch's 2

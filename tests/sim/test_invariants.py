@@ -11,6 +11,8 @@ from node.raft.quorum_state import NO_ID, QuorumStateData, Role
 from node.raft.records import RecordBatch
 from node.sim.disk import SimDisk
 from node.sim.invariants import InvariantChecker, InvariantViolation
+from node.sim.world import SimConfig, Simulation
+from tests.sim.test_disk import diverged_below_a_fetched_snapshot
 
 
 def batch(base: int, epoch: int, tag: str = "") -> RecordBatch:
@@ -257,3 +259,14 @@ def test_a_voter_restarting_without_its_vote_fails():
     c.checker.on_restart(2)
     with pytest.raises(InvariantViolation, match=r"node 2 restarted in epoch 2 with votedId -1 .* its vote for node 1"):
         c.check(2, epoch=2, voted_id=NO_ID, role=Role.UNATTACHED)
+
+
+def test_a_node_restarting_on_a_snapshot_its_diverged_log_reaches_agrees_with_its_disk():
+    """Issue 24 (config-register seed 11): the log check after Start compared the core's log (after
+    the snapshot's epoch 3) with the disk model's (after the deleted diverged batch's epoch 2)."""
+    disk = diverged_below_a_fetched_snapshot()
+    sim = Simulation(SimConfig(seed=1, voters=1, disk_factory=lambda _: disk))
+    sim.restart(1)
+    assert sim.violation is None, sim.violation
+    log = sim.raft(1).log
+    assert (log.start_offset, log.last_epoch) == (disk.start_offset, disk.last_epoch) == (2, 3)
