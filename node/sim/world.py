@@ -835,7 +835,8 @@ class Simulation:
         self._flush(host, action.end_offset)
 
     def _do_write_snapshot(self, host: SimNode, action: act.WriteSnapshot) -> None:
-        """Written at once (as a temp file), durable (renamed, fsynced) after a flush of the disk."""
+        """Durable at once (as the real runtime's fsync thread makes it); only the SnapshotWritten report
+        to the node waits for a flush of the disk, so a crash in between leaves a snapshot the node never saw."""
         self.checker.on_snapshot(host.node_id, action.snapshot_id.end_offset)
         host.disk.write_snapshot(action.snapshot_id, action.data)
         self._flush(host, -1, SnapshotWritten(action.snapshot_id))
