@@ -93,6 +93,27 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "by Fetches that were sent before it froze (and before another leader committed writes)",
         "a read barrier completes on a majority of Fetches processed after it, whenever they were sent",
     ),
+    PlantedBug(
+        "raft-vote-skips-log-up-to-date-check",
+        "raft",
+        "KIP-595 Vote Request Handling: a voter grants its vote only to a candidate whose log is at "
+        "least as up to date as its own (last epoch, then end offset)",
+        "KIP-595 Vote Request Handling; Raft §5.4.1 (election restriction)",
+        "committed entries are final: a candidate missing committed entries is elected and truncates "
+        "them on its followers (committed loss, divergent committed logs). Pre-vote (KIP-996) checks "
+        "the log too and filters most such candidates, so runs need pre_vote = false to see it",
+        "the Vote handler grants a real (not pre-) vote without comparing the candidate's log with its own",
+    ),
+    PlantedBug(
+        "raft-begin-epoch-accepts-older-epoch",
+        "raft",
+        "KIP-595 BeginQuorumEpoch Request Handling: a request whose epoch is smaller than the voter's "
+        "current epoch is rejected with FENCED_LEADER_EPOCH",
+        "KIP-595 BeginQuorumEpoch Request Handling",
+        "election safety: a BeginQuorumEpoch delivered late (the redeliver fault's stale copies) takes "
+        "the voter back to an old epoch and leader, forgetting the vote it gave in the newer one",
+        "the BeginQuorumEpoch handler follows the sender without comparing its epoch with its own",
+    ),
     # --- quorum controller (node/controller) ---------------------------------------------------------
     PlantedBug(
         "ctl-fenced-replica-into-isr",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from node.bugs import Bugs
 from node.protocol.errors import ErrorCode
-from node.protocol.messages import FetchRequest, FetchResponse, VoteRequest
+from node.protocol.messages import BeginQuorumEpochRequest, FetchRequest, FetchResponse, VoteRequest
 from node.raft.actions import AppendBatches, Flush, PersistQuorumState, ReadBarrierCompleted, Respond
 from node.raft.events import ReadBarrier, Tick
 from node.raft.quorum_state import NO_ID, QuorumStateData, Role
@@ -109,3 +109,27 @@ def test_read_barrier_counts_late_fetches_confirms_a_read_with_fetches_sent_befo
 
     assert completes_on_an_old_fetch(bugs("raft-read-barrier-counts-late-fetches"))
     assert not completes_on_an_old_fetch(Bugs())
+
+
+def test_begin_epoch_accepts_older_epoch_takes_a_voter_back_to_a_stale_leader() -> None:
+    """A BeginQuorumEpoch of epoch 1 delivered late (the redeliver fault's stale copy) to a follower of
+    epoch 3: refused with FENCED_LEADER_EPOCH, or, with the bug, followed (the epoch goes back)."""
+
+    def after_stale_begin(on: Bugs) -> tuple[int, int, int]:
+        follower, _ = make_follower(2, leader=3, epoch=3, bugs=on)
+        response = one(request(follower, 200, BeginQuorumEpochRequest(None, 1, 1)), Respond).message
+        return response.error_code, follower.epoch, follower.leader_id
+
+    assert after_stale_begin(Bugs()) == (ErrorCode.FENCED_LEADER_EPOCH, 3, 3)
+    assert after_stale_begin(bugs("raft-begin-epoch-accepts-older-epoch")) == (ErrorCode.NONE, 1, 1)
+
+
+def test_vote_skips_log_up_to_date_check_elects_a_candidate_missing_entries() -> None:
+    """Voter 1 holds entries of epoch 1 up to offset 3; candidate 2 asks for epoch 2 with an empty log."""
+
+    def grants(on: Bugs) -> bool:
+        voter = make_node(1, (1, 2, 3), batches=(batch(0, 1, 3),), bugs=on)
+        return sent_vote_granted(request(voter, 100, VoteRequest(None, 2, 2, 0, 0)))
+
+    assert not grants(Bugs())
+    assert grants(bugs("raft-vote-skips-log-up-to-date-check"))
