@@ -47,6 +47,10 @@ NEEDS: dict[str, str] = {
     "raft-follower-fetch-before-flush": "sim invariants (commit durable on a majority)",
     "raft-read-barrier-counts-late-fetches": "the leader paused past a failover with controller reads queued "
     "at it (8 s pauses: suites/gate.toml's pause-leader cell): linearizable",
+    "raft-vote-skips-log-up-to-date-check": "elections without pre-vote (pre_vote = false: suites/gate.toml's "
+    "no-pre-vote cell) and a voter behind after a power loss: sim invariants (commit safety)",
+    "raft-begin-epoch-accepts-older-epoch": "stale copies of BeginQuorumEpoch (the redeliver fault, stale mode) "
+    "landing after a newer election: sim invariants (epoch never goes back)",
     "ctl-fenced-replica-into-isr": "isr-changes / registrations checkers (a fenced broker never joins an ISR)",
     "ctl-stale-alter-partition-answer": "isr-changes CAS checker with AlterPartition sent to a stale controller",
     "ctl-stale-heartbeat-accepted": "registrations checker (stale broker epochs refused)",
