@@ -74,3 +74,11 @@ def test_a_vote_granted_to_a_stale_log_is_caught_only_with_pre_vote_off(tmp_path
     assert valid is False and checkers["sim-invariants"]["valid"] is False
     with_pre_vote = cell_spec("no-pre-vote", "config-register", bugs=bug, pre_vote=True)
     assert verdict(with_pre_vote, tmp_path / "on")[0] is True
+
+
+def test_real_nodes_get_pre_vote_off_through_their_server_properties():
+    from harness.db import SUTS
+
+    on, off = cell_spec("redeliver", "config-append"), cell_spec("no-pre-vote", "config-register")
+    assert "kchaos.raft.pre.vote.enable" not in SUTS["kraft"](on).settings
+    assert SUTS["kraft"](off).settings["kchaos.raft.pre.vote.enable"] == "false"
