@@ -52,13 +52,16 @@ NEEDS: dict[str, str] = {
     "raft-vote-granted-twice-in-epoch": "two candidates of one epoch after the leader is killed (the gate's "
     "kill-leader cells): sim invariants (the votes that elect a leader are durable)",
     "raft-election-majority-off-by-one": "any election: sim invariants (election safety, votes that elect are durable)",
-    "raft-begin-quorum-epoch-older-accepted": "a deposed leader's delayed BeginQuorumEpoch: sim invariants (epochs)",
     "raft-leader-ignores-last-fetched-epoch": "a follower with a divergent tail after a failover: sim invariants "
     "(log matching, committed entries final)",
     "raft-follower-truncates-to-leader-epoch-end": "fast failovers (a deposed leader's tail on a follower): "
     "quorum-progress / a follower that never catches up",
     "raft-describe-quorum-answered-by-non-leader": "DescribeQuorum ops of the played-broker workloads during an "
     "election: quorum-progress (leaderless-answer)",
+    "raft-vote-skips-log-up-to-date-check": "elections without pre-vote (pre_vote = false: suites/gate.toml's "
+    "no-pre-vote cell) and a voter behind after a power loss: sim invariants (commit safety)",
+    "raft-begin-epoch-accepts-older-epoch": "stale copies of BeginQuorumEpoch (the redeliver fault, stale mode) "
+    "landing after a newer election: sim invariants (epoch never goes back)",
     "ctl-fenced-replica-into-isr": "isr-changes / registrations checkers (a fenced broker never joins an ISR)",
     "ctl-stale-alter-partition-answer": "isr-changes CAS checker with AlterPartition sent to a stale controller",
     "ctl-stale-heartbeat-accepted": "registrations checker (stale broker epochs refused)",

@@ -126,6 +126,7 @@ def resolve(args: argparse.Namespace) -> Any:
         "nemesis_buggify": False if args.no_buggify else None,
         "bugs": ",".join(args.bug) if args.bug else None,
         "forger": False if args.no_forger else None,
+        "pre_vote": False if args.no_pre_vote else None,
     }
     return load_test(args.test, overrides, registries())
 
@@ -209,6 +210,11 @@ def register(subparsers: Any) -> None:
         "--bug", action="append", metavar="NAME", help="switch a planted bug on in every node (repeatable; kchaos bugs)"
     )
     p.add_argument("--no-forger", action="store_true", help="no side process sending forged requests")
+    p.add_argument(
+        "--no-pre-vote",
+        action="store_true",
+        help="KIP-595 elections without KIP-996 pre-votes (every node; a broken Vote handler shows)",
+    )
     p.add_argument("--leave-db-running", action="store_true", help="do not stop the cluster at the end")
     p.add_argument("--results", metavar="DIR", help="results root (default: $KCHAOS_RESULTS or ./results)")
     p.add_argument("--no-progress", action="store_true", help="no live progress line")

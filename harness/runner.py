@@ -87,6 +87,7 @@ def make_backend(spec: Any, run_dir: Path) -> Backend:
             seed=spec.seed,
             targeted=spec.nemesis_buggify and bool(spec.nemesis),
             cluster_options=run_cluster_options(spec.bugs),
+            raft={} if getattr(spec, "pre_vote", True) else {"pre_vote": False},
         )
     if spec.backend == "netns":
         from harness.backends.netns import NetnsBackend

@@ -23,6 +23,7 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     final_reads = true
     bugs = []                        # planted bugs (node/bugs.py) switched on in every node
     forger = true                    # a side process sending forged requests (harness/forger.py)
+    pre_vote = true                  # KIP-996 pre-votes; false: plain KIP-595 elections (every Vote counts)
 
     [cluster]                        # either combined nodes, or controllers (+ brokers)
     controllers = 3
@@ -99,6 +100,7 @@ FLAGS: dict[str, str] = {
     "nemesis_buggify": "--no-buggify",
     "bugs": "--bug",
     "forger": "--no-forger",
+    "pre_vote": "--no-pre-vote",
 }
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._-]{0,99}$")
@@ -172,6 +174,7 @@ class TestSpec:
     final_reads: bool = True
     bugs: tuple[str, ...] = ()  # planted bugs switched on in every node (node/bugs.py); () = the correct node
     forger: bool = True  # the forger side process (harness/forger.py) runs beside the workload
+    pre_vote: bool = True  # KIP-996 pre-votes in every node; False to test plain KIP-595 elections
     inventory: str = ""  # ssh backend: the inventory file (absolute path); "" = none
 
     @property
@@ -216,6 +219,8 @@ class TestSpec:
             out["bugs"] = list(self.bugs)
         if not self.forger:
             out["forger"] = False
+        if not self.pre_vote:
+            out["pre_vote"] = False
         if self.inventory:
             out["inventory"] = self.inventory
         return out
@@ -486,6 +491,7 @@ _SCALARS: dict[str, _Parser] = {
     "nemesis_buggify": lambda v, w, r: _boolean(v, w),
     "bugs": lambda v, w, r: _bug_names(v, w),
     "forger": lambda v, w, r: _boolean(v, w),
+    "pre_vote": lambda v, w, r: _boolean(v, w),
     "inventory": lambda v, w, r: _inventory(v, w),
 }
 _TABLES = ("cluster", "workload_options", "nemesis_modes", "nemesis_options")

@@ -8,7 +8,7 @@ from the backends' `faults` only when asked (`backend_support`).
 Vocabulary per kind:
 - `modes`: what the kind's mode means differs by kind — a partition's shape, a clock fault's kind of
   skew, a corruption's place, and for the rest the *target mode* (which nodes: `one`, `leader`…);
-- `targets`: for kinds whose mode is not a target mode (clock, corrupt), the target modes allowed;
+- `targets`: for kinds whose mode is not a target mode (redeliver, clock, corrupt), the target modes allowed;
 - `params`: each with a default; in a test file a parameter is a value, or a list to draw one from
   at each start. A default that is a list is drawn from too.
 """
@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.backends.faults import BACKEND_FAULTS, CLOCK_MODES, DISK_ERRORS, FAULT_KINDS
+from harness.backends.faults import BACKEND_FAULTS, CLOCK_MODES, DISK_ERRORS, FAULT_KINDS, REDELIVER_MODES, WHY_NOT
 
 __all__ = [
     "CATALOGUE",
@@ -185,6 +185,44 @@ CATALOGUE: dict[str, KindSpec] = {
             netns="iptables statistic loss and an NFQUEUE delay daemon on the receiving node",
         ),
         KindSpec(
+            "redeliver",
+            "deliver messages twice: a duplicate soon after, or a stale copy seconds later (old epochs)",
+            REDELIVER_MODES,
+            REDELIVER_MODES,
+            "stop making copies (those already sent still arrive)",
+            targets=TARGET_MODES,  # `all`: every link; else the links to and from the targets
+            default_targets=("all", "one", "leader"),
+            params=(
+                Param("probability", float, (0.05, 0.2), "probability that a message is delivered again", "", 0.0, 1.0),
+                Param(
+                    "copy_delay_ms",
+                    int,
+                    (5, 50, 200),
+                    "duplicate: the copy arrives up to this after the original",
+                    _MS,
+                    0,
+                    modes=("duplicate",),
+                ),
+                Param(
+                    "late_ms",
+                    int,
+                    (1_000, 3_000, 8_000),
+                    "stale: the copy arrives this (± 25%) after the message was sent",
+                    _MS,
+                    0,
+                    modes=("stale",),
+                ),
+            ),
+            sim="each message on the affected links is delivered once more with the probability "
+            "(requests are answered again; the sender's core sees a second answer to one correlation id)",
+            netns=f"refused: {WHY_NOT[('netns', 'redeliver')]}",
+            docker="refused, as netns",
+            mode_doc={
+                "duplicate": "a copy arrives up to copy_delay_ms after the original",
+                "stale": "a copy arrives late_ms after the message was sent, after elections may have happened",
+            },
+        ),
+        KindSpec(
             "clock",
             "skew the targets' wall clocks: bump, strobe, rate; reset",
             CLOCK_START_MODES,
@@ -308,6 +346,7 @@ HEAL_ORDER: tuple[str, ...] = (
     "buggify",
     "partition",
     "packet",
+    "redeliver",
     "clock",
     "disk_stall",
     "disk_fail",
@@ -326,6 +365,7 @@ TARGETED_KIND = "buggify"
 KIND_COLORS: dict[str, str] = {
     "partition": "#7b61c9",
     "packet": "#17becf",
+    "redeliver": "#9acd32",
     "clock": "#b8862d",
     "kill": "#c0392b",
     "pause": "#2d7fb8",

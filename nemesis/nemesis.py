@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.backends import Backend, ClockFault, DiskFault, FaultNotSupported, PacketFault
+from harness.backends import Backend, ClockFault, DiskFault, FaultNotSupported, Links, PacketFault, RedeliverFault
 from harness.db import DB
 from harness.generators import Op
 from harness.invocation import Completion, DoneFn, error_text
@@ -82,6 +82,7 @@ class Nemesis:
         self._starts: dict[str, Callable[[str, KindOptions, list[str]], ActiveFault]] = {
             "partition": self._start_partition,
             "packet": self._start_packet,
+            "redeliver": self._start_redeliver,
             "clock": self._start_clock,
             "kill": self._start_kill,
             "pause": self._start_pause,
@@ -93,6 +94,7 @@ class Nemesis:
         self._stops: dict[str, Callable[[ActiveFault, list[str]], dict[str, Any]]] = {
             "partition": self._stop_partition,
             "packet": self._stop_packet,
+            "redeliver": self._stop_redeliver,
             "clock": self._stop_clock,
             "kill": self._stop_restart,
             "pause": self._stop_pause,
@@ -264,17 +266,34 @@ class Nemesis:
         params = self._params(mode, opts)
         params["jitter_ms"] = min(params["jitter_ms"], params["delay_ms"])
         fault = PacketFault(params["loss"], params["delay_ms"], params["jitter_ms"])
-        if mode == "all":
-            targets, links = list(self.nodes), None
-        else:
-            targets = self._targets(mode)
-            hit = set(targets)
-            links = {n: frozenset(m for m in self.nodes if m != n and (n in hit or m in hit)) for n in self.nodes}
+        targets, links = self._links(mode)
         self.backend.packet(links, fault)
         return ActiveFault("packet", mode, targets, params)
 
     def _stop_packet(self, fault: ActiveFault, errors: list[str]) -> dict[str, Any]:
         self.backend.heal_packet()
+        return {}
+
+    def _links(self, target_mode: str) -> tuple[list[str], Links]:
+        """The targets of a network fault and the links it affects: those to and from the targets
+        (None for `all`: every link between nodes)."""
+        if target_mode == "all":
+            return list(self.nodes), None
+        targets = self._targets(target_mode)
+        hit = set(targets)
+        return targets, {n: frozenset(m for m in self.nodes if m != n and (n in hit or m in hit)) for n in self.nodes}
+
+    def _start_redeliver(self, mode: str, opts: KindOptions, errors: list[str]) -> ActiveFault:
+        target_mode = self._target_mode(opts)
+        params = self._params(mode, opts)
+        lag = params["copy_delay_ms"] if mode == "duplicate" else params["late_ms"]
+        fault = RedeliverFault(mode, params["probability"], lag)
+        targets, links = self._links(target_mode)
+        self.backend.redeliver(links, fault)
+        return ActiveFault("redeliver", mode, targets, {"target_mode": target_mode, **params})
+
+    def _stop_redeliver(self, fault: ActiveFault, errors: list[str]) -> dict[str, Any]:
+        self.backend.heal_redeliver()
         return {}
 
     # -- clock -------------------------------------------------------------------------------------------

@@ -124,16 +124,6 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "the votes needed are counted as half the voters, rounded down",
     ),
     PlantedBug(
-        "raft-begin-quorum-epoch-older-accepted",
-        "raft",
-        "KIP-595 BeginQuorumEpoch Request Handling: a BeginQuorumEpoch of an epoch older than the "
-        "receiver's is rejected (FENCED_LEADER_EPOCH)",
-        "KIP-595 BeginQuorumEpoch Request Handling",
-        "election safety and committed entries final: a voter follows a deposed leader back into its old "
-        "epoch (epochs go backwards) and its fetches can commit that leader's entries",
-        "a delayed BeginQuorumEpoch of a deposed leader is accepted whatever its epoch",
-    ),
-    PlantedBug(
         "raft-leader-ignores-last-fetched-epoch",
         "raft",
         "KIP-595 Fetch Request Handling 3: a fetch whose LastFetchedEpoch is inconsistent with the "
@@ -162,6 +152,27 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "a DescribeQuorum answer is the leader's: a tool (or a broker) is told the leader, epoch and high "
         "watermark from a follower's possibly stale view, as if they were current",
         "a non-leader answers DescribeQuorum without an error, from its own view",
+    ),
+    PlantedBug(
+        "raft-vote-skips-log-up-to-date-check",
+        "raft",
+        "KIP-595 Vote Request Handling: a voter grants its vote only to a candidate whose log is at "
+        "least as up to date as its own (last epoch, then end offset)",
+        "KIP-595 Vote Request Handling; Raft §5.4.1 (election restriction)",
+        "committed entries are final: a candidate missing committed entries is elected and truncates "
+        "them on its followers (committed loss, divergent committed logs). Pre-vote (KIP-996) checks "
+        "the log too and filters most such candidates, so runs need pre_vote = false to see it",
+        "the Vote handler grants a real (not pre-) vote without comparing the candidate's log with its own",
+    ),
+    PlantedBug(
+        "raft-begin-epoch-accepts-older-epoch",
+        "raft",
+        "KIP-595 BeginQuorumEpoch Request Handling: a request whose epoch is smaller than the voter's "
+        "current epoch is rejected with FENCED_LEADER_EPOCH",
+        "KIP-595 BeginQuorumEpoch Request Handling",
+        "election safety: a BeginQuorumEpoch delivered late (the redeliver fault's stale copies) takes "
+        "the voter back to an old epoch and leader, forgetting the vote it gave in the newer one",
+        "the BeginQuorumEpoch handler follows the sender without comparing its epoch with its own",
     ),
     # --- quorum controller (node/controller) ---------------------------------------------------------
     PlantedBug(

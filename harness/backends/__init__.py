@@ -20,9 +20,21 @@ from harness.backends.faults import (
     Grudge,
     Links,
     PacketFault,
+    RedeliverFault,
+    why_not,
 )
 
-__all__ = ["Backend", "ClockFault", "DiskFault", "FaultNotSupported", "Grudge", "Links", "PacketFault", "check_grudge"]
+__all__ = [
+    "Backend",
+    "ClockFault",
+    "DiskFault",
+    "FaultNotSupported",
+    "Grudge",
+    "Links",
+    "PacketFault",
+    "RedeliverFault",
+    "check_grudge",
+]
 
 
 class Backend(ABC):
@@ -109,6 +121,15 @@ class Backend(ABC):
         if "packet" in self.faults:
             raise NotImplementedError
 
+    def redeliver(self, links: Links, fault: RedeliverFault) -> None:
+        """Replace the current redeliver fault: deliver messages on `links` (None: every link) again."""
+        raise self._unsupported("redeliver")
+
+    def heal_redeliver(self) -> None:
+        """Remove the redeliver fault (a no-op when there is none; copies already sent still arrive)."""
+        if "redeliver" in self.faults:
+            raise NotImplementedError
+
     def clock(self, node: str, fault: ClockFault) -> None:
         """Change the node's wall clock (see ClockFault)."""
         raise self._unsupported("clock")
@@ -139,7 +160,8 @@ class Backend(ABC):
         raise self._unsupported("lose_unsynced")
 
     def _unsupported(self, kind: str) -> FaultNotSupported:
-        return FaultNotSupported(f"the {type(self).__name__} backend cannot do {kind!r} faults")
+        name = type(self).__name__.removesuffix("Backend").lower()
+        return FaultNotSupported(why_not(name, kind))
 
     def __enter__(self) -> Backend:
         self.setup()

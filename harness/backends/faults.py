@@ -9,6 +9,7 @@ else raises `FaultNotSupported`, which the nemesis turns into a `fail` completio
 |---------------|--------------------------------------------------|----------------------|
 | partition     | partition(grudge), heal_network()                | `Grudge`             |
 | packet        | packet(links, fault), heal_packet()              | `Links`, `PacketFault` |
+| redeliver     | redeliver(links, fault), heal_redeliver()        | `Links`, `RedeliverFault` |
 | clock         | clock(node, fault), clock_reset(node)            | `ClockFault`         |
 | kill          | kill(node), restart(node)                        |                      |
 | pause         | pause(node), resume(node)                        |                      |
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 FAULT_KINDS: tuple[str, ...] = (
     "partition",
     "packet",
+    "redeliver",
     "clock",
     "kill",
     "pause",
@@ -41,11 +43,32 @@ FAULT_KINDS: tuple[str, ...] = (
 # backends themselves (the ssh and docker ones pull in much of the harness).
 BACKEND_FAULTS: dict[str, frozenset[str]] = {
     "sim": frozenset(FAULT_KINDS),
-    "netns": frozenset(FAULT_KINDS),  # corrupt: the DB adapter edits a stopped node's files
-    "docker": frozenset(FAULT_KINDS),  # the netns machinery, in each container's namespace
+    # corrupt: the DB adapter edits a stopped node's files; no redeliver (see WHY_NOT)
+    "netns": frozenset(FAULT_KINDS) - {"redeliver"},
+    "docker": frozenset(FAULT_KINDS) - {"redeliver"},  # the netns machinery, in each container's namespace
     # no packet (NFQUEUE daemons on every host), lose_unsynced (a FUSE mount there), corrupt (local edits)
     "ssh": frozenset({"partition", "kill", "pause", "clock", "disk_stall", "disk_fail"}),
 }
+
+# Why a backend cannot carry out a kind, where there is more to say than "not implemented": the
+# one line its refusal (`FaultNotSupported`, a suite's check) gives.
+_TCP = (
+    "the nodes talk over TCP, which drops a duplicated segment and delivers in order (a segment held "
+    "back stalls its connection, nothing stale overtakes), so a packet-level copy never reaches a node "
+    "twice; for slow links use the packet kind's delay_ms"
+)
+WHY_NOT: dict[tuple[str, str], str] = {
+    ("netns", "redeliver"): _TCP,
+    ("docker", "redeliver"): _TCP,
+    ("ssh", "redeliver"): _TCP,
+}
+
+
+def why_not(backend: str, kind: str) -> str:
+    """One line: the `backend` cannot carry out `kind` faults, and why when it is known."""
+    reason = WHY_NOT.get((backend, kind))
+    return f"the {backend} backend cannot do {kind!r} faults" + (f": {reason}" if reason else "")
+
 
 # node -> the nodes it must not hear from (Jepsen's "grudge"); packets *to* the key *from* the values.
 Grudge = Mapping[str, frozenset[str]]
@@ -71,6 +94,32 @@ class PacketFault:
             raise ValueError(f"packet loss must be in [0, 1], got {self.loss}")
         if self.delay_ms < 0 or self.jitter_ms < 0 or self.jitter_ms > self.delay_ms:
             raise ValueError(f"packet delay needs 0 <= jitter <= delay, got {self.delay_ms} ± {self.jitter_ms}")
+
+
+REDELIVER_MODES = ("duplicate", "stale")
+
+
+@dataclass(frozen=True)
+class RedeliverFault:
+    """Messages delivered more than once: on an affected link each message that arrives is, with
+    `probability`, delivered once more:
+
+    - duplicate: the copy arrives up to `lag_ms` after the original (uniform);
+    - stale: the copy arrives about `lag_ms` after the message was sent (± 25%): seconds later, after
+      elections may have moved every node to a newer epoch, so each handler's epoch checks matter.
+    """
+
+    mode: str
+    probability: float
+    lag_ms: int
+
+    def __post_init__(self) -> None:
+        if self.mode not in REDELIVER_MODES:
+            raise ValueError(f"redeliver mode must be one of {', '.join(REDELIVER_MODES)}, got {self.mode!r}")
+        if not 0.0 <= self.probability <= 1.0:
+            raise ValueError(f"redeliver probability must be in [0, 1], got {self.probability}")
+        if self.lag_ms < 0:
+            raise ValueError(f"redeliver lag must be >= 0 ms, got {self.lag_ms}")
 
 
 CLOCK_MODES = ("bump", "strobe", "rate", "reset")

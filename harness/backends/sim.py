@@ -19,7 +19,7 @@ import logging
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from harness.backends import Backend, ClockFault, DiskFault, Grudge, Links, PacketFault, check_grudge
+from harness.backends import Backend, ClockFault, DiskFault, Grudge, Links, PacketFault, RedeliverFault, check_grudge
 from harness.backends.faults import BACKEND_FAULTS
 from harness.schedulers import VirtualScheduler
 from node.bugs import warning_lines
@@ -71,7 +71,7 @@ class SimBackend(Backend):
         combined: int = 0,
         seed: int = 0,
         cluster_options: Mapping[str, Any] | None = None,
-        raft: Mapping[str, int] | None = None,
+        raft: Mapping[str, Any] | None = None,
         targeted: bool = False,
     ) -> None:
         self.cluster_config = ClusterConfig(
@@ -126,12 +126,20 @@ class SimBackend(Backend):
     def enable_faults(self, kinds: Collection[str]) -> None:
         self.fault_kinds = frozenset(kinds)
 
+    def _link_ids(self, links: Links) -> dict[int, list[int]] | None:
+        return None if links is None else {self.id_of(n): [self.id_of(m) for m in sorted(s)] for n, s in links.items()}
+
     def packet(self, links: Links, fault: PacketFault) -> None:
-        ids = None if links is None else {self.id_of(n): [self.id_of(m) for m in sorted(s)] for n, s in links.items()}
-        self.simulation.packet(ids, fault.loss, round(fault.delay_ms), round(fault.jitter_ms))
+        self.simulation.packet(self._link_ids(links), fault.loss, round(fault.delay_ms), round(fault.jitter_ms))
 
     def heal_packet(self) -> None:
         self.simulation.heal_packet()
+
+    def redeliver(self, links: Links, fault: RedeliverFault) -> None:
+        self.simulation.redeliver(self._link_ids(links), fault)
+
+    def heal_redeliver(self) -> None:
+        self.simulation.heal_redeliver()
 
     def clock(self, node: str, fault: ClockFault) -> None:
         node_id, sim = self.id_of(node), self.simulation

@@ -141,8 +141,10 @@ SUTS: dict[str, Callable[[Any], DB]] = {}
 
 def _kraft(spec: Any) -> DB:
     from harness.db.kraft import KraftDB
+    from node.runtime.server_config import PRE_VOTE_KEY
 
-    return KraftDB(spec.cluster, bugs=getattr(spec, "bugs", ()))
+    settings = {} if getattr(spec, "pre_vote", True) else {PRE_VOTE_KEY: "false"}
+    return KraftDB(spec.cluster, settings, bugs=getattr(spec, "bugs", ()))
 
 
 def _etcd(spec: Any) -> DB:

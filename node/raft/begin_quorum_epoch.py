@@ -25,7 +25,7 @@ class BeginQuorumEpochMixin(RaftNodeBase):
             return BeginQuorumEpochResponse(int(ErrorCode.INVALID_CLUSTER_ID), self.leader_id, self.epoch)
         if not self.is_voter or req.leader_id not in self.config.voter_ids:
             return BeginQuorumEpochResponse(int(ErrorCode.INCONSISTENT_VOTER_SET), self.leader_id, self.epoch)
-        if req.leader_epoch < self.epoch and "raft-begin-quorum-epoch-older-accepted" not in self.config.bugs:
+        if req.leader_epoch < self.epoch and "raft-begin-epoch-accepts-older-epoch" not in self.config.bugs:
             return BeginQuorumEpochResponse(int(ErrorCode.FENCED_LEADER_EPOCH), self.leader_id, self.epoch)
         if req.leader_epoch == self.epoch and self.leader_id not in (NO_LEADER, req.leader_id):
             # Two leaders claim one epoch: refuse the conflicting one.

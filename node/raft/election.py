@@ -211,7 +211,8 @@ class ElectionMixin(RaftNodeBase):
                 if voted != NO_ID or leader != NO_LEADER:
                     return self._vote_response(ErrorCode.NONE, voted == req.candidate_id)
         # 4.2 The candidate's log must be at least as up-to-date as ours.
-        if (req.last_offset_epoch, req.last_offset) < (self.log.last_epoch, self.log.end_offset):
+        behind = (req.last_offset_epoch, req.last_offset) < (self.log.last_epoch, self.log.end_offset)
+        if behind and "raft-vote-skips-log-up-to-date-check" not in self.config.bugs:
             return self._vote_response(ErrorCode.NONE, False)
         self._become_voted(now, req.candidate_epoch, req.candidate_id)  # persisted before granting
         return self._vote_response(ErrorCode.NONE, True)

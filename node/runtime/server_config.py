@@ -32,6 +32,9 @@ from node.runtime.file_storage import DEFAULT_SEGMENT_BYTES
 from node.runtime.properties import Property, read_properties
 from node.security.sasl import parse_users
 
+# KIP-996 pre-votes (default true). Kafka has no setting for it; off only to test elections without it.
+PRE_VOTE_KEY = "kchaos.raft.pre.vote.enable"
+
 ROLES = ("broker", "controller")
 
 # Kafka spells the quorum timeouts `controller.quorum.*`; KIP-595 spells them `quorum.*`.
@@ -68,6 +71,7 @@ KNOWN_KEYS = frozenset(
         "metrics.sample.window.ms",
         "socket.request.max.bytes",
         "kchaos.test.append.enable",
+        PRE_VOTE_KEY,
         "kchaos.sasl.users",
         "kchaos.sasl.username",
         "kchaos.sasl.password",
@@ -383,8 +387,11 @@ def _raft(props: _Props, node_id: int, voters: tuple[VoterAddress, ...], bugs: B
         settings[attr] = value
     if settings.get("retry_backoff_ms", 0) > settings.get("retry_backoff_max_ms", 1 << 62):
         raise props.error("quorum.retry.backoff.ms", "is larger than quorum.retry.backoff.max.ms")
+    pre_vote = props.get(PRE_VOTE_KEY) is None or props.boolean(PRE_VOTE_KEY)
     try:
-        return RaftConfig(node_id=node_id, voter_ids=frozenset(v.node_id for v in voters), bugs=bugs, **settings)
+        return RaftConfig(
+            node_id=node_id, voter_ids=frozenset(v.node_id for v in voters), bugs=bugs, pre_vote=pre_vote, **settings
+        )
     except ConfigError as exc:
         raise ConfigError(f"{props.source}: {exc}") from None
 

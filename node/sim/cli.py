@@ -122,7 +122,8 @@ def format_summary(result: RunResult) -> str:
         + (" ".join(f"{k}={v}" for k, v in s["faults_injected"].items()) or "none")
         + f" (lost un-fsynced writes: {s['lost_unsynced_writes']})",
         "targeted faults (buggify): " + (" ".join(f"{k}={v}" for k, v in s["buggify"].items()) or "none"),
-        f"messages: {s['messages']['sent']} sent, {s['messages']['dropped']} dropped",
+        f"messages: {s['messages']['sent']} sent, {s['messages']['dropped']} dropped"
+        + (f", {s['messages']['redelivered']} delivered again" if s["messages"].get("redelivered") else ""),
         f"invariants: {s['verdict']}",
     ]
     if s["violation"]:

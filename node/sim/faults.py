@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.backends.faults import FAULT_KINDS, ClockFault, DiskFault
+from harness.backends.faults import FAULT_KINDS, ClockFault, DiskFault, RedeliverFault
 from nemesis import partitions
 from nemesis.options import KindOptions, kind_options
 from nemesis.targets import ClusterView, NoTarget, choose
@@ -139,13 +139,24 @@ class FaultInjector:
     def _packet(self, mode: str, opts: KindOptions, rng: random.Random) -> tuple | None:
         params = opts.draw_params(mode, rng)
         jitter = min(params["jitter_ms"], params["delay_ms"])
-        links = None
-        if mode != "all":
-            hit = set(self._targets(mode, rng))
-            nodes = list(self.sim.nodes)
-            links = {n: [m for m in nodes if m != n and (n in hit or m in hit)] for n in nodes}
-        self.sim.packet(links, params["loss"], params["delay_ms"], jitter)
+        self.sim.packet(self._links(mode, rng), params["loss"], params["delay_ms"], jitter)
         return (self.sim.heal_packet,)
+
+    def _redeliver(self, mode: str, opts: KindOptions, rng: random.Random) -> tuple | None:
+        target_mode = rng.choice(opts.targets)
+        params = opts.draw_params(mode, rng)
+        lag = params["copy_delay_ms"] if mode == "duplicate" else params["late_ms"]
+        self.sim.redeliver(self._links(target_mode, rng), RedeliverFault(mode, params["probability"], lag))
+        return (self.sim.heal_redeliver,)
+
+    def _links(self, mode: str, rng: random.Random) -> dict[int, list[int]] | None:
+        """The links a network fault in target mode `mode` affects: those to and from its targets
+        (None for `all`: every link between nodes)."""
+        if mode == "all":
+            return None
+        hit = set(self._targets(mode, rng))
+        nodes = list(self.sim.nodes)
+        return {n: [m for m in nodes if m != n and (n in hit or m in hit)] for n in nodes}
 
     def _clock(self, mode: str, opts: KindOptions, rng: random.Random) -> tuple | None:
         targets = self._targets(rng.choice(opts.targets), rng)

@@ -10,7 +10,11 @@ Faults come on top of the links' own models and are undone without touching them
 - the grudge (`partition`/`heal`) plus named grudge *layers* (`set_layer`/`clear_layer`) that other
   fault sources (the simulator's targeted faults) add and remove without replacing the nemesis's one;
 - one packet fault (`set_packet_fault`/`clear_packet_fault`): on the affected links, each message is
-  dropped with probability `loss`, else delayed by `delay_ms` ± `jitter_ms` more than its link says.
+  dropped with probability `loss`, else delayed by `delay_ms` ± `jitter_ms` more than its link says;
+- one redeliver fault (`set_redelivery`/`clear_redelivery`): on the affected links, each message
+  that is not lost is, with its probability, delivered once more (`copies`): soon after the
+  original (`duplicate`) or seconds after it was sent (`stale`). Its random numbers are drawn only
+  while it is on, so a run without it keeps its random stream.
 """
 
 from __future__ import annotations
@@ -19,16 +23,16 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from harness.backends.faults import PacketFault
+from harness.backends.faults import PacketFault, RedeliverFault
 
 
 @dataclass(frozen=True, slots=True)
 class DegradedLinks:
-    """The `packet` fault on the links it affects: `pairs` are the (src, dst) directions, None for
+    """A `packet` or `redeliver` fault on the links it affects: `pairs` are the (src, dst) directions, None for
     every link between two nodes (not the links to clients outside the cluster)."""
 
     pairs: frozenset[tuple[int, int]] | None
-    fault: PacketFault
+    fault: PacketFault | RedeliverFault
 
     def affects(self, src: int, dst: int) -> bool:
         if self.pairs is None:
@@ -71,6 +75,8 @@ class Network:
         self.dropped = 0
         self.fault_affected = 0  # messages sent on links the packet fault affects
         self.fault_dropped = 0  # of those, lost to the packet fault (also counted in `dropped`)
+        self.redelivery: DegradedLinks | None = None
+        self.redelivered = 0  # copies the redeliver fault sent
 
     # --- configuration ---
     def set_link(self, src: int, dst: int, model: LinkModel) -> None:
@@ -116,6 +122,15 @@ class Network:
     def clear_packet_fault(self) -> bool:
         """Remove the packet fault; False when there was none."""
         had, self.packet_fault = self.packet_fault is not None, None
+        return had
+
+    def set_redelivery(self, redelivery: DegradedLinks) -> None:
+        """Replace the redeliver fault (see the module docstring)."""
+        self.redelivery = redelivery
+
+    def clear_redelivery(self) -> bool:
+        """Remove the redeliver fault (copies already scheduled still arrive); False when there was none."""
+        had, self.redelivery = self.redelivery is not None, None
         return had
 
     def stop_loss(self) -> None:
@@ -171,3 +186,22 @@ class Network:
             self.dropped += 1
             return None
         return delay
+
+    def copies(self, src: int, dst: int, delay: int) -> tuple[int, ...]:
+        """Delays in ms (from now) of the extra copies of a message `src` -> `dst` sent now that
+        `transit` let through with `delay`: none unless the redeliver fault affects the link."""
+        redelivery = self.redelivery
+        if redelivery is None or not redelivery.affects(src, dst):
+            return ()
+        fault = redelivery.fault
+        assert isinstance(fault, RedeliverFault)
+        # Both numbers drawn whatever the outcome (as in `transit`).
+        hit = self._rng.random() < fault.probability
+        if fault.mode == "duplicate":
+            at = delay + self._rng.randint(0, fault.lag_ms)
+        else:
+            at = max(delay, round(fault.lag_ms * self._rng.uniform(0.75, 1.25)))
+        if not hit:
+            return ()
+        self.redelivered += 1
+        return (at,)

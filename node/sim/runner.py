@@ -163,7 +163,7 @@ def summarize_run(
         "faults_injected": dict(sorted(sim.stats.faults.items())),
         "crashes": sim.stats.crashes,
         "lost_unsynced_writes": sim.stats.lost_unsynced_writes,
-        "messages": {"sent": sim.network.sent, "dropped": sim.network.dropped},
+        "messages": {"sent": sim.network.sent, "dropped": sim.network.dropped, "redelivered": sim.network.redelivered},
         "verdict": "valid" if valid else "invalid",
         "violation": str(sim.violation) if sim.violation else None,
         "liveness": liveness_error,

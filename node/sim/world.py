@@ -23,11 +23,13 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.backends.faults import PacketFault
+from harness.backends.faults import PacketFault, RedeliverFault
 from node.bugs import NO_BUGS
 from node.process.actions import MetadataApplied, ShutDown
 from node.process.events import BeginShutdown, InboundRequest
 from node.process.ports import RequestContext
+from node.protocol.messages import REQUESTS as QUORUM_REQUESTS
+from node.protocol.messages import RESPONSES as QUORUM_RESPONSES
 from node.raft import actions as act
 from node.raft.config import RaftConfig
 from node.raft.events import (
@@ -129,6 +131,13 @@ class Violation:
         )
 
 
+# What the redeliver fault copies: the KIP-595 quorum messages, which every voter must take twice or
+# late (the protocol's epochs and correlation ids are there for it). The controller and broker APIs
+# rely on their connection delivering each request once, as TCP does; a copy of a forwarded write
+# would apply it twice, a fault of the network model, not of the node.
+REDELIVERED = (*QUORUM_REQUESTS, *QUORUM_RESPONSES)
+
+
 @dataclass(slots=True)
 class _Request:
     src: int
@@ -136,6 +145,7 @@ class _Request:
     dst: int
     dst_inc: int
     correlation_id: int
+    copy: bool = False  # a copy the redeliver fault sent: never answered with a connection failure
 
 
 @dataclass
@@ -405,8 +415,9 @@ class Simulation:
         except InvariantViolation as exc:
             self._violated(self.trace.count, node_id, what, str(exc))
         # Connections to the dead process are reset; the peers hear of it if the network lets them.
+        # (Not the redeliver fault's copies: datagrams to an address, which outlive any connection.)
         for rid, req in list(self._requests.items()):
-            if req.dst == node_id or req.src == node_id:
+            if (req.dst == node_id or req.src == node_id) and not req.copy:
                 del self._requests[rid]
                 if req.dst == node_id and self.network.can_hear(req.src, node_id):
                     self._fail_request_later(req)
@@ -562,19 +573,35 @@ class Simulation:
     def packet(self, links: Mapping[int, Iterable[int]] | None, loss: float, delay_ms: int, jitter_ms: int) -> None:
         """Replace the packet fault: messages to each key of `links` from the nodes it lists (None:
         every link between nodes) are lost with `loss`, else delayed `delay_ms` ± `jitter_ms` more."""
-        pairs = None
-        if links is not None:
-            for n, srcs in links.items():
-                for m in (n, *srcs):
-                    self.node(m)
-            pairs = frozenset((src, dst) for dst, srcs in links.items() for src in srcs)
+        pairs = self._link_pairs(links)
         self.network.set_packet_fault(DegradedLinks(pairs, PacketFault(loss, delay_ms, jitter_ms)))
         where = "all links" if pairs is None else " ".join(f"{s}->{d}" for s, d in sorted(pairs))
         self._nemesis("packet", f"loss={loss} delay={delay_ms}±{jitter_ms} ms on {where}")
 
+    def _link_pairs(self, links: Mapping[int, Iterable[int]] | None) -> frozenset[tuple[int, int]] | None:
+        """(src, dst) directions of `links` (dst -> its sources), checking every node exists."""
+        if links is None:
+            return None
+        for n, srcs in links.items():
+            for m in (n, *srcs):
+                self.node(m)
+        return frozenset((src, dst) for dst, srcs in links.items() for src in srcs)
+
     def heal_packet(self) -> None:
         if self.network.clear_packet_fault():
             self._nemesis("heal", "packet fault")
+
+    def redeliver(self, links: Mapping[int, Iterable[int]] | None, fault: RedeliverFault) -> None:
+        """Replace the redeliver fault: messages to each key of `links` from the nodes it lists (None:
+        every link between nodes) are delivered again with `fault.probability` (network.py)."""
+        pairs = self._link_pairs(links)
+        self.network.set_redelivery(DegradedLinks(pairs, fault))
+        where = "all links" if pairs is None else " ".join(f"{s}->{d}" for s, d in sorted(pairs))
+        self._nemesis("redeliver", f"{fault.mode} p={fault.probability} lag={fault.lag_ms} ms on {where}")
+
+    def heal_redeliver(self) -> None:
+        if self.network.clear_redelivery():
+            self._nemesis("heal", "redeliver fault")
 
     def stall_disk(self, node_id: int, ms: int) -> None:
         """Flushes on the node complete no earlier than `ms` from now."""
@@ -583,7 +610,7 @@ class Simulation:
         self._nemesis("disk_stall", f"node {node_id} for {ms} ms")
 
     def heal_all(self) -> None:
-        """Undo every fault: heal the network (partitions, grudge layers, packet faults and loss),
+        """Undo every fault: heal the network (partitions, grudge layers, packet and redeliver faults, loss),
         resume, restart, clocks at normal speed and running (offsets stay), end clock strobes and
         disk stalls."""
         if self.network.partitioned:
@@ -592,6 +619,7 @@ class Simulation:
             self.network.clear_layer(name)
             self._nemesis("heal", f"network layer {name}")
         self.heal_packet()
+        self.heal_redeliver()
         if self.network.lossy:
             self.network.stop_loss()
             self._nemesis("heal", "packet loss")
@@ -904,23 +932,31 @@ class Simulation:
         delay = self.network.transit(src, dst)
         if delay is None:
             return  # lost: the core's request timeout deals with it
-        self._next_request += 1
-        rid = self._next_request
-        self._requests[rid] = req
+        ctx = None
         if self.cluster is not None and target.roles is not None:
             ctx = inbound_context(self.cluster, host.config.node_id, target.roles, msg)
-            self.queue.after(delay, self._arrive_request, rid, msg, ctx)
-        else:
-            self.queue.after(delay, self._arrive_request, rid, msg)
+        copies = self.network.copies(src, dst, delay) if isinstance(msg, REDELIVERED) else ()
+        for at, copy in ((delay, False), *((d, True) for d in copies)):
+            # A copy is a request of its own to the receiver (it answers it again), with the same
+            # correlation id: the sender's core must tell the second answer from the first.
+            self._next_request += 1
+            rid = self._next_request
+            self._requests[rid] = _Request(src, host.incarnation, dst, target.incarnation, cid, copy)
+            if ctx is None:
+                self.queue.after(at, self._arrive_request, rid, msg)
+            else:
+                self.queue.after(at, self._arrive_request, rid, msg, ctx)
 
     def _arrive_request(self, rid: int, msg: Any, ctx: RequestContext | None = None) -> None:
         req = self._requests.get(rid)
         if req is None:
             return
         dst = self.nodes[req.dst]
+        if req.copy and dst.up:
+            req.dst_inc = dst.incarnation  # a copy is a datagram to the address: whoever runs there now
         if not dst.up or dst.incarnation != req.dst_inc:
             del self._requests[rid]
-            if self.network.can_hear(req.src, req.dst):
+            if self.network.can_hear(req.src, req.dst) and not req.copy:
                 self._fail_request_later(req)
             return
         if not self.network.can_hear(req.dst, req.src):  # partitioned while in flight
@@ -940,6 +976,8 @@ class Simulation:
         delay = self.network.transit(req.dst, req.src)
         if delay is not None:
             self.queue.after(delay, self._arrive_response, req, msg)
+            for at in self.network.copies(req.dst, req.src, delay) if isinstance(msg, REDELIVERED) else ():
+                self.queue.after(at, self._arrive_response, req, msg)
 
     def _arrive_response(self, req: _Request, msg: Any) -> None:
         if not self.network.can_hear(req.src, req.dst):

@@ -216,7 +216,7 @@ def test_a_deposed_leaders_late_begin_quorum_epoch_moves_a_voter_back_an_epoch()
         return sim
 
     assert run().violation is None
-    violation = run("raft-begin-quorum-epoch-older-accepted").violation
+    violation = run("raft-begin-epoch-accepts-older-epoch").violation
     assert violation is not None and "epoch went back" in violation.message, violation
 
 

@@ -39,13 +39,16 @@ CAUGHT_TODAY = ("raft-follower-fetch-before-flush", "broker-read-offset-not-appl
 # The new bugs of docs/trust/rules.md that no cell of the budget (seed 1: every workload under every
 # kind, then under kill alone) catches: the three the gate misses too, and a second vote in one epoch,
 # which the gate catches only when the leader is killed (its kill-leader cells).
+# `raft-vote-skips-log-up-to-date-check` needs elections without pre-vote (KIP-996 checks the log too),
+# which the matrix never turns off: the gate's no-pre-vote cell catches it.
 NOT_CAUGHT_IN_BUDGET: set[str] = {
     "raft-hwm-before-leader-change-committed",
     "raft-read-barrier-counts-late-fetches",
     "raft-vote-granted-twice-in-epoch",
     "raft-vote-older-epoch-granted",
-    "raft-begin-quorum-epoch-older-accepted",
+    "raft-begin-epoch-accepts-older-epoch",
     "raft-follower-truncates-to-leader-epoch-end",
+    "raft-vote-skips-log-up-to-date-check",
 }
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harness.backends import Backend, ClockFault, DiskFault, FaultNotSupported, PacketFault
+from harness.backends import Backend, ClockFault, DiskFault, FaultNotSupported, PacketFault, RedeliverFault
 from harness.backends.faults import FAULT_KINDS
 from harness.db import DB
 from harness.generators import Op
@@ -63,6 +63,12 @@ class Recorder(Backend):
 
     def heal_packet(self) -> None:
         self._call("heal_packet")
+
+    def redeliver(self, links, fault: RedeliverFault) -> None:  # type: ignore[no-untyped-def]
+        self._call("redeliver", links, fault)
+
+    def heal_redeliver(self) -> None:
+        self._call("heal_redeliver")
 
     def clock(self, node: str, fault: ClockFault) -> None:
         self._call("clock", node, fault)
@@ -178,6 +184,37 @@ def test_packet_on_the_links_of_the_targets_with_drawn_parameters():
     nem.start("packet", {"mode": "all"})
     assert rec.calls[-1][1] is None  # every link
     assert nem.stop("packet").value["targets"] == list(NODES) and rec.calls[-1] == ("heal_packet",)
+
+
+def test_redeliver_on_the_links_of_its_target_mode_with_the_lag_of_its_mode():
+    nem, rec = make({"redeliver": {"targets": ["leader"], "probability": 0.5, "late_ms": 4_000}})
+    done = nem.start("redeliver", {"mode": "stale"})
+    _, links, fault = rec.calls[-1]
+    assert done.value == {
+        "kind": "redeliver", "mode": "stale", "targets": ["c2"], "target_mode": "leader", "probability": 0.5,
+        "late_ms": 4_000,
+    }  # fmt: skip
+    assert links["c2"] == frozenset({"c1", "c3", "b1", "b2"}) and links["c1"] == frozenset({"c2"})
+    assert fault == RedeliverFault("stale", 0.5, 4_000)
+    nem.stop("redeliver")
+    assert rec.calls[-1] == ("heal_redeliver",)
+    nem, rec = make({"redeliver": {"targets": ["all"], "copy_delay_ms": 30}})
+    assert "late_ms" not in nem.start("redeliver", {"mode": "duplicate"}).value
+    assert rec.calls[-1][1] is None and rec.calls[-1][2].mode == "duplicate" and rec.calls[-1][2].lag_ms == 30
+
+
+def test_netns_and_docker_refuse_redeliver_in_one_line_naming_why(tmp_path):
+    from harness.backends.docker import DockerBackend
+    from harness.backends.netns import NetnsBackend
+
+    for backend in (NetnsBackend(tmp_path, ["c1", "c2"]), DockerBackend(tmp_path, ["c1", "c2"])):
+        assert "redeliver" not in backend.faults
+        with pytest.raises(FaultNotSupported) as refused:
+            backend.redeliver(None, RedeliverFault("duplicate", 0.5, 10))
+        name = type(backend).__name__.removesuffix("Backend").lower()
+        message = str(refused.value)
+        assert message.startswith(f"the {name} backend cannot do 'redeliver' faults: the nodes talk over TCP")
+        assert "\n" not in message
 
 
 def test_clock_bump_on_its_targets_then_reset():

@@ -138,3 +138,11 @@ def test_node_start_prints_one_line_and_exits_254_on_a_bad_key(tmp_path):
     errors = [line for line in result.stderr.splitlines() if "error" in line]
     assert errors == [f"kchaos: error: {path}:10: quorum.fetch.timeout.ms: 'fast' is not an integer"]
     assert "Traceback" not in result.stderr
+
+
+def test_pre_vote_is_on_unless_the_test_cluster_turns_it_off():
+    assert build(VOTER).raft.pre_vote is True
+    assert build(replaced(VOTER, "kchaos.raft.pre.vote.enable", "false")).raft.pre_vote is False
+    assert build(replaced(VOTER, "kchaos.raft.pre.vote.enable", "true")).raft.pre_vote is True
+    with pytest.raises(ConfigError, match=r"kchaos\.raft\.pre\.vote\.enable.*'maybe' is not true or false"):
+        build(replaced(VOTER, "kchaos.raft.pre.vote.enable", "maybe"))
