@@ -33,7 +33,7 @@ from harness.backends.firewall import Firewall, allow_bridge_forwarding, firewal
 from harness.backends.host_faults import HostFaults
 from harness.backends.lazyfs.nodes import NodeDisks
 from harness.backends.ledger import LEDGER_NAME, HealReport, Ledger
-from harness.backends.procs import kill_verified, start_time
+from harness.backends.procs import kill_verified, remove_faketime_files, start_time
 from harness.backends.resources import create_bridge, create_netns, create_veth, link_names, netns_names
 from harness.backends.shell import BackendError, run
 from harness.backends.signals import TeardownOnTermination, deferred_termination
@@ -448,5 +448,6 @@ class NetnsBackend(TeardownOnTermination, Backend):
 def _reap(proc: NodeProcess) -> None:
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.popen.wait(timeout=5)
+    remove_faketime_files(proc.pid)
     for f in proc.logs:
         f.close()

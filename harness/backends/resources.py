@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.ledger import Ledger, register_undo
-from harness.backends.procs import is_same_process, kill_verified, read_stat, wait_gone
+from harness.backends.procs import is_same_process, kill_verified, read_stat, remove_faketime_files, wait_gone
 from harness.backends.shell import run, succeeds
 
 TMPDIR_PREFIX = "kchaos-"
@@ -59,6 +59,7 @@ def _kill_all(pids: list[int]) -> int:
             os.kill(s.pid, signal.SIGKILL)
     for s in stats:
         wait_gone(s.pid, s.starttime)
+        remove_faketime_files(s.pid)
     return len(stats)
 
 
@@ -109,9 +110,13 @@ def undo_process(fields: dict[str, Any]) -> str | None:
     pid, start = fields.get("pid"), fields.get("starttime")
     if pid is None or start is None:
         return None  # died before its PID was written; its namespace's undo kills whatever is in there
-    if not kill_verified(pid, start):
-        return None
-    wait_gone(pid, start)
+    killed = kill_verified(pid, start)
+    if killed:
+        wait_gone(pid, start)
+    # also when it died by itself (a fail-stop) after the harness that would have reaped it was killed
+    files = remove_faketime_files(pid)
+    if not killed:
+        return f"libfaketime files of process {pid}" if files else None
     return f"process {pid} ({fields.get('node', '?')})"
 
 
