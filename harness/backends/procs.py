@@ -111,3 +111,21 @@ def remove_faketime_files(pid: int) -> int:
         except FileNotFoundError:
             pass
     return removed
+
+
+def find_by_argv(argv: list[str]) -> list[ProcStat]:
+    """Live processes whose command line is exactly `argv`. How heal finds a daemon the harness started
+    but was killed before it ledgered the PID: such an argv names files of that run only, so it is ours."""
+    want = ("\0".join(argv) + "\0").encode()
+    found = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        stat = read_stat(int(entry.name)) if cmdline == want else None
+        if stat is not None and stat.state not in ("Z", "X"):
+            found.append(stat)
+    return found

@@ -72,7 +72,7 @@ DOCKER_MOMENTS = {
     **NETNS_MOMENTS,
     "setup": Moment("setup", kind="docker-netns"),
     "pause": Moment("pause", kind="docker-pause", boost="pause"),
-    "teardown": Moment("teardown", kind="docker-network", op="done"),
+    "teardown": Moment("teardown", kind="docker-netns", op="done"),
 }
 
 
