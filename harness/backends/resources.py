@@ -47,12 +47,17 @@ def undo_netns(fields: dict[str, Any]) -> str | None:
         return None
     # Anything running inside a namespace this run created is ours, including a process started in the
     # instant between spawning it and writing its PID to the ledger.
-    killed = _kill_all(netns_pids(name))
+    killed = kill_all(netns_pids(name))
     run(["ip", "netns", "del", name])
-    return f"namespace {name}" + (f" (killed {killed} process{'es' * (killed != 1)})" if killed else "")
+    return with_killed(f"namespace {name}", killed)
 
 
-def _kill_all(pids: list[int]) -> int:
+def with_killed(what: str, killed: int) -> str:
+    return what + (f" (killed {killed} process{'es' * (killed != 1)})" if killed else "")
+
+
+def kill_all(pids: list[int]) -> int:
+    """SIGKILL every process of `pids` and wait until each is gone; how many there were."""
     stats = [s for s in (read_stat(p) for p in pids) if s is not None]
     for s in stats:
         with contextlib.suppress(ProcessLookupError):

@@ -5,7 +5,9 @@ moments: benchmarks/bench_kill_leaks.py."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 
 import pytest
@@ -51,3 +53,31 @@ def test_heal_stops_a_dockerd_started_before_its_pid_was_ledgered(tmp_path):
         if engine.poll() is None:
             engine.terminate()
             engine.wait(timeout=60)
+
+
+def test_heal_kills_what_runs_in_a_container_namespace_without_a_ledgered_pid(tmp_path):
+    """A delay daemon is started in a container's namespace with `ip netns exec`: it is no process of the
+    container and outlives its removal. If the harness was killed before it wrote the daemon's PID, the
+    undo of the namespace's name must kill it; before, heal only dropped the name and the daemon ran on.
+    (No engine needed: the name's undo is the same whoever made the namespace.)"""
+    from harness.backends.ledger import Ledger, heal
+    from harness.backends.resources import netns_names, netns_pids
+
+    ledger = Ledger.create(tmp_path / "ledger.jsonl")
+    name = f"kc{os.urandom(3).hex()}-x"
+    ledger.record("docker-netns", name=name)
+    sleeper = None
+    try:
+        subprocess.run(["ip", "netns", "add", name], check=True)
+        ledger.record("delay_daemon", netns=name, argv=["sleep", "300"])  # no pid: killed right here
+        sleeper = subprocess.Popen(["ip", "netns", "exec", name, "sleep", "300"], start_new_session=True)
+        wait_for(lambda: netns_pids(name) == [sleeper.pid], 30, what="the process in the namespace")
+        report = heal(ledger.path)
+        assert report.ok and any("killed 1 process" in r for r in report.removed), report
+        assert sleeper.wait(timeout=10) == -signal.SIGKILL
+        assert name not in netns_names()
+    finally:
+        if sleeper is not None and sleeper.poll() is None:
+            sleeper.kill()
+            sleeper.wait()
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)

@@ -69,6 +69,7 @@ NETNS_MOMENTS = {
     )
 }
 DOCKER_MOMENTS = {
+    "engine": Moment("engine", kind="dockerd"),  # starting the engine (when none runs before the test)
     **NETNS_MOMENTS,
     "setup": Moment("setup", kind="docker-netns"),
     "pause": Moment("pause", kind="docker-pause", boost="pause"),
