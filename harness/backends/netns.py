@@ -342,7 +342,10 @@ class NetnsBackend(TeardownOnTermination, Backend):
                 raise BackendError(f"node {node} was never started, so there is no command to restart")
             if self.is_alive(node):
                 return
-            self._procs.pop(node, None)
+            dead = self._procs.pop(node, None)
+            if dead is not None:  # it exited by itself (a fail-stop): close its logs, drop its leftovers
+                _reap(dead)
+                self._ready()[0].mark_done(dead.ledger_id)
             self._spawn(node, spec)
 
     def exec(self, node: str, argv: Sequence[str], *, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:

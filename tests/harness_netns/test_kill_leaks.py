@@ -52,3 +52,17 @@ def test_heal_stops_a_lazyfs_daemon_started_before_its_pid_was_ledgered(tmp_path
             daemon.wait()
         if is_mounted(str(mountpoint)):
             subprocess.run(["umount", "-l", str(mountpoint)], check=False)
+
+
+def test_restarting_a_node_that_exited_by_itself_reaps_it(tmp_path):
+    """A node that fail-stops (disk_fail) is started again by the nemesis: the dead incarnation is reaped
+    (its log files closed, its libfaketime files removed) and its ledger entry is done. Before, its files
+    stayed open and its entry outstanding until teardown, one more per fail-stop."""
+    from harness.backends.netns import NetnsBackend
+
+    with NetnsBackend(tmp_path / "run", ["a"]) as backend:
+        first = backend.start("a", ["sh", "-c", "exit 3"])
+        assert first.popen.wait(timeout=10) == 3
+        backend.restart("a")
+        assert backend.ledger is not None and backend.ledger.entry(first.ledger_id).done
+        assert all(f.closed for f in first.logs)
