@@ -34,7 +34,7 @@ from harness.backends.firewall import allow_bridge_forwarding, firewall_named
 from harness.backends.ledger import HealReport, Ledger, register_undo
 from harness.backends.native import cache_dir as native_cache_dir
 from harness.backends.netns import NetnsBackend, NodeHost, ProcessSpec, free_subnet
-from harness.backends.resources import link_names, netns_names
+from harness.backends.resources import kill_all, link_names, netns_names, netns_pids, with_killed
 from harness.backends.shell import BackendError, run
 from harness.backends.signals import deferred_termination
 
@@ -317,9 +317,13 @@ class DockerBackend(NetnsBackend):
 
 @register_undo("docker-netns")
 def undo_netns_name(fields: dict[str, Any]) -> str | None:
-    """The host's name for a container's namespace (the namespace itself goes with its container)."""
+    """The host's name for a container's namespace (the namespace itself goes with its container).
+    What runs in it is killed first: besides the container's own processes (which go with it anyway)
+    that is whatever the harness started there with `ip netns exec` (a delay daemon whose PID a killed
+    harness never ledgered), which outlives the container."""
     name = fields["name"]
     if name not in netns_names():
         return None
+    killed = kill_all(netns_pids(name))
     run(["ip", "netns", "del", name])
-    return f"namespace name {name}"
+    return with_killed(f"namespace name {name}", killed)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.ledger import Ledger, register_undo
-from harness.backends.procs import is_same_process, kill_verified, start_time, wait_gone
+from harness.backends.procs import find_by_argv, is_same_process, kill_verified, start_time, wait_gone
 from harness.backends.shell import BackendError
 
 LABEL = "kchaos.run"
@@ -68,7 +68,7 @@ def ensure_engine(ledger: Ledger, log_dir: Path) -> Any:
         why = "dockerd is not installed (apt-get install docker.io)" if dockerd is None else "start dockerd"
         raise BackendError(f"no Docker engine answers at {url}: {why}")
     log_dir.mkdir(parents=True, exist_ok=True)
-    argv = [dockerd, *DOCKERD_FLAGS]
+    argv = dockerd_argv(dockerd, ledger)
     rid = ledger.record("dockerd", argv=argv)
     with open(log_dir / "dockerd.log", "ab") as log:
         proc = subprocess.Popen(
@@ -83,6 +83,12 @@ def ensure_engine(ledger: Ledger, log_dir: Path) -> Any:
             return client(url)
         time.sleep(0.2)
     raise BackendError(f"dockerd did not answer within {START_TIMEOUT_S:.0f} s; see {log_dir / 'dockerd.log'}")
+
+
+def dockerd_argv(dockerd: str, ledger: Ledger) -> list[str]:
+    """A pid file in the run's own directory makes the command line this run's alone, so heal can find
+    the engine even if the harness was killed between starting it and ledgering its PID."""
+    return [dockerd, *DOCKERD_FLAGS, f"--pidfile={ledger.path.parent.resolve() / 'dockerd.pid'}"]
 
 
 def _reason(exc: BaseException) -> str:
@@ -100,7 +106,12 @@ def _quiet_client() -> Any | None:
 @register_undo("dockerd")
 def undo_dockerd(fields: dict[str, Any]) -> str | None:
     pid, start = fields.get("pid"), fields.get("starttime")
-    if pid is None or start is None or not is_same_process(pid, start):
+    if pid is None or start is None:  # started, maybe, by a harness killed before it wrote the PID
+        found = find_by_argv(fields["argv"])
+        if not found:
+            return None
+        pid, start = found[0].pid, found[0].starttime
+    if not is_same_process(pid, start):
         return None
     kill_verified(pid, start, signal.SIGTERM)  # dockerd stops its containers and cleans up on TERM
     if not wait_gone(pid, start, timeout=30.0):

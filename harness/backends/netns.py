@@ -33,7 +33,7 @@ from harness.backends.firewall import Firewall, allow_bridge_forwarding, firewal
 from harness.backends.host_faults import HostFaults
 from harness.backends.lazyfs.nodes import NodeDisks
 from harness.backends.ledger import LEDGER_NAME, HealReport, Ledger
-from harness.backends.procs import kill_verified, start_time
+from harness.backends.procs import kill_verified, remove_faketime_files, start_time
 from harness.backends.resources import create_bridge, create_netns, create_veth, link_names, netns_names
 from harness.backends.shell import BackendError, run
 from harness.backends.signals import TeardownOnTermination, deferred_termination
@@ -342,7 +342,10 @@ class NetnsBackend(TeardownOnTermination, Backend):
                 raise BackendError(f"node {node} was never started, so there is no command to restart")
             if self.is_alive(node):
                 return
-            self._procs.pop(node, None)
+            dead = self._procs.pop(node, None)
+            if dead is not None:  # it exited by itself (a fail-stop): close its logs, drop its leftovers
+                _reap(dead)
+                self._ready()[0].mark_done(dead.ledger_id)
             self._spawn(node, spec)
 
     def exec(self, node: str, argv: Sequence[str], *, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
@@ -448,5 +451,6 @@ class NetnsBackend(TeardownOnTermination, Backend):
 def _reap(proc: NodeProcess) -> None:
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.popen.wait(timeout=5)
+    remove_faketime_files(proc.pid)
     for f in proc.logs:
         f.close()

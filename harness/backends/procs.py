@@ -88,3 +88,44 @@ def wait_gone(pid: int, starttime: int, timeout: float = 5.0) -> bool:
             return False
         time.sleep(0.01)
     return True
+
+
+# libfaketime makes a shared-memory file and a semaphore named after the PID of every process it is
+# preloaded into, and removes them only when that process exits normally: a node killed by a signal (a
+# kill fault, a power loss, teardown, heal) leaves both in /dev/shm for good.
+SHM_DIR = Path("/dev/shm")
+FAKETIME_SHM_NAMES = ("faketime_shm_{pid}", "sem.faketime_sem_{pid}")
+
+
+def remove_faketime_files(pid: int) -> int:
+    """Remove what libfaketime left of the dead process `pid`; how many files went. Nothing is touched
+    while a live process has that PID (it may be another one's by now, with live files of its own)."""
+    stat = read_stat(pid)
+    if stat is not None and stat.state not in ("Z", "X"):
+        return 0
+    removed = 0
+    for name in FAKETIME_SHM_NAMES:
+        try:
+            (SHM_DIR / name.format(pid=pid)).unlink()
+            removed += 1
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def find_by_argv(argv: list[str]) -> list[ProcStat]:
+    """Live processes whose command line is exactly `argv`. How heal finds a daemon the harness started
+    but was killed before it ledgered the PID: such an argv names files of that run only, so it is ours."""
+    want = ("\0".join(argv) + "\0").encode()
+    found = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        stat = read_stat(int(entry.name)) if cmdline == want else None
+        if stat is not None and stat.state not in ("Z", "X"):
+            found.append(stat)
+    return found

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.ledger import Ledger, register_undo
-from harness.backends.procs import is_same_process, kill_verified, read_stat, wait_gone
+from harness.backends.procs import is_same_process, kill_verified, read_stat, remove_faketime_files, wait_gone
 from harness.backends.shell import run, succeeds
 
 TMPDIR_PREFIX = "kchaos-"
@@ -47,18 +47,24 @@ def undo_netns(fields: dict[str, Any]) -> str | None:
         return None
     # Anything running inside a namespace this run created is ours, including a process started in the
     # instant between spawning it and writing its PID to the ledger.
-    killed = _kill_all(netns_pids(name))
+    killed = kill_all(netns_pids(name))
     run(["ip", "netns", "del", name])
-    return f"namespace {name}" + (f" (killed {killed} process{'es' * (killed != 1)})" if killed else "")
+    return with_killed(f"namespace {name}", killed)
 
 
-def _kill_all(pids: list[int]) -> int:
+def with_killed(what: str, killed: int) -> str:
+    return what + (f" (killed {killed} process{'es' * (killed != 1)})" if killed else "")
+
+
+def kill_all(pids: list[int]) -> int:
+    """SIGKILL every process of `pids` and wait until each is gone; how many there were."""
     stats = [s for s in (read_stat(p) for p in pids) if s is not None]
     for s in stats:
         with contextlib.suppress(ProcessLookupError):
             os.kill(s.pid, signal.SIGKILL)
     for s in stats:
         wait_gone(s.pid, s.starttime)
+        remove_faketime_files(s.pid)
     return len(stats)
 
 
@@ -109,9 +115,13 @@ def undo_process(fields: dict[str, Any]) -> str | None:
     pid, start = fields.get("pid"), fields.get("starttime")
     if pid is None or start is None:
         return None  # died before its PID was written; its namespace's undo kills whatever is in there
-    if not kill_verified(pid, start):
-        return None
-    wait_gone(pid, start)
+    killed = kill_verified(pid, start)
+    if killed:
+        wait_gone(pid, start)
+    # also when it died by itself (a fail-stop) after the harness that would have reaped it was killed
+    files = remove_faketime_files(pid)
+    if not killed:
+        return f"libfaketime files of process {pid}" if files else None
     return f"process {pid} ({fields.get('node', '?')})"
 
 

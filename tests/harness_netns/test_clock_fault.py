@@ -18,6 +18,7 @@ from harness.backends import clocks
 from harness.backends.clocks import ClockControl, HostClock
 from harness.backends.faults import ClockFault
 from harness.backends.ledger import Ledger, heal
+from harness.backends.procs import remove_faketime_files
 from tests.harness_netns.conftest import HERE
 
 try:
@@ -63,6 +64,7 @@ class Child:
     def close(self) -> None:
         self.proc.kill()
         self.proc.wait()
+        remove_faketime_files(self.proc.pid)  # libfaketime's, left by a killed process
 
 
 @pytest.fixture

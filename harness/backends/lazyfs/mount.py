@@ -21,9 +21,9 @@ from typing import Any
 from harness.backends.lazyfs.control import LazyfsClient, LazyfsError
 from harness.backends.lazyfs.layout import StateDir
 from harness.backends.ledger import Ledger, register_undo
-from harness.backends.procs import is_same_process, kill_verified, start_time, wait_gone
+from harness.backends.procs import find_by_argv, is_same_process, kill_verified, start_time, wait_gone
 from harness.backends.resources import is_mounted, record_mount
-from harness.backends.shell import BackendError
+from harness.backends.shell import BackendError, run
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 READY_TIMEOUT_S = 60.0
@@ -95,16 +95,32 @@ def start_lazyfs(
 @register_undo("lazyfs_daemon")
 def undo_daemon(fields: dict[str, Any]) -> str | None:
     """Stop a lazyfs daemon: after the unmount it exits by itself; else SIGTERM (libfuse unmounts and
-    exits), else SIGKILL."""
+    exits), else SIGKILL. A daemon whose PID was never ledgered (the harness was killed right after
+    starting it) is found by its command line, and whatever it mounted since is unmounted too."""
     pid, start = fields.get("pid"), fields.get("starttime")
-    if pid is None or start is None or not is_same_process(pid, start):
-        return None  # gone, or never started far enough to be ledgered (it exits once unmounted)
+    if pid is None or start is None:
+        found = find_by_argv(fields["argv"])
+        if not found:
+            return None
+        for stat in found:
+            _stop(stat.pid, stat.starttime)
+        mountpoint = fields["argv"][4]  # [python, -m, module, state dir, mountpoint, ...]
+        if is_mounted(mountpoint):
+            run(["umount", "-l", mountpoint])
+        return f"lazyfs daemon {found[0].pid} ({fields.get('node', '?')}), found by its command line"
+    if not is_same_process(pid, start):
+        return None
+    _stop(pid, start)
+    return f"lazyfs daemon {pid} ({fields.get('node', '?')})"
+
+
+def _stop(pid: int, start: int) -> None:
     for sig in (None, signal.SIGTERM, signal.SIGKILL):
         if sig is not None:
             kill_verified(pid, start, sig)
+            kill_verified(pid, start, signal.SIGCONT)  # a stopped daemon (a pause fault) must run to exit
         if wait_gone(pid, start, timeout=EXIT_WAIT_S):
             break
-    return f"lazyfs daemon {pid} ({fields.get('node', '?')})"
 
 
 def _wait_ready(lazy: LazyMount, label: str) -> None:
