@@ -93,6 +93,28 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "by Fetches that were sent before it froze (and before another leader committed writes)",
         "a read barrier completes on a majority of Fetches processed after it, whenever they were sent",
     ),
+    PlantedBug(
+        "raft-election-timeout-not-randomized",
+        "raft",
+        "KIP-595 Leader Election: a voter waits a random part of quorum.election.timeout.ms before standing, "
+        "and a failed candidate backs off for a random time (up to quorum.election.backoff.max.ms), so "
+        "that two candidates seldom stand at once",
+        "Raft section 5.2 (randomized election timeouts); KIP-595 Leader Election",
+        "liveness: voters that stood together stand together again, split the votes each time, and the "
+        "quorum keeps electing (epoch after epoch without a leader) while writes wait",
+        "the election timeout is the constant quorum.election.timeout.ms and a failed candidate backs off "
+        "the whole window",
+    ),
+    PlantedBug(
+        "raft-end-quorum-epoch-ignored",
+        "raft",
+        "KIP-595 EndQuorumEpoch: a voter named a preferred successor stands after a backoff that grows "
+        "with its place in the list (at once when first), instead of waiting for its fetch timeout",
+        "KIP-595 EndQuorumEpoch handling",
+        "availability after a graceful stop: the hand-over is acknowledged but nobody stands until a "
+        "fetch timeout, so a controlled shutdown costs as long without a leader as a kill -9",
+        "the voter answers EndQuorumEpoch without error and leaves its timers and role as they were",
+    ),
     # --- quorum controller (node/controller) ---------------------------------------------------------
     PlantedBug(
         "ctl-fenced-replica-into-isr",

@@ -252,7 +252,10 @@ class ElectionMixin(RaftNodeBase):
             return
         cap = self.config.election_backoff_max_ms
         window = min(cap, 50 * (1 << min(self.state.retries, 20)))
-        self.state.backing_off_until = now + self.rng.randint(0, window)
+        if "raft-election-timeout-not-randomized" in self.config.bugs:
+            self.state.backing_off_until = now + window
+        else:
+            self.state.backing_off_until = now + self.rng.randint(0, window)
         self._inflight.clear()
 
     # --- What a candidate sends -------------------------------------------------------------------

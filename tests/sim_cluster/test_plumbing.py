@@ -12,6 +12,7 @@ from node.metadata.image import MetadataImage
 from node.metadata.records import ConfigRecord, encode_record
 from node.process.events import InboundRequest
 from node.protocol.admin import DescribeClusterRequest
+from node.raft.config import RaftConfig
 from node.raft.records import RecordBatch
 from node.sim import world
 from node.sim.admin_client import Endpoint, SimAdminClient, broker_endpoints, controller_endpoints
@@ -180,3 +181,23 @@ def test_a_timeout_blames_the_server_that_kept_the_request_longest():
     call.sent_to, call.sent_ms = b, 1_995
     call.attempt_ended(2_000)  # the deadline, 5 ms after the last send
     assert call.kept == (1_650, a)
+
+
+def _handover_ms(seed: int, bugs: tuple[str, ...] = ()) -> int:
+    """Virtual time from a graceful stop of the active controller to the next one."""
+    sim = cluster(seed=seed, bugs=bugs)
+    leader = sim.leader()
+    start = sim.now
+    sim.shutdown(leader)
+    wait(sim, lambda: active_controller(sim) not in (None, leader), 20_000, "a new active controller")
+    return sim.now - start
+
+
+def test_a_graceful_stop_hands_over_before_any_fetch_timeout_and_the_planted_bug_does_not():
+    """The stopping controller waits for its EndQuorumEpoch to be answered before it exits (the sim
+    resets a dead process's connections, which used to drop the request): the first preferred
+    successor stands at once. A voter that ignores EndQuorumEpoch waits for its fetch timeout."""
+    fetch_timeout = RaftConfig.__dataclass_fields__["fetch_timeout_ms"].default
+    for seed in (1, 2, 3):
+        assert _handover_ms(seed) < fetch_timeout
+        assert _handover_ms(seed, ("raft-end-quorum-epoch-ignored",)) >= fetch_timeout
