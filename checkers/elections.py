@@ -7,9 +7,9 @@ the release gate puts thresholds on its figures (harness/gate.py), so that a quo
 
 Inputs, all written by the run itself on every backend that dumps committed logs:
 - the committed metadata log: every node's `committed-log.jsonl` and the log tap (`log-tap.jsonl`,
-  the records snapshots later replaced). A leader's first record in its epoch is a LeaderChange
-  control record (an entry with `leader_id`): an epoch *elected a leader* when such a record of it
-  committed;
+  the records snapshots later replaced, and those snapshots' ends and epochs). Only a leader appends,
+  and its first record in its epoch is its LeaderChange: an epoch *elected a leader* when a record of
+  it committed (or a node still leads it at the end);
 - the last epoch the nodes knew (`nodes/*/node-stats.json` `epoch`, else the log's last epoch). Every
   candidacy bumps the epoch by one (pre-votes, KIP-996, do not), so epochs 1..E were E elections;
 - `commit-times.jsonl` (when the adapter timed the committed log): by which time which offsets were
@@ -19,10 +19,10 @@ Inputs, all written by the run itself on every backend that dumps committed logs
 
 Figures:
 - `elections`: epochs started (E); `leader_epochs`: those that elected a leader; `split_votes`: the
-  others (an epoch that elected nobody: split votes, lost races, or a leader whose LeaderChange never
-  committed); `elections_per_leader_change`: E / leader_epochs;
+  others (an epoch that elected nobody: split votes, lost races, or a leader deposed before its
+  LeaderChange committed); `elections_per_leader_change`: E / leader_epochs;
 - `leaderless_s`: the worst, over the stops of the leader, of the time from the stop to the commit
-  of the next epoch's LeaderChange record (the new leader is in office: it can commit); separately
+  of the next epoch's first record, its LeaderChange (the new leader is in office); separately
   for kill -9 (`leaderless_after_kill_s`) and graceful stops (`leaderless_after_resign_s`);
   `leaderless_unrecovered` counts stops after which no leader committed before the run ended.
 """
@@ -77,21 +77,35 @@ def _entries(path: Path) -> Iterable[Mapping[str, Any]]:
             yield obj
 
 
-def leader_changes(run_dir: Path) -> dict[int, int]:
-    """Epoch -> offset of its committed LeaderChange record, from the dumps and the log tap."""
+def leader_epochs(run_dir: Path) -> dict[int, int]:
+    """Epoch -> the first committed offset known to be of that epoch, from the dumps and the log tap.
+    Only a leader appends, so an epoch with any committed record (its LeaderChange first) had one. The
+    tap skips what snapshots replaced (a snapshot line: `end_offset` and the `epoch` of its last
+    record), so an epoch may be known only from a snapshot, at its last offset (an upper bound)."""
     out: dict[int, int] = {}
+
+    def seen(epoch: Any, offset: Any) -> None:
+        if type(epoch) is int and type(offset) is int and offset < out.get(epoch, offset + 1):
+            out[epoch] = offset
+
     for path in [*sorted(run_dir.glob(f"nodes/*/{DUMP_NAME}")), run_dir / TAP_NAME]:
         if not path.is_file():
             continue
         for entry in _entries(path):
-            if "leader_id" in entry and isinstance(entry.get("epoch"), int) and isinstance(entry.get("offset"), int):
-                out.setdefault(entry["epoch"], entry["offset"])
+            snapshot = entry.get("snapshot")
+            if isinstance(snapshot, dict):
+                end = snapshot.get("end_offset")
+                seen(snapshot.get("epoch"), end - 1 if type(end) is int else None)
+            else:
+                seen(entry.get("epoch"), entry.get("offset"))
     return out
 
 
-def last_epoch(run_dir: Path, changes: Mapping[int, int]) -> int:
-    """The highest epoch any node reported at the end (node-stats), or the log's."""
+def last_epoch(run_dir: Path, changes: Mapping[int, int]) -> tuple[int, bool]:
+    """The highest epoch any node reported at the end (node-stats), or the log's; and whether a node
+    led in it then (its LeaderChange may not have reached the dumps yet)."""
     epochs = list(changes)
+    led: set[int] = set()
     for path in run_dir.glob(f"nodes/*/{STATS_NAME}"):
         try:
             stats = json.loads(path.read_text(encoding="utf-8"))
@@ -99,7 +113,10 @@ def last_epoch(run_dir: Path, changes: Mapping[int, int]) -> int:
             raise ElectionsInputError(f"{path}: not a JSON document") from None
         if isinstance(stats, dict) and isinstance(stats.get("epoch"), int):
             epochs.append(stats["epoch"])
-    return max(epochs, default=0)
+            if stats.get("role") == "leader":
+                led.add(stats["epoch"])
+    last = max(epochs, default=0)
+    return last, last in led
 
 
 def leader_stops(history: History) -> list[LeaderStop]:
@@ -116,8 +133,8 @@ def leader_stops(history: History) -> list[LeaderStop]:
 
 
 def leaderless_ns(stop: LeaderStop, changes: Mapping[int, int], commits: CommitTimes) -> int | None:
-    """From the stop to the commit of the first LeaderChange of a later epoch than the one in office
-    then (None: none committed before the run ended)."""
+    """From the stop to the commit of the first record of a later epoch than the one in office then
+    (None: none committed before the run ended)."""
     end = commits.end_at(stop.time)
     in_office = max((e for e, off in changes.items() if off < end), default=0)
     later = [off for e, off in changes.items() if e > in_office and off >= end]
@@ -128,9 +145,9 @@ def leaderless_ns(stop: LeaderStop, changes: Mapping[int, int], commits: CommitT
 
 
 def measure(history: History, run_dir: Path) -> dict[str, Any]:
-    changes = leader_changes(run_dir)
-    elections = last_epoch(run_dir, changes)
-    leaders = len(changes)
+    changes = leader_epochs(run_dir)
+    elections, leads_now = last_epoch(run_dir, changes)
+    leaders = len(changes) + (1 if leads_now and elections not in changes else 0)
     out: dict[str, Any] = {
         "elections": elections,
         "leader_epochs": leaders,
@@ -195,4 +212,4 @@ def summarize(verdict: Verdict) -> list[str]:
     ]
 
 
-__all__ = ["CHECKER", "check_elections", "check_from_args", "leader_changes", "measure", "summarize"]
+__all__ = ["CHECKER", "check_elections", "check_from_args", "leader_epochs", "measure", "summarize"]

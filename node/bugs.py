@@ -94,16 +94,15 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "a read barrier completes on a majority of Fetches processed after it, whenever they were sent",
     ),
     PlantedBug(
-        "raft-election-timeout-not-randomized",
+        "raft-candidate-outbids-higher-epoch",
         "raft",
-        "KIP-595 Leader Election: a voter waits a random part of quorum.election.timeout.ms before standing, "
-        "and a failed candidate backs off for a random time (up to quorum.election.backoff.max.ms), so "
-        "that two candidates seldom stand at once",
-        "Raft section 5.2 (randomized election timeouts); KIP-595 Leader Election",
-        "liveness: voters that stood together stand together again, split the votes each time, and the "
-        "quorum keeps electing (epoch after epoch without a leader) while writes wait",
-        "the election timeout is the constant quorum.election.timeout.ms and a failed candidate backs off "
-        "the whole window",
+        "KIP-595 Vote handling: a candidate that sees a higher epoch (a VoteRequest or a VoteResponse) "
+        "steps down to it and may grant that epoch's candidate its vote",
+        "Raft section 5.2 (a candidate that discovers a higher term becomes a follower)",
+        "liveness: two voters standing at once outbid each other epoch after epoch and neither gets a "
+        "vote, so a quorum with only those two up keeps electing (a live-lock) while writes wait",
+        "a candidate or prospective voter that learns of a higher epoch with no leader stands again "
+        "in the epoch above it instead of stepping down",
     ),
     PlantedBug(
         "raft-end-quorum-epoch-ignored",

@@ -15,8 +15,6 @@ from node.raft.quorum_state import Candidate, Follower, Leader, Prospective, Res
 class TimersMixin(RaftNodeBase):
     def _random_election_timeout(self) -> int:
         timeout = self.config.election_timeout_ms
-        if "raft-election-timeout-not-randomized" in self.config.bugs:
-            return timeout
         return timeout + self.rng.randint(0, timeout)
 
     def _arm_initial_timers(self, now: int) -> None:

@@ -201,3 +201,21 @@ def test_a_graceful_stop_hands_over_before_any_fetch_timeout_and_the_planted_bug
     for seed in (1, 2, 3):
         assert _handover_ms(seed) < fetch_timeout
         assert _handover_ms(seed, ("raft-end-quorum-epoch-ignored",)) >= fetch_timeout
+
+
+def _epochs_after_leader_kill(seed: int, bugs: tuple[str, ...] = ()) -> int:
+    """Epochs the two surviving controllers go through in 5 s (virtual) after the leader's kill -9."""
+    sim = cluster(seed=seed, bugs=bugs)
+    leader = sim.leader()
+    before = sim.raft(leader).epoch
+    sim.kill(leader)
+    sim.run_until(sim.now + 5_000)
+    return max(sim.raft(n).epoch for n in (1, 2, 3) if n != leader) - before
+
+
+def test_two_survivors_elect_one_leader_and_a_candidate_that_outbids_live_locks():
+    """After the leader's kill the survivors elect within an epoch or two; with the planted bug the two
+    candidates outbid each other's epochs forever (a live-lock the elections measure gates on)."""
+    for seed in (1, 2):
+        assert _epochs_after_leader_kill(seed) <= 2
+        assert _epochs_after_leader_kill(seed, ("raft-candidate-outbids-higher-epoch",)) > 100
