@@ -36,7 +36,13 @@ CAUGHT_TODAY = ("raft-follower-fetch-before-flush", "broker-read-offset-not-appl
 # it in 8 runs of 16 (10 of 16 before), not at seed 1: the first catch is cell 44 (seed 2).
 # `raft-read-barrier-counts-late-fetches` needs a pause that outlasts a failover (the 2 s faults end
 # first) with linearizable reads queued at the frozen leader: the gate's pause-leader cell catches it.
-NOT_CAUGHT_IN_BUDGET: set[str] = {"raft-hwm-before-leader-change-committed", "raft-read-barrier-counts-late-fetches"}
+# `raft-end-quorum-epoch-ignored` costs availability only after a graceful stop, which the matrix never
+# does: the gate's graceful-leader cell catches it (leaderless_after_resign_s, docs/trust/elections.md).
+NOT_CAUGHT_IN_BUDGET: set[str] = {
+    "raft-hwm-before-leader-change-committed",
+    "raft-read-barrier-counts-late-fetches",
+    "raft-end-quorum-epoch-ignored",
+}
 
 
 @pytest.fixture
