@@ -33,6 +33,7 @@ CHECKERS: dict[str, str] = {
     "forgery": "checkers.forgery:check_from_args",
     "quorum-progress": "checkers.quorum_progress:check_from_args",
     "watch-order": "checkers.watch_order:check_from_args",
+    "elections": "checkers.elections:check_from_args",
 }
 
 

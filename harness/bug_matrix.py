@@ -62,6 +62,10 @@ NEEDS: dict[str, str] = {
     "no-pre-vote cell) and a voter behind after a power loss: sim invariants (commit safety)",
     "raft-begin-epoch-accepts-older-epoch": "stale copies of BeginQuorumEpoch (the redeliver fault, stale mode) "
     "landing after a newer election: sim invariants (epoch never goes back)",
+    "raft-candidate-outbids-higher-epoch": "a leader kill leaving two voters that stand at once: the gate's "
+    "elections_per_leader_change (kill-leader cells), or availability when it never ends",
+    "raft-end-quorum-epoch-ignored": "graceful stops of the leader (kill signal=TERM): the gate's "
+    "leaderless_after_resign_s (graceful-leader cells); every checker stays valid",
     "ctl-fenced-replica-into-isr": "isr-changes / registrations checkers (a fenced broker never joins an ISR)",
     "ctl-stale-alter-partition-answer": "isr-changes CAS checker with AlterPartition sent to a stale controller",
     "ctl-stale-heartbeat-accepted": "registrations checker (stale broker epochs refused)",

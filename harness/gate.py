@@ -13,6 +13,10 @@ run's measures (harness/measures.py, the reports' per-run definitions):
     p99_outside_faults_ms = 500            # worst run's p99 of ok ops with no fault open <= 500 ms
     failover_s = 15                        # worst leader kill -> first committed write <= 15 s
     recovery_after_heal_s = 10             # worst final heal -> first committed write <= 10 s
+    elections_per_leader_change = 3        # epochs started per epoch that elected a leader
+    split_votes = 10                       # epochs that elected nobody
+    leaderless_after_kill_s = 8            # kill -9 of the leader -> next leader's LeaderChange committed
+    leaderless_after_resign_s = 1          # graceful stop of the leader -> the same
 
 A threshold no run of a cell could measure (no leader kill, no op during a fault) is skipped for
 that cell; a run that crashed, hung or was left out by the budget makes the cell's `checkers` case an
@@ -70,6 +74,28 @@ THRESHOLDS: dict[str, Threshold] = {
             "max",
             "s",
             "final heal -> first committed write (availability checker's time_to_recover_s)",
+        ),
+        Threshold(
+            "elections_per_leader_change",
+            "elections_per_leader_change",
+            "max",
+            "",
+            "epochs started per epoch that elected a leader (elections checker: committed LeaderChange records)",
+        ),
+        Threshold("split_votes", "split_votes", "max", "", "epochs that elected nobody (elections checker)"),
+        Threshold(
+            "leaderless_after_kill_s",
+            "leaderless_after_kill_s",
+            "max",
+            "s",
+            "kill -9 of the leader -> the next leader's LeaderChange committed (elections checker)",
+        ),
+        Threshold(
+            "leaderless_after_resign_s",
+            "leaderless_after_resign_s",
+            "max",
+            "s",
+            "graceful stop of the leader (EndQuorumEpoch) -> the next leader's LeaderChange committed",
         ),
     )
 }
@@ -186,8 +212,15 @@ def _measure_case(cell: SuiteCell, result: SuiteResult, key: str, limit: Any) ->
         return Case(cell, key, "pass", "no acknowledged write lost", value=0)
     values = [(r, float(v)) for r, v in measured if isinstance(v, int | float)]
     unrecovered = [r for r, _ in measured if key == "failover_s" and r.measures.get("failover_unrecovered")]
+    if key.startswith("leaderless_"):
+        unrecovered = [r for r, _ in measured if r.measures.get("leaderless_unrecovered")]
     if unrecovered:
-        msg = f"no write committed after a leader kill (limit {limit:g} {threshold.unit})"
+        what = (
+            "no leader committed after a leader stop"
+            if key.startswith("leaderless_")
+            else "no write committed after a leader kill"
+        )
+        msg = f"{what} (limit {limit:g} {threshold.unit})"
         return Case(cell, key, "fail", msg, "\n".join(map(_run_line, unrecovered)), None, unrecovered)
     if not values:
         return Case(cell, key, "skipped", "not measured in this cell (nothing to measure)")

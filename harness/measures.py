@@ -16,7 +16,11 @@ Measures (None when the run has nothing to measure, e.g. no leader kill):
   (`metrics.recovery`, event `start`, write fs as the availability checker's); `failover_unrecovered`
   counts leader kills after which no write committed before the run ended;
 - `recovery_after_heal_s`: the availability checker's time from the final heal to the first committed
-  write (`time_to_recover_s`).
+  write (`time_to_recover_s`);
+- `elections`, `split_votes`, `elections_per_leader_change`, `leaderless_after_kill_s`,
+  `leaderless_after_resign_s`, `leaderless_unrecovered`: the elections checker's figures (epochs from
+  the committed LeaderChange records and the nodes' last epochs; the time from a stop of the active
+  controller, kill -9 or graceful, to the commit of the next leader's LeaderChange record).
 """
 
 from __future__ import annotations
@@ -40,6 +44,19 @@ MEASURES = (
     "p99_outside_faults_ms",
     "failover_s",
     "recovery_after_heal_s",
+    "elections_per_leader_change",
+    "split_votes",
+    "leaderless_after_kill_s",
+    "leaderless_after_resign_s",
+)
+# The elections checker's figures (checkers/elections.py) a run's measures carry over.
+ELECTION_FIGURES = (
+    "elections",
+    "split_votes",
+    "elections_per_leader_change",
+    "leaderless_after_kill_s",
+    "leaderless_after_resign_s",
+    "leaderless_unrecovered",
 )
 
 
@@ -102,6 +119,11 @@ def run_measures(run_dir: str | Path) -> dict[str, Any]:
     }
     availability = results.get("checkers", {}).get("availability", {})
     out["recovery_after_heal_s"] = availability.get("time_to_recover_s") if isinstance(availability, dict) else None
+
+    elections = results.get("checkers", {}).get("elections", {})
+    elections = elections if isinstance(elections, dict) else {}
+    for key in ELECTION_FIGURES:
+        out[key] = elections.get(key)
 
     events = _read_events(path)
     frames = metrics.derive(events)

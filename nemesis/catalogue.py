@@ -268,9 +268,28 @@ CATALOGUE: dict[str, KindSpec] = {
             "kill -9 the targets' processes",
             TARGET_MODES,
             KILL_TARGETS,
-            "start the killed nodes again",
-            sim="the simulated process is dropped (its page cache survives)",
-            netns="SIGKILL, restart with the same command",
+            "start the killed nodes again (a node still stopping gracefully is killed first)",
+            params=(
+                Param(
+                    "signal",
+                    str,
+                    "KILL",
+                    "KILL: kill -9; TERM: a graceful stop (a leader resigns with EndQuorumEpoch naming its "
+                    "preferred successors, KIP-595; a broker shuts down through the controller)",
+                    choices=("KILL", "TERM"),
+                ),
+                Param(
+                    "successor",
+                    str,
+                    "reachable",
+                    "TERM of the leader: `isolated` first cuts its preferred successor (the follower whose log "
+                    "reaches furthest) off from every node, so the hand-over must fall to the next one",
+                    choices=("reachable", "isolated"),
+                    modes=("leader",),
+                ),
+            ),
+            sim="the simulated process is dropped (its page cache survives); TERM: it shuts down by itself",
+            netns="SIGKILL (or SIGTERM), restart with the same command",
             docker="docker kill -s KILL; a restart replaces the container (same namespace, address, data)",
         ),
         KindSpec(

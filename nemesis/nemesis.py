@@ -325,10 +325,30 @@ class Nemesis:
     # -- kill, pause, power loss -------------------------------------------------------------------------
 
     def _start_kill(self, mode: str, opts: KindOptions, errors: list[str]) -> ActiveFault:
+        params = self._params(mode, opts)
+        graceful = params.get("signal") == "TERM"
         targets = self._targets(mode, self._up())
-        done = self._each(targets, self.backend.kill, errors)
+        data: dict[str, Any] = {"signal": params["signal"]} if graceful else {}
+        if graceful and params.get("successor") == "isolated":
+            data.update(self._isolate_successor(targets))
+        done = self._each(targets, self.backend.terminate if graceful else self.backend.kill, errors)
         self.down.update({n: "kill" for n in done})
-        return ActiveFault("kill", mode, done)
+        return ActiveFault("kill", mode, done, data)
+
+    def _isolate_successor(self, leaders: list[str]) -> dict[str, Any]:
+        """Cut the leader's preferred successor off from every node before it resigns: the controller
+        (not the leader) whose log reaches furthest, lowest name first on a tie, as KIP-595's
+        EndQuorumEpoch ranks them. The partition lasts until the kill's stop (it is healed there)."""
+        view = self._view()
+        ends = {n: self.db.log_end(n) for n in view.controllers if n not in leaders and n in self._up()}
+        known = {n: e for n, e in ends.items() if e is not None}
+        if not known or "partition" in self.faults:
+            return {"successor": None}
+        successor = min(known, key=lambda n: (-known[n], n))
+        others = frozenset(n for n in self.nodes if n != successor)
+        grudge = {successor: others, **{n: frozenset({successor}) for n in others}}
+        self.backend.partition(grudge)
+        return {"successor": successor, "isolated": True}
 
     def _start_lose_unsynced(self, mode: str, opts: KindOptions, errors: list[str]) -> ActiveFault:
         targets = self._targets(mode, self._up())
@@ -340,6 +360,10 @@ class Nemesis:
         mine = [n for n in fault.targets if self.down.get(n) == fault.kind]
         for node in mine:
             del self.down[node]
+        if fault.data.get("isolated") and "partition" not in self.faults:
+            self.backend.heal_network()
+        if fault.data.get("signal") == "TERM":  # one still stopping is killed; one stopped is reaped
+            self._each(mine, self.backend.kill, errors)
         return {"restarted": self._restart(mine, errors)}
 
     def _start_pause(self, mode: str, opts: KindOptions, errors: list[str]) -> ActiveFault:

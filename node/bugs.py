@@ -174,6 +174,27 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "the voter back to an old epoch and leader, forgetting the vote it gave in the newer one",
         "the BeginQuorumEpoch handler follows the sender without comparing its epoch with its own",
     ),
+    PlantedBug(
+        "raft-candidate-outbids-higher-epoch",
+        "raft",
+        "KIP-595 Vote handling: a candidate that sees a higher epoch (a VoteRequest or a VoteResponse) "
+        "steps down to it and may grant that epoch's candidate its vote",
+        "Raft section 5.2 (a candidate that discovers a higher term becomes a follower)",
+        "liveness: two voters standing at once outbid each other epoch after epoch and neither gets a "
+        "vote, so a quorum with only those two up keeps electing (a live-lock) while writes wait",
+        "a candidate or prospective voter that learns of a higher epoch with no leader stands again "
+        "in the epoch above it instead of stepping down",
+    ),
+    PlantedBug(
+        "raft-end-quorum-epoch-ignored",
+        "raft",
+        "KIP-595 EndQuorumEpoch: a voter named a preferred successor stands after a backoff that grows "
+        "with its place in the list (at once when first), instead of waiting for its fetch timeout",
+        "KIP-595 EndQuorumEpoch handling",
+        "availability after a graceful stop: the hand-over is acknowledged but nobody stands until a "
+        "fetch timeout, so a controlled shutdown costs as long without a leader as a kill -9",
+        "the voter answers EndQuorumEpoch without error and leaves its timers and role as they were",
+    ),
     # --- quorum controller (node/controller) ---------------------------------------------------------
     PlantedBug(
         "ctl-fenced-replica-into-isr",

@@ -120,6 +120,11 @@ class SimBackend(Backend):
     def restart(self, node: str) -> None:
         self.simulation.restart(self.id_of(node))
 
+    def terminate(self, node: str) -> None:
+        """SIGTERM: the simulated process stops cleanly (a leader resigns with EndQuorumEpoch first)."""
+        if self.is_alive(node):
+            self.simulation.shutdown(self.id_of(node))
+
     def is_alive(self, node: str) -> bool:
         return bool(self.simulation.node(self.id_of(node)).up)
 

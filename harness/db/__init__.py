@@ -42,6 +42,10 @@ class DB(ABC):
     def leader(self) -> str | None:
         """The node that leads the cluster now, when there is one (for `isolate-leader`, `kill leader`)."""
 
+    def log_end(self, node: str) -> int | None:
+        """How far the node's log reaches, when the system can say (None: unknown)."""
+        return None
+
     @abstractmethod
     def restart_node(self, node: str) -> None:
         """Start a node that was killed, with the command it was started with."""
@@ -171,7 +175,11 @@ SUT_BACKENDS: dict[str, tuple[str, ...]] = {
 # what it needs (they need the system's own code, so they live beside the adapter and are registered
 # here as checkers: `kchaos check`, `kchaos analyze`, results.json)
 SUT_CHECKS: dict[str, dict[str, str]] = {
-    "kraft": {"image-replay": "metadata-snapshot.json", "at-most-once": "committed-log.jsonl"}
+    "kraft": {
+        "image-replay": "metadata-snapshot.json",
+        "at-most-once": "committed-log.jsonl",
+        "elections": "committed-log.jsonl",  # LeaderChange records: a measure the gate puts thresholds on
+    }
 }
 CHECKERS.setdefault("image-replay", "harness.db.kraft_checks:check_from_args")
 CHECKERS.setdefault("at-most-once", "harness.db.kraft_at_most_once:check_from_args")

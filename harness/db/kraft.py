@@ -284,6 +284,15 @@ class KraftDB(DB):
                 best = (int(doc.get("epoch", -1)), node)
         return best[1] if best else None
 
+    def log_end(self, node: str) -> int | None:
+        """How far the node's log reaches (its log end offset), None when it is down or does not answer:
+        what a resigning leader ranks its preferred successors by (KIP-595 EndQuorumEpoch)."""
+        if self.sim is not None:
+            host = self.sim.node(self.ids[node])
+            return host.raft.log_end_offset if host.up and host.raft is not None else None
+        doc = self.status(node)
+        return int(doc["log_end_offset"]) if doc and "log_end_offset" in doc else None
+
     def status(self, node: str, timeout: float = 1.0) -> dict[str, Any] | None:
         """A real node's /v1/status document, or None when it does not answer."""
         return self._http_json(node, "/v1/status", timeout)

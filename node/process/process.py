@@ -69,6 +69,9 @@ from node.raft.quorum_state import Role
 
 CONTROLLER_LISTENER = "CONTROLLER"
 NEVER = 1 << 62
+# How long a stopping controller waits for its EndQuorumEpoch to be answered (the real runtime's
+# SHUTDOWN_GRACE_S, node/runtime/server.py): the successors must hear of the hand-over.
+RESIGN_GRACE_MS = 500
 
 _QUORUM_REQUESTS = frozenset(messages.REQUESTS) | {FetchSnapshotRequest}
 _CONTROLLER_REQUESTS = frozenset(
@@ -190,6 +193,7 @@ class NodeProcess:
         self._armed = NEVER
         self._leader = (raft.epoch, raft.leader_id)
         self._shut_down = False
+        self._resign_deadline: int | None = None  # stopping: exit once the EndQuorumEpoch is answered, or then
         # Components last: their constructors may look at the port.
         self.controller: ControllerComponent | None = controller(self) if controller else None
         self.broker: BrokerComponent | None = broker(self) if broker else None
@@ -312,10 +316,14 @@ class NodeProcess:
                     self.broker.begin_shutdown(now_ms)
                 else:
                     self._feed_raft(Resign())
-                    self.shut_down("resigned", requested=True)
+                    self._drain()
+                    self._resign_deadline = now_ms + RESIGN_GRACE_MS
+                    heapq.heappush(self._wakeups, self._resign_deadline)
             case _:
                 self._feed_raft(event)
         self._drain()
+        if self._resign_deadline is not None and (now_ms >= self._resign_deadline or not self.raft.resignation_pending):
+            self.shut_down("resigned", requested=True)
         self._arm_timer()
         out, self._out = self._out, []
         return out

@@ -197,7 +197,11 @@ class ElectionMixin(RaftNodeBase):
             return self._vote_response(ErrorCode.INCONSISTENT_VOTER_SET, False)
         # 4. A larger epoch: move to it first (a leader or candidate steps down here).
         if req.candidate_epoch > self.epoch:
+            campaigning = isinstance(self.state, Candidate | Prospective)
             self._become_unattached(now, req.candidate_epoch)
+            if campaigning and "raft-candidate-outbids-higher-epoch" in self.config.bugs:
+                self._become_candidate(now)  # stands above the epoch it just learned, votes for itself
+                return self._vote_response(ErrorCode.NONE, False)
         # 3. Already voted in this epoch: only the same candidate gets the vote again.
         match self.state:
             case Voted(voted_id=voted) if "raft-vote-granted-twice-in-epoch" not in self.config.bugs:
@@ -220,7 +224,10 @@ class ElectionMixin(RaftNodeBase):
     # --- Vote Response Handling -------------------------------------------------------------------
 
     def _on_vote_response(self, now: int, source: int, resp: VoteResponse) -> None:
+        outbid = isinstance(self.state, Candidate) and resp.leader_epoch > self.epoch and resp.leader_id == NO_LEADER
         if self._maybe_transition_on_epoch(now, resp.leader_epoch, resp.leader_id):
+            if outbid and "raft-candidate-outbids-higher-epoch" in self.config.bugs:
+                self._become_candidate(now)
             return
         if isinstance(self.state, Prospective):
             self._on_pre_vote_response(now, source, resp)  # KIP-996 (pre_vote.py)

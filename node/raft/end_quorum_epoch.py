@@ -61,6 +61,8 @@ class EndQuorumEpochMixin(RaftNodeBase):
                 return answer(ErrorCode.INVALID_QUORUM_STATE)  # the leader of this epoch is not known
         if self.node_id not in req.preferred_successors:
             return answer(ErrorCode.INCONSISTENT_VOTER_SET)
+        if "raft-end-quorum-epoch-ignored" in self.config.bugs:
+            return answer(ErrorCode.NONE)
         position = req.preferred_successors.index(self.node_id)
         if position == 0:
             backoff = 0

@@ -233,6 +233,14 @@ class RaftNode(
         return self.node_id in self.config.voter_ids
 
     @property
+    def resignation_pending(self) -> bool:
+        """A resigned leader still has an EndQuorumEpoch out that no voter answered or refused yet: a
+        process stopping gracefully waits for it (KIP-595: the successors must hear of the hand-over,
+        and a request still in flight dies with the process's connections)."""
+        state = self.state
+        return isinstance(state, Resigned) and any(v in self._inflight for v in state.unacknowledged)
+
+    @property
     def log_end_offset(self) -> int:
         return self.log.end_offset
 

@@ -115,6 +115,31 @@ def test_thresholds_pass_fail_skip_and_unknown_per_cell(tmp_path) -> None:
     assert gate.exit_code == 2 and gate.verdict == "UNKNOWN"  # CALM seed 2 never ran, seed 1 unknown
 
 
+def test_the_elections_thresholds_fail_a_live_lock_and_a_leader_that_never_came(tmp_path) -> None:
+    """A run whose checkers are all valid still fails on too many epochs per elected leader; a leader
+    stop after which no leader committed fails the leaderless threshold even with no time measured."""
+    (tmp_path / "e").mkdir()
+    path = tmp_path / "e" / "judged.toml"
+    extra = "failover_s = 5\nelections_per_leader_change = 3\nleaderless_after_resign_s = 1\n"
+    path.write_text(SUITE.replace("failover_s = 5\n", extra))
+    suite = load_suite(path)
+    runs = [
+        record(KILL, 1, elections_per_leader_change=1.2, leaderless_after_resign_s=0.05, leaderless_unrecovered=0),
+        record(KILL, 2, elections_per_leader_change=7.8, leaderless_after_resign_s=None, leaderless_unrecovered=1),
+        record(CALM, 1, elections_per_leader_change=1.0),
+        record(CALM, 2, elections_per_leader_change=2.0),
+    ]
+    result = SuiteResult(suite, tmp_path, "judged/1", {r.key: r for r in runs}, [], 3.0)
+    cases = {(c.cell.id, c.threshold): c for c in evaluate(result, gate_config(suite.gate, suite.where)).cases}
+    assert cases[(KILL, "checkers")].status == "pass"
+    assert cases[(KILL, "elections_per_leader_change")].status == "fail"
+    assert cases[(KILL, "elections_per_leader_change")].value == 7.8
+    assert cases[(KILL, "leaderless_after_resign_s")].status == "fail"
+    assert "no leader committed" in cases[(KILL, "leaderless_after_resign_s")].message
+    assert cases[(CALM, "elections_per_leader_change")].status == "pass"
+    assert cases[(CALM, "leaderless_after_resign_s")].status == "skipped"
+
+
 def test_bad_thresholds_are_one_line(tmp_path) -> None:
     for change, message in (
         ("failover_s = -5", "judged.toml:12: gate.failover_s: expected a number >= 0, got -5"),
