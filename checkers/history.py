@@ -75,6 +75,7 @@ class Op:
     complete_index: int | None
     node: str | None = None
     error: Any = None
+    gave_up_time: int | None = None  # an info op's completion time: when the client stopped waiting
 
 
 @dataclass
@@ -338,7 +339,7 @@ def _pair_rows(rows: Iterable[Row], source: str) -> History:
             crashed[process] = line
             slots[slot] = Op(
                 i_index, process, f, i_key if i_key is not None else key, i_value, i_value, kind,
-                i_time, None, i_index, index, node if node is not None else i_node, error,
+                i_time, None, i_index, index, node if node is not None else i_node, error, t,
             )  # fmt: skip
         else:
             slots[slot] = Op(
