@@ -552,10 +552,12 @@ out:
 #include <structmember.h>
 
 enum { F_ID, F_PROCESS, F_F, F_KEY, F_INVOKE_VALUE, F_VALUE, F_TYPE, F_INVOKE_TIME, F_COMPLETE_TIME,
-       F_INVOKE_INDEX, F_COMPLETE_INDEX, F_NODE, F_ERROR, F_COUNT };
+       F_INVOKE_INDEX, F_COMPLETE_INDEX, F_NODE, F_ERROR, F_GAVE_UP_TIME, F_COUNT };
+/* every slot of checkers.history.Op, in order: the module exports them as OP_FIELDS, and the Python
+   side uses `load` only when they match (an extension built before a field was added leaves it unset) */
 static const char *OP_FIELDS[F_COUNT] = {"id", "process", "f", "key", "invoke_value", "value", "type",
                                          "invoke_time", "complete_time", "invoke_index", "complete_index",
-                                         "node", "error"};
+                                         "node", "error", "gave_up_time"};
 enum { T_INVOKE, T_OK, T_FAIL, T_INFO };
 static PyObject *TYPE_NAMES[4];
 
@@ -906,8 +908,10 @@ static PyObject *py_load(PyObject *self, PyObject *args) {
         PyObject *id = PyLong_FromLongLong(inv->index), *proc = PyLong_FromLongLong(e.process);
         PyObject *itime = PyLong_FromLongLong(inv->time), *cidx = PyLong_FromLongLong(e.index);
         PyObject *ctime = e.kind == T_INFO ? Py_NewRef(Py_None) : PyLong_FromLongLong(e.time);
-        if (!id || !proc || !itime || !cidx || !ctime) {
+        PyObject *gave_up = e.kind == T_INFO ? PyLong_FromLongLong(e.time) : Py_NewRef(Py_None);
+        if (!id || !proc || !itime || !cidx || !ctime || !gave_up) {
             Py_XDECREF(id); Py_XDECREF(proc); Py_XDECREF(itime); Py_XDECREF(cidx); Py_XDECREF(ctime);
+            Py_XDECREF(gave_up);
             ev_clear(&e);
             goto out;
         }
@@ -919,8 +923,9 @@ static PyObject *py_load(PyObject *self, PyObject *args) {
         f[F_INVOKE_TIME] = itime; f[F_COMPLETE_TIME] = ctime; f[F_INVOKE_INDEX] = id; f[F_COMPLETE_INDEX] = cidx;
         f[F_NODE] = e.node && e.node != Py_None ? e.node : inv->node;
         f[F_ERROR] = e.error;
+        f[F_GAVE_UP_TIME] = gave_up;
         PyObject *op = new_op((PyTypeObject *)optype, f);
-        Py_DECREF(id); Py_DECREF(proc); Py_DECREF(itime); Py_DECREF(cidx); Py_DECREF(ctime);
+        Py_DECREF(id); Py_DECREF(proc); Py_DECREF(itime); Py_DECREF(cidx); Py_DECREF(ctime); Py_DECREF(gave_up);
         ev_clear(&e);
         if (!op) goto out;
         done[pe->slot] = op;
@@ -1118,4 +1123,16 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_lincore", "Compiled linearizability search.", -1, methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__lincore(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__lincore(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    PyObject *names = PyTuple_New(F_COUNT);
+    if (!names) { Py_DECREF(m); return NULL; }
+    for (int i = 0; i < F_COUNT; i++) {
+        PyObject *name = PyUnicode_FromString(OP_FIELDS[i]);
+        if (!name) { Py_DECREF(names); Py_DECREF(m); return NULL; }
+        PyTuple_SET_ITEM(names, i, name);
+    }
+    if (PyModule_AddObject(m, "OP_FIELDS", names) < 0) { Py_DECREF(names); Py_DECREF(m); return NULL; }
+    return m;
+}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import gc
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -75,6 +75,7 @@ class Op:
     complete_index: int | None
     node: str | None = None
     error: Any = None
+    gave_up_time: int | None = None  # an info op's completion time: when the client stopped waiting
 
 
 @dataclass
@@ -338,7 +339,7 @@ def _pair_rows(rows: Iterable[Row], source: str) -> History:
             crashed[process] = line
             slots[slot] = Op(
                 i_index, process, f, i_key if i_key is not None else key, i_value, i_value, kind,
-                i_time, None, i_index, index, node if node is not None else i_node, error,
+                i_time, None, i_index, index, node if node is not None else i_node, error, t,
             )  # fmt: skip
         else:
             slots[slot] = Op(
@@ -359,6 +360,13 @@ def is_side_process(process: int | str) -> bool:
     return process.__class__ is str and process.startswith(SIDE_PROCESSES)  # type: ignore[union-attr]
 
 
+def _fast_loader() -> Any:
+    """The compiled loader, if it was built for this `Op` (one built before a field was added would
+    leave that field unset: then the Python loader reads every history until the extension is rebuilt)."""
+    names = tuple(f.name for f in fields(Op))
+    return _lincore if _lincore is not None and getattr(_lincore, "OP_FIELDS", None) == names else None
+
+
 def load_history(path: str | Path) -> History:
     """Read and pair a history.jsonl file (a fast path equivalent to `pair(read_events(path))`)."""
     source = str(path)
@@ -366,8 +374,9 @@ def load_history(path: str | Path) -> History:
     gc.disable()  # a million acyclic ops: full collections while loading would cost O(n²)
     try:
         with Path(path).open("rb") as handle:
-            if _lincore is not None:  # the compiled fast path for the common shape (None: not that)
-                fast = _lincore.load(handle.read(), Op, _loads)
+            fast_loader = _fast_loader()
+            if fast_loader is not None:  # the compiled fast path for the common shape (None: not that)
+                fast = fast_loader.load(handle.read(), Op, _loads)
                 if fast is not None:
                     ops, nemesis = fast
                     return History(ops=ops, nemesis=[Event(*row) for row in nemesis], source=source)

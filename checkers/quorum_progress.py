@@ -13,11 +13,12 @@ Four rules, over the history:
   it leads, although it had been cut off from a majority of the voters (linked in either direction
   with fewer than a majority, counting itself; neither down nor impaired) for 2F + R or longer (its
   check-quorum timer fires within two fetch timeouts of the last Fetch of a majority; R,
-  `quorum.request.timeout.ms`, is slack).
+  `quorum.request.timeout.ms`, is slack). Only time the voter could act counts (see *cut off* below).
 - **unanswered**: a request to a voter (`node`) got no answer at all (`info`), although it was sent
   2F + R or longer after that voter was cut off from a majority, and the voter stayed cut off for R
-  after, and up and running (a crashed or paused node answers nothing) until the request ended: by
-  then it no longer leads, and a non-leader refuses at once (NOT_CONTROLLER). The node is the one
+  after, and up and running (a crashed or paused node answers nothing) until the client gave up (the
+  `info`'s own time: a read's deadline may be longer than R): by then it no longer leads, and a
+  non-leader refuses at once (NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER). The node is the one
   the client names for the silence: the server that held the request longest (a client rotating
   over the controllers blames that one, not the last it tried). Not judged for a voter that is also
   a broker (a combined node): a client's write to its broker side is forwarded to the active
@@ -48,8 +49,12 @@ The network and the nodes, segment by segment between fault events:
   partitions): `a` is linked with `b` when each hears the other;
 - a node is *down* under kill / power loss (and a targeted crash), *impaired* under any other fault
   aimed at it (pause, clock skew plus its after-effect, disk stall or failure, packet loss or delay,
-  corruption, anything unknown); under a pause, clock skew or an unknown fault its timers cannot be
-  trusted either, and the zombie rules skip it (lossy links or a slow disk only take support away);
+  corruption, anything unknown); under clock skew or an unknown fault its timers cannot be trusted
+  either, and the zombie rules skip it (lossy links or a slow disk only take support away);
+- a voter's time *cut off* from a majority counts only the time it could act: a kill ends it (a
+  restarted process starts its timers over, so the count starts again at the restart), a pause stops
+  it (a frozen process does nothing; its timers come due the moment it thaws, so the count goes on
+  from where it stood), clock skew or an unknown fault ends it (no bound at all);
 - the *healthy majority* M: a majority of the voters, none down or impaired, each linked with every
   other, such that every other voter is linked (in either direction) with none of them: the only set
   that can elect and commit;
@@ -74,7 +79,9 @@ COMMITS_NAME = "commit-times.jsonl"
 IMAGE_READ_FS = frozenset({"metadata", "describe-cluster"})  # ops whose `offset` is the answering image's
 QUORUM_F = "quorum"  # DescribeQuorum: value `leader` (a node id) and `epoch`
 DOWN_FAULTS = frozenset({"kill", "lose_unsynced"})
-FROZEN_FAULTS = frozenset({"pause"})  # the process answers nothing while it lasts, as if down
+# The process answers nothing while it lasts, as if down, and its timers stand still with it (they come
+# due the moment it thaws): the time it is frozen does not count towards a cut-off voter's allowance
+FROZEN_FAULTS = frozenset({"pause"})
 # Faults that leave a node's timers alone: its check-quorum timer still fires on time under them
 LINK_AND_DISK_FAULTS = frozenset({"packet", "disk_stall", "disk_fail", "corrupt"})
 TARGETED = "buggify"
@@ -255,7 +262,7 @@ def effects_of(window: FaultWindow, everyone: frozenset[str]) -> list[Effect]:
         return [Effect(window.start, end, down=targets)]
     if kind == "clock" and window.end is not None:
         return _clock(window, targets, end)
-    untimed = frozenset() if kind in LINK_AND_DISK_FAULTS else targets
+    untimed = frozenset() if kind in LINK_AND_DISK_FAULTS | FROZEN_FAULTS else targets
     frozen = targets if kind in FROZEN_FAULTS else frozenset()
     return [Effect(window.start, end, impaired=targets, untimed=untimed, frozen=frozen)]
 
@@ -338,15 +345,22 @@ def healthy_majority(voters: Sequence[str], seg: Segment) -> frozenset[str] | No
 
 
 def cut_from_majority(voter: str, voters: Sequence[str], seg: Segment) -> bool | None:
-    """True when `voter` is down or linked (either way) with fewer than a majority counting itself;
-    None when its timers cannot be trusted (clock skew, a pause, a fault nobody knows). Lossy links or
-    a slow disk change nothing here: they can only take support away, and its timer still fires."""
-    if voter in seg.down:
-        return True
-    if voter in seg.untimed:
+    """True when `voter` is linked (either way) with fewer than a majority counting itself; None when
+    it is down (a restarted process starts its timers over: its clock starts again at the restart) or
+    its timers cannot be trusted (clock skew, a pause, a fault nobody knows). Lossy links or a slow
+    disk change nothing here: they can only take support away, and its timer still fires."""
+    if voter in seg.down or voter in seg.untimed:
         return None
     support = 1 + sum(1 for c in voters if c != voter and c not in seg.down and seg.touches(voter, c))
     return support < len(voters) // 2 + 1
+
+
+def _frozen_since(before: int | None, seg: Segment) -> int | None:
+    """A cut-off voter's "since" moved on by a frozen stretch, so that `t - since` stays the time it
+    could act; one frozen before it was cut off starts counting when it thaws."""
+    if seg.end == INF:
+        return None  # frozen to the end: nothing it holds is judged
+    return int(seg.end) if before is None else before + int(seg.end - seg.start)
 
 
 @dataclass
@@ -386,7 +400,10 @@ def timeline(voters: Sequence[str], nodes: Iterable[str], segs: list[Segment]) -
                 now_cut[v] = None
             elif status:
                 before = prev_cut.get(v)
-                now_cut[v] = before if before is not None else seg.start
+                if v in seg.frozen:  # its clock stands still while it is frozen: that time does not count
+                    now_cut[v] = _frozen_since(before, seg)
+                else:
+                    now_cut[v] = before if before is not None else seg.start
         majorities.append(m)
         linked.append(now_linked)
         cut.append(now_cut)
@@ -481,6 +498,15 @@ def _silenced_during(tl: Timeline, node: str, start: int, end: int) -> bool:
     return any(node in segs[k].down or node in segs[k].frozen for k in range(tl.at(start), tl.at(end) + 1))
 
 
+def _request_end(op: Op, request_ns: int) -> int:
+    """When the client stopped waiting: its completion, or for an `info` the moment it gave up (a
+    client's deadline may be longer than R: a read waits 5 s); R after the invoke when unknown."""
+    for end in (op.complete_time, op.gave_up_time):
+        if end is not None:
+            return end
+    return op.invoke_time + request_ns
+
+
 def _zombie_rules(history: History, commits: CommitTimes, tl: Timeline, found: Anomalies) -> dict[str, Any]:
     """zombie-leader and unanswered (see the module docstring)."""
     allowed = (2 * commits.fetch_timeout_ms + commits.request_timeout_ms // 2) * NS_PER_MS
@@ -499,9 +525,7 @@ def _zombie_rules(history: History, commits: CommitTimes, tl: Timeline, found: A
             continue  # not cut off, or impaired
         if not claim and tl.cut_since[tl.at(t + request_ns)].get(node) != since:
             continue  # healed (or impaired) while the request may still have been on its way
-        if not claim and _silenced_during(
-            tl, node, t, op.complete_time if op.complete_time is not None else t + request_ns
-        ):
+        if not claim and _silenced_during(tl, node, t, _request_end(op, request_ns)):
             continue  # a crashed or paused node answers nothing: its silence says nothing about leadership
         if claim:
             claims_judged += 1

@@ -399,9 +399,13 @@ class NodeProcess:
         a broker's or a follower's, is enough for `kchaos quorum describe`. Each hop goes to the
         leader of the forwarder's current epoch, so forwards cannot go round in a circle. Whatever
         the leader does not answer (it moved, it is down) comes back NOT_LEADER_OR_FOLLOWER with what
-        this node knows: the client retries. False when this node answers itself."""
+        this node knows: the client retries. Only a follower forwards: a voter whose fetch timed out
+        (prospective) or that resigned has lost its leader, and holding the client's request while a
+        forward to it times out would keep a node cut off from the quorum silent for
+        quorum.request.timeout.ms, where KIP-595 has it refuse at once. False when this node answers
+        itself."""
         leader = self.raft.leader_id
-        if self.raft.role is Role.LEADER or leader < 0 or leader == self.node_id:
+        if self.raft.role is not Role.FOLLOWER or leader < 0 or leader == self.node_id:
             return False
 
         def answered(reply: object | None) -> None:

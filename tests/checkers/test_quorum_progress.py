@@ -146,6 +146,58 @@ def test_a_paused_controller_answers_nothing_and_is_not_judged() -> None:
     assert verdict.details["silences_judged"] == 1
 
 
+def test_a_restart_starts_a_cut_off_voters_clock_again() -> None:
+    """Issue 24 (isr-changes 148 and 11 more): a killed process starts its timers over, so its time cut
+    off counts from the restart, not from before the kill."""
+    e = Events()
+    cut_leader(e, 10, 40)
+    e.nemesis("start-kill", 12_000, {"kind": "kill", "targets": ["c1"]})
+    e.nemesis("stop-kill", 20_000, {"kind": "kill", "targets": ["c1"], "restarted": ["c1"]})
+    e.op(1, "quorum", 20_500, 22_500, kind="info", node="c1")  # 0.5 s after its restart: may still forward
+    claim(e, 2, "c1", 23, "c1")  # 3 s after its restart: within the allowance
+    verdict = check_quorum_progress(e.history(), commits((0, 10)))
+    assert verdict.valid is True, verdict.details
+    assert verdict.details["silences_judged"] == 1 and verdict.details["claims_judged"] == 1
+    e.op(3, "quorum", 26_000, 28_000, kind="info", node="c1")  # 6 s after: it should have refused
+    claim(e, 4, "c1", 27, "c1")  # and it should have resigned
+    verdict = check_quorum_progress(e.history(), commits((0, 10)))
+    assert [a["time_s"] for a in verdict.details["anomalies"]["unanswered"]] == [26]
+    assert [a["time_s"] for a in verdict.details["anomalies"]["zombie-leader"]] == [27]
+
+
+def test_a_silence_counts_until_the_client_gave_up_not_r_after_it_asked() -> None:
+    """Issue 24 (config-register 78, 169, and seed 3): a read waits 5 s; the client blamed the node it
+    last sent to, which was paused before the client gave up. The `info`'s own time ends the request."""
+    e = Events()
+    cut_leader(e, 10, 40)
+    e.op(1, "read", 17_000, 22_000, kind="info", node="c1")  # paused 3 s in: the pause may explain it
+    e.nemesis("start-pause", 20_000, {"kind": "pause", "targets": ["c1"]})
+    e.nemesis("stop-pause", 21_000, {"kind": "pause", "targets": ["c1"]})
+    verdict = check_quorum_progress(e.history(), commits((0, 10)))
+    assert verdict.valid is True, verdict.details
+    assert verdict.details["silences_judged"] == 0
+    e.op(2, "read", 30_000, 35_000, kind="info", node="c1")  # up the whole 5 s: judged, and late
+    verdict = check_quorum_progress(e.history(), commits((0, 10)))
+    assert [a["time_s"] for a in verdict.details["anomalies"]["unanswered"]] == [30]
+
+
+def test_a_pause_stops_a_cut_off_voters_clock_without_starting_it_again() -> None:
+    """A frozen process does nothing, and its timers come due the moment it thaws: the time it was
+    paused does not count, the time before it does."""
+    e = Events()
+    cut_leader(e, 10, 40)
+    e.nemesis("start-pause", 13_000, {"kind": "pause", "targets": ["c1"]})
+    e.nemesis("stop-pause", 20_000, {"kind": "pause", "targets": ["c1"]})
+    claim(e, 1, "c1", 21, "c1")  # 3 s before the pause + 1 s after: 4 s of its time
+    verdict = check_quorum_progress(e.history(), commits((0, 10)))
+    assert verdict.valid is True, verdict.details
+    assert verdict.details["claims_judged"] == 1
+    claim(e, 2, "c1", 23, "c1")  # 3 + 3 = 6 s of its time: it should have resigned
+    verdict = check_quorum_progress(e.history(), commits((0, 10)))
+    (zombie,) = verdict.details["anomalies"]["zombie-leader"]
+    assert zombie["time_s"] == 23 and zombie["cut_off_since_s"] == 17  # 10, moved on by the 7 s paused
+
+
 def test_a_combined_voter_may_hold_a_forward_it_cannot_deliver() -> None:
     """A write to a combined node's broker side is forwarded (KIP-590): cut off from the active
     controller, it may rightly wait until it times out. A zombie claim is still judged."""
@@ -310,7 +362,7 @@ def test_cut_from_a_majority_counts_links_either_way() -> None:
     assert cut_from_majority("c1", VOTERS, segment({"c1": {"c2", "c3"}, "c2": {"c1"}, "c3": {"c1"}})) is True
     assert cut_from_majority("c1", VOTERS, segment({"c1": {"c3"}, "c3": {"c1"}, "c2": {"c1"}})) is False
     assert cut_from_majority("c1", VOTERS, segment(down=["c2", "c3"])) is True
-    assert cut_from_majority("c1", VOTERS, segment(down=["c1"])) is True  # down: leads nothing
+    assert cut_from_majority("c1", VOTERS, segment(down=["c1"])) is None  # down: its timers start over
     assert cut_from_majority("c1", VOTERS, segment(impaired=["c1"])) is False  # lossy links: its timer still runs
     untimed = Segment(0, 1, {}, frozenset(), frozenset({"c1"}), frozenset({"c1"}))  # paused or clock-skewed
     assert cut_from_majority("c1", VOTERS, untimed) is None

@@ -12,7 +12,10 @@ from node.metadata.image import MetadataImage
 from node.metadata.records import ConfigRecord, encode_record
 from node.process.events import InboundRequest
 from node.protocol.admin import DescribeClusterRequest
+from node.protocol.errors import ErrorCode
+from node.protocol.messages import DescribeQuorumRequest
 from node.raft.config import RaftConfig
+from node.raft.quorum_state import Role
 from node.raft.records import RecordBatch
 from node.sim import world
 from node.sim.admin_client import Endpoint, SimAdminClient, broker_endpoints, controller_endpoints
@@ -219,3 +222,24 @@ def test_two_survivors_elect_one_leader_and_a_candidate_that_outbids_live_locks(
     for seed in (1, 2):
         assert _epochs_after_leader_kill(seed) <= 2
         assert _epochs_after_leader_kill(seed, ("raft-candidate-outbids-higher-epoch",)) > 100
+
+
+def test_a_voter_that_lost_its_leader_refuses_describe_quorum_at_once():
+    """Issue 24: a voter whose fetch timed out (prospective, still naming the old leader) used to
+    forward DescribeQuorum to that leader and hold the client's request until the forward timed out;
+    cut off from the quorum it must refuse at once, as KIP-595 has a non-leader do. A follower that
+    hears its leader still forwards."""
+
+    sim = cluster(seed=15, brokers=0)
+    leader = active_controller(sim)
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    healthy = SimAdminClient(sim, controller_endpoints([follower]), request_timeout_ms=1_000)
+    forwarded = call(sim, healthy, DescribeQuorumRequest())
+    assert forwarded.ok and forwarded.response.leader_id == leader  # forwarded to the leader, answered
+    sim.isolate([[n for n in (1, 2, 3) if n != follower]])
+    wait(sim, lambda: sim.raft(follower).role is Role.PROSPECTIVE, 10_000, f"node {follower} prospective")
+    assert sim.raft(follower).leader_id == leader  # it still names the leader it can no longer reach
+    cut_off = SimAdminClient(sim, controller_endpoints([follower]), request_timeout_ms=1_000)  # < R (2 s)
+    refused = call(sim, cut_off, DescribeQuorumRequest())
+    assert not isinstance(refused.error, ClientTimeoutError), refused.error
+    assert refused.ok and refused.response.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
