@@ -159,6 +159,7 @@ class RaftNode(
         self._control_applied = 0  # index into log.control_bases of the next unapplied control batch
         self._timer_armed = NEVER
         self._started = False
+        self._epochs_exhausted = False
         self._shutting_down = False
         self._election_started_ms = None
 
