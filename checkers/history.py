@@ -367,7 +367,10 @@ def load_history(path: str | Path) -> History:
     try:
         with Path(path).open("rb") as handle:
             if _lincore is not None:  # the compiled fast path for the common shape (None: not that)
-                fast = _lincore.load(handle.read(), Op, _loads)
+                try:
+                    fast = _lincore.load(handle.read(), Op, _loads)
+                except ValueError:  # e.g. bytes that are not UTF-8: the path below names the line
+                    fast = None
                 if fast is not None:
                     ops, nemesis = fast
                     return History(ops=ops, nemesis=[Event(*row) for row in nemesis], source=source)

@@ -21,8 +21,7 @@ from node.process.actions import ShutDown
 from node.process.events import InboundRequest
 from node.process.ports import RequestContext
 from node.process.process import CONTROLLER_LISTENER
-from node.protocol.codec import BinaryCodec, FrameError, FrameKind
-from node.protocol.messages import DescribeQuorumRequest
+from node.protocol.codec import BinaryCodec, EncodedResponse, FrameError, FrameKind
 from node.protocol.registry import BROKER_API_KEYS, CONTROLLER_API_KEYS
 from node.protocol.session import ApiVersionsRequest
 from node.raft.events import FlushCompleted, RequestFailed, ResponseReceived, SnapshotWritten, Start, Tick
@@ -37,6 +36,11 @@ from node.runtime.file_storage import (
 )
 from node.runtime.roles import build_process
 from node.runtime.server_config import ServerConfig, load_server_config
+
+
+class DesignedStop(Exception):
+    """The node stopped as its protocol says it must (an answer only a voter of this quorum can send
+    told it its cluster id is wrong): not a finding, but the node is gone; the target starts again."""
 
 
 class Finding(Exception):
@@ -68,6 +72,7 @@ class NodeUnderTest:
         self.outstanding: list[A.SendRequest] = []  # requests the node sent, for the responses target
         self.answered: dict[Any, int] = {}  # reply_to -> answers seen
         self.outcome = Outcome()
+        self.by_design_stops: int | None = None  # counting (not None): voters' answers may stop the node
         self._run(Start())
 
     @classmethod
@@ -115,7 +120,7 @@ class NodeUnderTest:
 
     def still_serves(self) -> None:
         """A fresh client on each listener gets an answer: the node serves its other peers."""
-        for listener, message in ((CONTROLLER_LISTENER, DescribeQuorumRequest()), ("BROKER", ApiVersionsRequest())):
+        for listener, message in ((CONTROLLER_LISTENER, ApiVersionsRequest()), ("BROKER", ApiVersionsRequest())):
             token = ("probe", listener, self.now)
             frame = self.codecs[listener].encode_request(99, message)
             if not self.feed_frame(listener, frame, token):
@@ -148,7 +153,8 @@ class NodeUnderTest:
         match action:
             case A.Respond(reply_to, correlation_id, message):
                 try:
-                    self.reply_codec.encode_response(correlation_id, message)
+                    if not isinstance(message, EncodedResponse):  # a forwarded answer is bytes already
+                        self.reply_codec.encode_response(correlation_id, message)
                 except ValueError as exc:
                     raise Finding(f"cannot encode its own answer {type(message).__name__}: {exc}") from None
                 self.answered[reply_to] = self.answered.get(reply_to, 0) + 1
@@ -182,6 +188,10 @@ class NodeUnderTest:
                 return [SnapshotWritten(snapshot_id)]
             case A.SetTimer(deadline):
                 self.deadline = deadline
+            case A.Fatal(reason) if "(INVALID_CLUSTER_ID)" in reason and self.by_design_stops is not None:
+                # KIP-595 "Cluster Bootstrapping": a voter answering INVALID_CLUSTER_ID stops this node.
+                self.by_design_stops += 1
+                raise DesignedStop(reason)
             case A.Fatal(reason):
                 raise Finding(f"Fatal: {reason}")
             case ShutDown(reason, requested) if not requested:

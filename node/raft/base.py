@@ -99,9 +99,10 @@ class RaftNodeBase:
 
     def _refuse_quorum_request(self, sender_id: int, epoch: int) -> ErrorCode | None:
         """Kafka's answer to a voter-only quorum request (Vote, BeginQuorumEpoch, EndQuorumEpoch) that
-        must change nothing: a negative sender id or an epoch past the last one is INVALID_REQUEST; a
+        must change nothing: a negative sender id, this node's own id (it never asks itself) or an
+        epoch past the last one is INVALID_REQUEST; a
         sender (or a receiver) outside the voter set is INCONSISTENT_VOTER_SET. None: go on."""
-        if sender_id < 0 or (epoch > self.epoch and epoch > LAST_EPOCH):
+        if sender_id < 0 or sender_id == self.node_id or (epoch > self.epoch and epoch > LAST_EPOCH):
             return ErrorCode.INVALID_REQUEST
         if not self.is_voter or sender_id not in self.config.voter_ids:
             return ErrorCode.INCONSISTENT_VOTER_SET

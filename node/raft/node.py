@@ -391,7 +391,8 @@ class RaftNode(
             case FetchSnapshotResponse():
                 self._on_fetch_snapshot_response(now, source, message)
             case _:
-                raise TypeError(f"unknown response {message!r}")
+                # An answer of another API than the request's (a confused or hostile peer): as lost.
+                self._back_off(now, source)
 
     def _drive(self, now: int) -> None:
         """Send whatever the current role owes its peers (each role's sending lives in its section)."""
