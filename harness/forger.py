@@ -19,6 +19,10 @@ targets, as the principal `User:mallory` (who can log in but holds no ACL):
 | create-topic-without-acl | a broker | ACLs: CreateTopics needs Create |
 | create-acl-without-alter | a broker | ACLs: CreateAcls needs Alter on the cluster |
 | write-with-bad-login | a broker (real backends) | SASL/PLAIN: a wrong password never gets a principal |
+| end-quorum-epoch-from-non-voter | a controller | KIP-595: voter-only RPC; leader INT32_MAX at epoch INT32_MAX |
+| vote-from-non-voter | a controller | KIP-595: a candidate outside the voter set changes nothing |
+| begin-quorum-epoch-at-int32-max | a controller | epochs are int32: the limit itself is never taken |
+| replayed-vote-of-past-epoch | a controller | KIP-595: a Vote of a past epoch is fenced |
 
 Every op is recorded in history.jsonl under process "forger" (then "forger-1", ... after an
 indeterminate outcome, as Jepsen's process semantics require), f = "forge-<kind>", value = what was
@@ -68,7 +72,7 @@ from node.protocol.broker_api import (
 )
 from node.protocol.codec import BinaryCodec
 from node.protocol.forwarding import wrap
-from node.protocol.messages import BeginQuorumEpochRequest, FetchRequest, VoteRequest
+from node.protocol.messages import BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest, VoteRequest
 
 FORGER_PROCESS = "forger"
 FORGER_PRINCIPAL = "User:mallory"
@@ -78,6 +82,7 @@ FORGED_EPOCH_BASE = 1_000_000  # forged quorum RPCs claim epochs from here: far 
 FORGED_BROKER_BASE = 9_000  # forged registrations claim broker ids from here
 UNKNOWN_TOPIC_ID = uuid.UUID("00000000-0000-4000-8000-00000000f0e9")
 DEFAULT_INTERVAL_S = 2.0
+INT32_MAX = 2**31 - 1  # the wire limit of ids and epochs: a non-voter id and an epoch no node may take
 DEFAULT_TIMEOUT_S = 5.0
 _CODEC = BinaryCodec()
 
@@ -196,6 +201,33 @@ def _create_acl(forger: Forger, n: int, marker: str) -> tuple[Any, dict[str, Any
     return CreateAclsRequest((acl,)), {"markers": [marker]}
 
 
+def _end_quorum_epoch_from_non_voter(forger: Forger, n: int, marker: str) -> tuple[Any, dict[str, Any]]:
+    """What the fuzzer found (issue 24): a resignation of "leader" INT32_MAX, no voter, at epoch
+    INT32_MAX, naming every voter a successor; accepted, it moved the node to that epoch."""
+    request = EndQuorumEpochRequest(forger.cluster_id, INT32_MAX, INT32_MAX, INT32_MAX, tuple(forger.voter_ids))
+    return request, {"forged_epoch": INT32_MAX, "claims": INT32_MAX}
+
+
+def _vote_from_non_voter(forger: Forger, n: int, marker: str) -> tuple[Any, dict[str, Any]]:
+    epoch = FORGED_EPOCH_BASE + n
+    return VoteRequest(forger.cluster_id, epoch, INT32_MAX, epoch, 1 << 40), {
+        "forged_epoch": epoch,
+        "claims": INT32_MAX,
+    }
+
+
+def _begin_quorum_epoch_at_int32_max(forger: Forger, n: int, marker: str) -> tuple[Any, dict[str, Any]]:
+    leader = forger.rng.choice(forger.voter_ids)  # a real voter's id, at the one epoch no node may take
+    request = BeginQuorumEpochRequest(forger.cluster_id, leader, INT32_MAX)
+    return request, {"forged_epoch": INT32_MAX, "claims": leader}
+
+
+def _replayed_vote(forger: Forger, n: int, marker: str) -> tuple[Any, dict[str, Any]]:
+    """A Vote of epoch 0 replayed: every running quorum has elected a leader of epoch >= 1 since."""
+    candidate = forger.rng.choice(forger.voter_ids)
+    return VoteRequest(forger.cluster_id, 0, candidate, 0, 1 << 40), {"replayed_epoch": 0, "claims": candidate}
+
+
 KINDS: tuple[Kind, ...] = (
     Kind("envelope-from-client", "controller", "controller", _envelope),
     Kind("alter-partition-without-cluster-action", "controller", "controller", _alter_partition),
@@ -208,6 +240,11 @@ KINDS: tuple[Kind, ...] = (
     Kind("create-topic-without-acl", "broker", "broker", _create_topic),
     Kind("create-acl-without-alter", "broker", "broker", _create_acl),
     Kind("write-with-bad-login", "broker", "broker", _write, needs_login=True),
+    # What the fuzzer found (docs/trust/fuzzing.md): quorum RPCs on the controller listener itself.
+    Kind("end-quorum-epoch-from-non-voter", "controller", "controller", _end_quorum_epoch_from_non_voter),
+    Kind("vote-from-non-voter", "controller", "controller", _vote_from_non_voter),
+    Kind("begin-quorum-epoch-at-int32-max", "controller", "controller", _begin_quorum_epoch_at_int32_max),
+    Kind("replayed-vote-of-past-epoch", "controller", "controller", _replayed_vote),
 )
 
 
