@@ -97,3 +97,23 @@ def test_a_non_voter_with_a_foreign_cluster_id_cannot_stop_a_voter():
     actions = request(node, 100, BeginQuorumEpochRequest("theirs", 7, 1))
     assert one(actions, Respond).message.error_code == ErrorCode.INCONSISTENT_VOTER_SET
     assert not [a for a in actions if type(a).__name__ == "Fatal"]
+
+
+def test_a_begin_quorum_epoch_claiming_to_come_from_the_node_itself_is_refused_not_fatal():
+    """Fuzzer finding: 'leader 1' (the receiving node's own id) with a foreign clusterId stopped it."""
+    node = make_node(1, cluster_id="ours")
+    actions = request(node, 100, BeginQuorumEpochRequest("theirs", 1, 5))
+    assert one(actions, Respond).message.error_code == ErrorCode.INVALID_REQUEST
+    assert not [a for a in actions if type(a).__name__ == "Fatal"] and node.epoch == 0
+
+
+def test_an_answer_of_another_api_than_the_request_is_taken_as_lost():
+    """Fuzzer finding: an ApiVersions answer to a VoteRequest raised TypeError in the Raft core."""
+    from node.protocol.session import ApiVersionsResponse
+    from tests.raft.helpers import answer, sent
+
+    node = make_node(1)
+    out = node.handle(10_000, Tick())  # the election timeout: a candidate asks 2 and 3
+    vote = sent(out, VoteRequest, to=2)[0]
+    answer(node, 10_001, vote, ApiVersionsResponse(0, ()))
+    assert node.role is Role.CANDIDATE and node.epoch == 1
