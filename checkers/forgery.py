@@ -19,6 +19,13 @@ What each kind's refusal must say (the rule that refuses it):
 | create-topic-without-acl | TOPIC_ or CLUSTER_AUTHORIZATION_FAILED | ACLs (Create) |
 | create-acl-without-alter | CLUSTER_AUTHORIZATION_FAILED | ACLs (Alter on the cluster) |
 | write-with-bad-login | SASL_AUTHENTICATION_FAILED | SASL/PLAIN (KIP-43) |
+| end-quorum-epoch / vote-from-non-voter | INCONSISTENT_VOTER_SET, INVALID_REQUEST | KIP-595 (voter-only) |
+| begin-quorum-epoch-at-int32-max | INVALID_REQUEST (observers: INCONSISTENT_VOTER_SET) | int32 epochs |
+| replayed-vote-of-past-epoch | FENCED_LEADER_EPOCH | KIP-595 Vote handling step 2 |
+
+The quorum kinds may also be refused as CLUSTER_AUTHORIZATION_FAILED or INVALID_CLUSTER_ID before
+the quorum rules are reached; an answer without error (a vote answered NONE, granted or not) means
+the node processed a request it must refuse, and is `accepted`.
 
 Any kind may also be refused as "not served here or now" before anything is looked at
 (NOT_CONTROLLER, BROKER_NOT_AVAILABLE) or fail before it was sent (a refused connection). An `info`
@@ -45,6 +52,7 @@ from checkers.verdict import Verdict
 CHECKER = "forgery"
 PREFIX = "forge-"
 CLUSTER_AUTH = frozenset({"CLUSTER_AUTHORIZATION_FAILED"})
+QUORUM_REFUSALS = CLUSTER_AUTH | {"INVALID_CLUSTER_ID"}
 EXPECTED: dict[str, frozenset[str]] = {
     "envelope-from-client": CLUSTER_AUTH,
     "alter-partition-without-cluster-action": CLUSTER_AUTH,
@@ -57,6 +65,13 @@ EXPECTED: dict[str, frozenset[str]] = {
     "create-topic-without-acl": frozenset({"TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED"}),
     "create-acl-without-alter": CLUSTER_AUTH,
     "write-with-bad-login": frozenset({"SASL_AUTHENTICATION_FAILED"}),
+    # Quorum RPCs on the controller listener (issue 24): refused by the voter-only rule, by the epoch
+    # limit or fence, or earlier by authorization or a clusterId mismatch, never processed.
+    "end-quorum-epoch-from-non-voter": QUORUM_REFUSALS | {"INCONSISTENT_VOTER_SET", "INVALID_REQUEST"},
+    "vote-from-non-voter": QUORUM_REFUSALS | {"INCONSISTENT_VOTER_SET", "INVALID_REQUEST"},
+    "begin-quorum-epoch-at-int32-max": QUORUM_REFUSALS | {"INVALID_REQUEST", "INCONSISTENT_VOTER_SET"},
+    "replayed-vote-of-past-epoch": QUORUM_REFUSALS
+    | {"FENCED_LEADER_EPOCH", "INCONSISTENT_VOTER_SET", "INVALID_REQUEST"},
 }
 NOT_SERVED = frozenset({"NOT_CONTROLLER", "BROKER_NOT_AVAILABLE"})
 IMAGE_DUMP = "metadata-image.json"

@@ -376,7 +376,10 @@ def load_history(path: str | Path) -> History:
         with Path(path).open("rb") as handle:
             fast_loader = _fast_loader()
             if fast_loader is not None:  # the compiled fast path for the common shape (None: not that)
-                fast = fast_loader.load(handle.read(), Op, _loads)
+                try:
+                    fast = fast_loader.load(handle.read(), Op, _loads)
+                except ValueError:  # e.g. bytes that are not UTF-8: the path below names the line
+                    fast = None
                 if fast is not None:
                     ops, nemesis = fast
                     return History(ops=ops, nemesis=[Event(*row) for row in nemesis], source=source)

@@ -60,6 +60,7 @@ COMMANDS: dict[str, Command] = {
     "gate": Command(
         "harness.gate_cli", "release gate: run a suite, judge it against thresholds, JUnit XML and exit code"
     ),
+    "fuzz": Command("harness.fuzz_cli", "fuzz the node's listeners and files and the harness's inputs (budget, seed)"),
     "nightly": Command(
         "harness.nightly_cli", "nightly runs: the nightly suite as a gate, the last N nights kept, a trend report"
     ),

@@ -4,7 +4,9 @@ A node that authenticates, authorizes and routes correctly refuses every one of 
 lets one through has a security hole that no workload would notice, because the harness's own
 clients are super users. So while the workload runs, the forger sends one request every
 `interval_s` (2 s), cycling through the kinds below, each to a random node that has the role it
-targets, as the principal `User:mallory` (who can log in but holds no ACL):
+targets, as the principal `User:mallory` (who can log in but holds no ACL), except the last four
+kinds, which the fuzzer found (docs/trust/fuzzing.md) and which go out with the cluster's own
+credentials so that the quorum rules, not authorization, must refuse them:
 
 | kind | sent to | KIP rule it tests |
 |---|---|---|
@@ -19,6 +21,10 @@ targets, as the principal `User:mallory` (who can log in but holds no ACL):
 | create-topic-without-acl | a broker | ACLs: CreateTopics needs Create |
 | create-acl-without-alter | a broker | ACLs: CreateAcls needs Alter on the cluster |
 | write-with-bad-login | a broker (real backends) | SASL/PLAIN: a wrong password never gets a principal |
+| end-quorum-epoch-from-non-voter | a controller | KIP-595: voter-only RPC; leader INT32_MAX at epoch INT32_MAX |
+| vote-from-non-voter | a controller | KIP-595: a candidate outside the voter set changes nothing |
+| begin-quorum-epoch-at-int32-max | a controller | epochs are int32: the limit itself is never taken |
+| replayed-vote-of-past-epoch | a controller | KIP-595: a Vote of a past epoch is fenced |
 
 Every op is recorded in history.jsonl under process "forger" (then "forger-1", ... after an
 indeterminate outcome, as Jepsen's process semantics require), f = "forge-<kind>", value = what was
@@ -42,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.db.kraft import FORGER_USER
+from harness.db.kraft import FORGER_USER, NODE_USER
 from harness.schedulers import NS_PER_S, Scheduler
 from node.client.admin import _error_codes  # every error code of a response, nested ones included
 from node.client.errors import AMBIGUOUS_CODES, code_name
@@ -68,7 +74,7 @@ from node.protocol.broker_api import (
 )
 from node.protocol.codec import BinaryCodec
 from node.protocol.forwarding import wrap
-from node.protocol.messages import BeginQuorumEpochRequest, FetchRequest, VoteRequest
+from node.protocol.messages import BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest, VoteRequest
 
 FORGER_PROCESS = "forger"
 FORGER_PRINCIPAL = "User:mallory"
@@ -78,6 +84,7 @@ FORGED_EPOCH_BASE = 1_000_000  # forged quorum RPCs claim epochs from here: far 
 FORGED_BROKER_BASE = 9_000  # forged registrations claim broker ids from here
 UNKNOWN_TOPIC_ID = uuid.UUID("00000000-0000-4000-8000-00000000f0e9")
 DEFAULT_INTERVAL_S = 2.0
+INT32_MAX = 2**31 - 1  # the wire limit of ids and epochs: a non-voter id and an epoch no node may take
 DEFAULT_TIMEOUT_S = 5.0
 _CODEC = BinaryCodec()
 
@@ -92,6 +99,7 @@ class Shot:
     request: Any
     value: dict[str, Any]  # what the history records (marker, forged epoch, ...)
     bad_login: bool = False
+    as_peer: bool = False  # sent with the cluster's own credentials (see Kind.as_peer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +122,10 @@ class Kind:
     listener: str  # "controller" | "broker"
     build: Builder
     needs_login: bool = False  # only where clients log in (not on the simulator)
+    # Sent as a peer holding the cluster's credentials (the inter-node user; on the simulator the
+    # admin super user), so that authorization lets it through and the quorum rules themselves judge
+    # it: a confused or compromised peer, or a cluster without an authorizer.
+    as_peer: bool = False
 
 
 def _append_marker(marker: str) -> IncrementalAlterConfigsRequest:
@@ -196,6 +208,33 @@ def _create_acl(forger: Forger, n: int, marker: str) -> tuple[Any, dict[str, Any
     return CreateAclsRequest((acl,)), {"markers": [marker]}
 
 
+def _end_quorum_epoch_from_non_voter(forger: Forger, n: int, marker: str) -> tuple[Any, dict[str, Any]]:
+    """What the fuzzer found (issue 24): a resignation of "leader" INT32_MAX, no voter, at epoch
+    INT32_MAX, naming every voter a successor; accepted, it moved the node to that epoch."""
+    request = EndQuorumEpochRequest(forger.cluster_id, INT32_MAX, INT32_MAX, INT32_MAX, tuple(forger.voter_ids))
+    return request, {"forged_epoch": INT32_MAX, "claims": INT32_MAX}
+
+
+def _vote_from_non_voter(forger: Forger, n: int, marker: str) -> tuple[Any, dict[str, Any]]:
+    epoch = FORGED_EPOCH_BASE + n
+    return VoteRequest(forger.cluster_id, epoch, INT32_MAX, epoch, 1 << 40), {
+        "forged_epoch": epoch,
+        "claims": INT32_MAX,
+    }
+
+
+def _begin_quorum_epoch_at_int32_max(forger: Forger, n: int, marker: str) -> tuple[Any, dict[str, Any]]:
+    leader = forger.rng.choice(forger.voter_ids)  # a real voter's id, at the one epoch no node may take
+    request = BeginQuorumEpochRequest(forger.cluster_id, leader, INT32_MAX)
+    return request, {"forged_epoch": INT32_MAX, "claims": leader}
+
+
+def _replayed_vote(forger: Forger, n: int, marker: str) -> tuple[Any, dict[str, Any]]:
+    """A Vote of epoch 0 replayed: every running quorum has elected a leader of epoch >= 1 since."""
+    candidate = forger.rng.choice(forger.voter_ids)
+    return VoteRequest(forger.cluster_id, 0, candidate, 0, 1 << 40), {"replayed_epoch": 0, "claims": candidate}
+
+
 KINDS: tuple[Kind, ...] = (
     Kind("envelope-from-client", "controller", "controller", _envelope),
     Kind("alter-partition-without-cluster-action", "controller", "controller", _alter_partition),
@@ -208,6 +247,11 @@ KINDS: tuple[Kind, ...] = (
     Kind("create-topic-without-acl", "broker", "broker", _create_topic),
     Kind("create-acl-without-alter", "broker", "broker", _create_acl),
     Kind("write-with-bad-login", "broker", "broker", _write, needs_login=True),
+    # What the fuzzer found (docs/trust/fuzzing.md): quorum RPCs on the controller listener itself.
+    Kind("end-quorum-epoch-from-non-voter", "controller", "controller", _end_quorum_epoch_from_non_voter, as_peer=True),
+    Kind("vote-from-non-voter", "controller", "controller", _vote_from_non_voter, as_peer=True),
+    Kind("begin-quorum-epoch-at-int32-max", "controller", "controller", _begin_quorum_epoch_at_int32_max, as_peer=True),
+    Kind("replayed-vote-of-past-epoch", "controller", "controller", _replayed_vote, as_peer=True),
 )
 
 
@@ -249,6 +293,7 @@ class SimTransport:
         self.timeout_ms = int(timeout_s * 1000)
         everyone = broker_endpoints([db.node_id(n) for n in db.nodes])
         self.client = SimAdminClient(db.sim, everyone, principal=FORGER_PRINCIPAL, request_timeout_ms=self.timeout_ms)
+        self.peer = SimAdminClient(db.sim, everyone, principal=db.admin_principal, request_timeout_ms=self.timeout_ms)
 
     def send(self, shot: Shot, done: Callable[[Outcome], None]) -> None:
         from node.process.process import CONTROLLER_LISTENER
@@ -261,7 +306,8 @@ class SimTransport:
         def finished(result: Any) -> None:
             done(outcome_of_response(result.response) if result.ok else outcome_of_error(result.error))
 
-        self.client.send_to(endpoint, shot.request, idempotent=False, timeout_ms=self.timeout_ms, on_done=finished)
+        client = self.peer if shot.as_peer else self.client
+        client.send_to(endpoint, shot.request, idempotent=False, timeout_ms=self.timeout_ms, on_done=finished)
 
     def close(self) -> None:
         pass
@@ -289,7 +335,7 @@ class RealTransport:
 
         address = self.db.controller_address(shot.node) if shot.listener == "controller" else None
         host, _, port = (address or self.db.broker_address(shot.node)).rpartition(":")
-        login = self.db.login(FORGER_USER)
+        login = self.db.login(NODE_USER if shot.as_peer else FORGER_USER)
         credentials = (login["username"], login["password"] + ("-wrong" if shot.bad_login else ""))
         conn = Connection(Address(host, int(port)), BinaryCodec(), credentials)
         deadline = self.loop.time() + self.timeout_s
@@ -384,10 +430,11 @@ class Forger:
         request, extra = kind.build(self, n, marker)
         nodes = self.db.controllers if kind.role == "controller" else self.db.brokers
         node = self.rng.choice(list(nodes))
-        value = {"kind": kind.name, "listener": kind.listener, "principal": FORGER_PRINCIPAL, **extra}
+        principal = "peer" if kind.as_peer else FORGER_PRINCIPAL
+        value = {"kind": kind.name, "listener": kind.listener, "principal": principal, **extra}
         if kind.needs_login:
             value["login"] = "wrong password"
-        return Shot(kind.name, node, kind.listener, request, value, bad_login=kind.needs_login)
+        return Shot(kind.name, node, kind.listener, request, value, bad_login=kind.needs_login, as_peer=kind.as_peer)
 
     def _answered(self, outcome: Outcome) -> None:
         if self._closed or self._pending is None:

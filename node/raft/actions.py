@@ -164,6 +164,14 @@ class Fatal:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Warn:
+    """Something the operator must know but that does not stop the node (e.g. the epochs are used
+    up): log `message` as one warning line."""
+
+    message: str
+
+
 Action = (
     SendRequest
     | Respond
@@ -184,4 +192,5 @@ Action = (
     | HighWatermarkAdvanced
     | LeaderChanged
     | Fatal
+    | Warn
 )

@@ -14,8 +14,9 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from node.protocol.errors import ErrorCode
 from node.protocol.messages import Request, Response
-from node.raft.actions import Action, Respond, SendRequest
+from node.raft.actions import Action, Respond, SendRequest, Warn
 from node.raft.config import RaftConfig
 from node.raft.log import RaftLog
 from node.raft.metrics import RaftMetrics
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
     from node.raft.snapshots import PendingSnapshot, SnapshotFetch
 
 NEVER = 1 << 62
+INT32_MAX = (1 << 31) - 1  # epochs and replica ids are int32 on the wire
+# The last epoch a node takes: INT32_MAX itself is the wire type's limit, refused in requests, so a
+# node at LAST_EPOCH (or loaded at INT32_MAX) refuses to stand instead of overflowing the log format.
+LAST_EPOCH = INT32_MAX - 1
 
 
 @dataclass(slots=True)
@@ -76,6 +81,7 @@ class RaftNodeBase:
     _next_correlation: int
     _timer_armed: int
     _started: bool
+    _epochs_exhausted: bool  # the one warning that the epochs are used up was logged
     # --- the event being handled
     _now: int
     _out: list[Action]
@@ -90,6 +96,29 @@ class RaftNodeBase:
 
     def _cluster_id_mismatch(self, cluster_id: str | None) -> bool:
         return cluster_id is not None and self.cluster_id is not None and cluster_id != self.cluster_id
+
+    def _refuse_quorum_request(self, sender_id: int, epoch: int) -> ErrorCode | None:
+        """Kafka's answer to a voter-only quorum request (Vote, BeginQuorumEpoch, EndQuorumEpoch) that
+        must change nothing: a negative sender id, this node's own id (it never asks itself) or an
+        epoch past the last one is INVALID_REQUEST; a
+        sender (or a receiver) outside the voter set is INCONSISTENT_VOTER_SET. None: go on."""
+        if sender_id < 0 or sender_id == self.node_id or (epoch > self.epoch and epoch > LAST_EPOCH):
+            return ErrorCode.INVALID_REQUEST
+        if not self.is_voter or sender_id not in self.config.voter_ids:
+            return ErrorCode.INCONSISTENT_VOTER_SET
+        return None
+
+    def _epoch_exhausted(self) -> bool:
+        """True when this node may not bump its epoch (it is at LAST_EPOCH or beyond); the first time,
+        one warning line says so. The caller keeps its role and re-arms its timer."""
+        if self.epoch < LAST_EPOCH:
+            return False
+        if not self._epochs_exhausted:
+            self._epochs_exhausted = True
+            self._out.append(
+                Warn(f"node {self.node_id}: epoch {self.epoch} is the last one (int32): refusing to start an election")
+            )
+        return True
 
     def _can_send(self, now: int, dest: int) -> bool:
         return dest not in self._inflight and self._backoff_until.get(dest, 0) <= now

@@ -15,6 +15,11 @@ from node.raft.quorum_state import Follower, Leader
 
 class BeginQuorumEpochMixin(RaftNodeBase):
     def _on_begin_quorum_epoch_request(self, now: int, req: BeginQuorumEpochRequest) -> BeginQuorumEpochResponse:
+        # Checked first: a non-voter (anyone who can connect) must not stop this node with a foreign
+        # clusterId; only an elected voter's does (KIP-595 "Cluster Bootstrapping").
+        refusal = self._refuse_quorum_request(req.leader_id, req.leader_epoch)
+        if refusal is not None:
+            return BeginQuorumEpochResponse(int(refusal), self.leader_id, self.epoch)
         if self._cluster_id_mismatch(req.cluster_id):
             self._out.append(
                 Fatal(
@@ -23,8 +28,6 @@ class BeginQuorumEpochMixin(RaftNodeBase):
                 )
             )
             return BeginQuorumEpochResponse(int(ErrorCode.INVALID_CLUSTER_ID), self.leader_id, self.epoch)
-        if not self.is_voter or req.leader_id not in self.config.voter_ids:
-            return BeginQuorumEpochResponse(int(ErrorCode.INCONSISTENT_VOTER_SET), self.leader_id, self.epoch)
         if req.leader_epoch < self.epoch and "raft-begin-epoch-accepts-older-epoch" not in self.config.bugs:
             return BeginQuorumEpochResponse(int(ErrorCode.FENCED_LEADER_EPOCH), self.leader_id, self.epoch)
         if req.leader_epoch == self.epoch and self.leader_id not in (NO_LEADER, req.leader_id):

@@ -14,7 +14,7 @@ from dataclasses import replace
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import NO_LEADER, VoteRequest, VoteResponse
 from node.raft.actions import LeaderChanged, PersistQuorumState, ReadBarrierFailed
-from node.raft.base import RaftNodeBase
+from node.raft.base import LAST_EPOCH, RaftNodeBase
 from node.raft.quorum_state import (
     NO_ID,
     Candidate,
@@ -105,6 +105,9 @@ class ElectionMixin(RaftNodeBase):
     def _become_candidate(self, now: int) -> None:
         if not self.is_voter:
             return
+        if self._epoch_exhausted():  # the next epoch would not fit the wire's int32
+            self._postpone_election(now)
+            return
         retries = self.state.retries + 1 if isinstance(self.state, Candidate | Prospective) else 1
         self._leave_role()
         if self._election_started_ms is None:
@@ -153,7 +156,12 @@ class ElectionMixin(RaftNodeBase):
             self._election_started_ms = None
 
     def _maybe_transition_on_epoch(self, now: int, epoch: int, leader_id: int) -> bool:
-        """Learn of a newer epoch (or of the leader of ours) from any message. True if it changed."""
+        """Learn of a newer epoch (or of the leader of ours) from any message. True if it changed
+        (or if the message is to be ignored: an epoch past the last one is no news worth taking)."""
+        if epoch > self.epoch and epoch > LAST_EPOCH:
+            return True
+        if leader_id not in self.config.voter_ids:
+            leader_id = NO_LEADER  # only a voter leads: a claimed leader outside the set is unknown
         if epoch > self.epoch:
             if leader_id != NO_LEADER and leader_id != self.node_id:
                 self._become_follower(now, epoch, leader_id)
@@ -181,20 +189,18 @@ class ElectionMixin(RaftNodeBase):
         # 1. clusterId must match the cached one when both are known.
         if self._cluster_id_mismatch(req.cluster_id):
             return self._vote_response(ErrorCode.INVALID_CLUSTER_ID, False)
-        if not self.is_voter:
-            return self._vote_response(ErrorCode.INCONSISTENT_VOTER_SET, False)
         # 2. A larger epoch than the candidate's is known: reject.
         if req.candidate_epoch < self.epoch and "raft-vote-older-epoch-granted" not in self.config.bugs:
             return self._vote_response(ErrorCode.FENCED_LEADER_EPOCH, False)
+        # 4.1 A candidate outside the voter set (or a negative id, or an epoch past the last one) is
+        # refused and changes nothing, as Kafka's validateVoterOnlyRequest does. (The KIP's text lets
+        # the epoch bump through; with a static voter set that only lets any client push the quorum's
+        # epoch, up to the int32 limit, so the bump is refused too.)
+        refusal = self._refuse_quorum_request(req.candidate_id, req.candidate_epoch)
+        if refusal is not None:
+            return self._vote_response(refusal, False)
         if req.pre_vote:
             return self._on_pre_vote_request(now, req)  # KIP-996 (pre_vote.py)
-        # 4.1 A candidate outside the voter set: accept the epoch bump, reject, and start an election.
-        if req.candidate_id not in self.config.voter_ids:
-            if req.candidate_epoch > self.epoch:
-                self._become_unattached(now, req.candidate_epoch)
-                assert isinstance(self.state, Unattached)
-                self.state.election_deadline = now
-            return self._vote_response(ErrorCode.INCONSISTENT_VOTER_SET, False)
         # 4. A larger epoch: move to it first (a leader or candidate steps down here).
         if req.candidate_epoch > self.epoch:
             campaigning = isinstance(self.state, Candidate | Prospective)

@@ -49,10 +49,12 @@ class EndQuorumEpochMixin(RaftNodeBase):
 
         if self._cluster_id_mismatch(req.cluster_id):
             return answer(ErrorCode.INVALID_CLUSTER_ID)
-        if not self.is_voter:
-            return answer(ErrorCode.INCONSISTENT_VOTER_SET)
         if req.leader_epoch < self.epoch:
             return answer(ErrorCode.FENCED_LEADER_EPOCH)
+        # A resigning "leader" outside the voter set (or at an impossible epoch) changes nothing.
+        refusal = self._refuse_quorum_request(req.leader_id, req.leader_epoch)
+        if refusal is not None:
+            return answer(refusal)
         if req.leader_epoch > self.epoch:
             self._maybe_transition_on_epoch(now, req.leader_epoch, req.leader_id)
         elif self.leader_id != req.leader_id:

@@ -61,6 +61,11 @@ class ReplicationMixin(RaftNodeBase):
             self._respond_fetch_error(reply_to, cid, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return
         leader = self.state
+        if req.replica_id == self.node_id:
+            # Only a forged Fetch names the leader itself: it would stand in for the leader's own
+            # progress (and move the high watermark past what is flushed).
+            self._respond_fetch_error(reply_to, cid, ErrorCode.INVALID_REQUEST)
+            return
         if req.fetch_offset < 0 or (req.fetch_offset < self.log.start_offset and self._snapshot is None):
             self._respond_fetch_error(reply_to, cid, ErrorCode.OFFSET_OUT_OF_RANGE)
             return

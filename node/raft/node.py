@@ -159,6 +159,7 @@ class RaftNode(
         self._control_applied = 0  # index into log.control_bases of the next unapplied control batch
         self._timer_armed = NEVER
         self._started = False
+        self._epochs_exhausted = False
         self._shutting_down = False
         self._election_started_ms = None
 
@@ -398,7 +399,8 @@ class RaftNode(
             case FetchSnapshotResponse():
                 self._on_fetch_snapshot_response(now, source, message)
             case _:
-                raise TypeError(f"unknown response {message!r}")
+                # An answer of another API than the request's (a confused or hostile peer): as lost.
+                self._back_off(now, source)
 
     def _drive(self, now: int) -> None:
         """Send whatever the current role owes its peers (each role's sending lives in its section)."""

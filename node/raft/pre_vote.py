@@ -25,6 +25,9 @@ class PreVoteMixin(RaftNodeBase):
         round of pre-votes when they are on and there is anybody to ask."""
         if not self.is_voter:
             return
+        if self._epoch_exhausted():
+            self._postpone_election(now)
+            return
         if self.config.pre_vote and len(self.voters) > 1:
             self._become_prospective(now)
         else:
@@ -48,8 +51,6 @@ class PreVoteMixin(RaftNodeBase):
     def _on_pre_vote_request(self, now: int, req: VoteRequest) -> VoteResponse:
         """After the checks every VoteRequest gets (clusterId, voter, fenced epoch). Grants change no
         state and persist nothing; only a newer epoch is taken on, as from any message."""
-        if req.candidate_id not in self.config.voter_ids:
-            return self._vote_response(ErrorCode.INCONSISTENT_VOTER_SET, False)
         if req.candidate_epoch > self.epoch:
             self._become_unattached(now, req.candidate_epoch)
         match self.state:

@@ -28,6 +28,22 @@ class TimersMixin(RaftNodeBase):
             case Unattached() | Voted() | Resigned() as s:
                 s.election_deadline = now + self._random_election_timeout()
 
+    def _postpone_election(self, now: int) -> None:
+        """The epochs are used up: keep the role and push the deadline that wanted an election, so that
+        it fires again only a timeout later (the node stays up, serving what it can)."""
+        later = now + self._random_election_timeout()
+        match self.state:
+            case Unattached() | Voted() | Resigned() | Prospective() as s:
+                s.election_deadline = later
+            case Follower() as s:
+                s.fetch_deadline = now + self.config.fetch_timeout_ms
+            case Candidate() as s:
+                s.election_deadline = later
+                s.backing_off_until = later if s.backing_off_until is not None else None
+            case Leader() as s:
+                s.fetched_since_check = set()
+                s.check_quorum_deadline = now + self.config.fetch_timeout_ms
+
     def _check_deadlines(self, now: int) -> None:
         for dest, inflight in list(self._inflight.items()):
             if inflight.deadline <= now:

@@ -496,6 +496,8 @@ class NodeServer:
                 )
             case A.Fatal(reason):
                 self._die(reason)
+            case A.Warn(message):
+                log.warning("%s", message)
             case MetadataApplied() | A.LoadSnapshot():
                 pass  # the process has already applied them to its image
             case A.WriteSnapshot(snapshot_id, data):

@@ -798,6 +798,7 @@ class Simulation:
             act.LeaderChanged: self._do_leader_changed,
             act.HighWatermarkAdvanced: self._do_nothing,  # the checker reads high_watermark itself
             act.Fatal: self._do_fatal,
+            act.Warn: self._do_nothing,  # a warning for the operator; the trace shows the epochs anyway
             # A process consumes its own barriers; one passing through was asked by no one here.
             act.ReadBarrierCompleted: self._do_nothing,
             act.ReadBarrierFailed: self._do_nothing,

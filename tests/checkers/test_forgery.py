@@ -140,3 +140,36 @@ def test_forger_ops_are_side_ops_that_client_checkers_never_see() -> None:
 def test_no_forger_no_violation_and_a_note() -> None:
     verdict = check_forgery(Builder().history(), None)
     assert verdict.valid is True and "no forger ran" in verdict.details["note"]
+
+
+def test_quorum_forgeries_the_fuzzer_found_refused_are_valid(tmp_path) -> None:
+    b = Builder()
+    b.op("end-quorum-epoch-from-non-voter", "fail", ["INVALID_REQUEST"], forged_epoch=2**31 - 1)
+    b.op("vote-from-non-voter", "fail", ["INCONSISTENT_VOTER_SET"], forged_epoch=1_000_001)
+    b.op("begin-quorum-epoch-at-int32-max", "fail", ["INVALID_REQUEST"], forged_epoch=2**31 - 1)
+    b.op("replayed-vote-of-past-epoch", "fail", ["FENCED_LEADER_EPOCH"], replayed_epoch=0)
+    write_node(tmp_path, "c1", CLEAN_IMAGE, [1, 2, 3])
+    verdict = check_forgery(b.history(), tmp_path)
+    assert verdict.valid is True, verdict.details
+    assert all(counts == {"refused": 1} for counts in verdict.details["outcomes"].values())
+
+
+def test_quorum_forgeries_accepted_or_processed_are_invalid(tmp_path) -> None:
+    b = Builder()
+    b.op("end-quorum-epoch-from-non-voter", "ok", ["NONE"], forged_epoch=2**31 - 1)  # the old node's answer
+    b.op("replayed-vote-of-past-epoch", "fail", ["INVALID_QUORUM_STATE"], replayed_epoch=0)
+    verdict = check_forgery(b.history(), tmp_path)
+    assert verdict.valid is False
+    problems = {(v["kind"], v["problem"]) for v in verdict.details["violations"]}
+    assert problems == {
+        ("end-quorum-epoch-from-non-voter", "accepted"),
+        ("replayed-vote-of-past-epoch", "wrong-refusal"),
+    }
+
+
+def test_a_committed_entry_at_the_int32_limit_is_an_effect(tmp_path) -> None:
+    b = Builder()
+    b.op("end-quorum-epoch-from-non-voter", "info", error="ConnectionLostError", forged_epoch=2**31 - 1)
+    write_node(tmp_path, "c1", CLEAN_IMAGE, [1, 2**31 - 1])
+    verdict = check_forgery(b.history(), tmp_path)
+    assert verdict.valid is False and verdict.details["violations"][0]["problem"] == "effect"

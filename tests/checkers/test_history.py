@@ -270,3 +270,15 @@ def test_the_compiled_loader_gives_what_the_python_one_gives(tmp_path):
     leading_zero.write_text('{"time": 07, "process": 0, "type": "invoke", "f": "read"}\n')
     with pytest.raises(HistoryError, match=r"zero.jsonl:1: not valid JSON"):
         load_history(leading_zero)  # the compiled path is no laxer than the JSON parser
+
+
+def test_load_history_names_the_line_of_bytes_that_are_not_utf8(tmp_path) -> None:
+    """Fuzzer finding: the compiled fast path let a UnicodeDecodeError (and a traceback) out."""
+    from checkers.history import HistoryError, load_history
+
+    path = tmp_path / "history.jsonl"
+    good = b'{"index": 0, "time": 1, "process": 0, "type": "invoke", "f": "write", "value": 1}\n'
+    path.write_bytes(good + b'{"index": 1, "time": 2, "process": 0, "type": "ok", "f": "writ\xff", "value": 1}\n')
+    with pytest.raises(HistoryError) as caught:
+        load_history(path)
+    assert ":2:" in str(caught.value) and "\n" not in str(caught.value)

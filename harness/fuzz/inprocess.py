@@ -1,0 +1,209 @@
+"""In-process targets: the codec plus the sans-IO process core, driven as the real runtime drives it.
+
+`NodeUnderTest` builds a node from a server.properties file exactly as `kchaos node` does (config,
+RaftNode, `build_process`), keeps its storage in memory but encodes every record batch, quorum-state
+and snapshot with the real file formats (so a value that would not fit a file fails here as it fails
+on disk), and answers the core's flushes at once. A frame goes through the listener's codec; what
+decodes is handed to the process; every action the process returns is carried out. Any exception,
+`Fatal`, unrequested `ShutDown`, undecodable own answer or unencodable record is a finding.
+"""
+
+from __future__ import annotations
+
+import random
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import node.raft.actions as A
+from node.process.actions import ShutDown
+from node.process.events import InboundRequest
+from node.process.ports import RequestContext
+from node.process.process import CONTROLLER_LISTENER
+from node.protocol.codec import BinaryCodec, EncodedResponse, FrameError, FrameKind
+from node.protocol.registry import BROKER_API_KEYS, CONTROLLER_API_KEYS
+from node.protocol.session import ApiVersionsRequest
+from node.raft.events import FlushCompleted, RequestFailed, ResponseReceived, SnapshotWritten, Start, Tick
+from node.raft.node import RaftNode
+from node.raft.records import encode_batch
+from node.raft.storage import LoadedState
+from node.runtime.file_storage import (
+    decode_quorum_state,
+    decode_snapshot_file,
+    encode_quorum_state,
+    encode_snapshot_file,
+)
+from node.runtime.roles import build_process
+from node.runtime.server_config import ServerConfig, load_server_config
+
+
+class DesignedStop(Exception):
+    """The node stopped as its protocol says it must (an answer only a voter of this quorum can send
+    told it its cluster id is wrong): not a finding, but the node is gone; the target starts again."""
+
+
+class Finding(Exception):
+    """The node broke the contract: crashed, stopped, or produced something it cannot write or send."""
+
+
+@dataclass
+class Outcome:
+    refused_frames: int = 0  # FrameError: the runtime closes that connection and serves the others
+    handled: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+class NodeUnderTest:
+    """One node, in memory, driven through its codec; `feed_frame` is one input."""
+
+    def __init__(self, config: ServerConfig, seed: int) -> None:
+        self.config = config
+        self.rng = random.Random(seed)
+        self.raft = RaftNode(config.raft, LoadedState(None, (), None), self.rng)
+        self.process = build_process(config, self.raft, self.rng)
+        self.codecs = {
+            CONTROLLER_LISTENER: BinaryCodec(api_keys=CONTROLLER_API_KEYS),
+            "BROKER": BinaryCodec(api_keys=BROKER_API_KEYS),
+        }
+        self.reply_codec = BinaryCodec()
+        self.now = 0
+        self.deadline: int | None = None
+        self.outstanding: list[A.SendRequest] = []  # requests the node sent, for the responses target
+        self.answered: dict[Any, int] = {}  # reply_to -> answers seen
+        self.outcome = Outcome()
+        self.by_design_stops: int | None = None  # counting (not None): voters' answers may stop the node
+        self._run(Start())
+
+    @classmethod
+    def from_properties(cls, path: str | Path, seed: int = 0) -> NodeUnderTest:
+        return cls(load_server_config(path), seed)
+
+    # --- driving ---------------------------------------------------------------------------------
+
+    def advance(self, ms: int) -> None:
+        """Let `ms` of virtual time pass, firing the core's timer when it is due."""
+        self.now += ms
+        if self.deadline is not None and self.deadline <= self.now:
+            self.deadline = None
+            self._run(Tick())
+
+    def feed_frame(self, listener: str, frame: bytes, reply_to: object = "fuzz") -> bool:
+        """One frame on `listener` ("CONTROLLER" or "BROKER"); False if the codec refused it (the
+        runtime closes that connection: a one-line refusal)."""
+        codec = self.codecs[listener]
+        try:
+            decoded = codec.decode(frame)
+            if decoded.kind is not FrameKind.REQUEST:
+                raise FrameError("a response frame arrived on an inbound connection")
+        except FrameError as exc:
+            if "\n" in str(exc):
+                raise Finding(f"FrameError of more than one line: {str(exc)!r}") from None
+            self.outcome.refused_frames += 1
+            return False
+        ctx = RequestContext(listener_name=listener, frame=frame)
+        self._run(InboundRequest(reply_to, decoded.correlation_id, decoded.message, ctx))
+        return True
+
+    def feed_response(self, sent: A.SendRequest, frame: bytes) -> bool:
+        """An answer (as bytes) to a request the node sent; a frame the codec refuses fails the request."""
+        try:
+            decoded = self.reply_codec.decode(frame)
+            if decoded.kind is not FrameKind.RESPONSE:
+                raise FrameError("a request frame arrived as an answer")
+        except FrameError:
+            self.outcome.refused_frames += 1
+            self._run(RequestFailed(sent.destination, sent.correlation_id, True))
+            return False
+        self._run(ResponseReceived(sent.destination, sent.correlation_id, decoded.message))
+        return True
+
+    def still_serves(self) -> None:
+        """A fresh client on each listener gets an answer: the node serves its other peers."""
+        for listener, message in ((CONTROLLER_LISTENER, ApiVersionsRequest()), ("BROKER", ApiVersionsRequest())):
+            token = ("probe", listener, self.now)
+            frame = self.codecs[listener].encode_request(99, message)
+            if not self.feed_frame(listener, frame, token):
+                raise Finding(f"a valid {type(message).__name__} was refused on {listener}")
+            if not self.answered.get(token):
+                raise Finding(f"no answer to a valid {type(message).__name__} on {listener}")
+            del self.answered[token]
+
+    # --- carrying out actions --------------------------------------------------------------------
+
+    def _run(self, event: Any) -> None:
+        queue = [event]
+        steps = 0
+        while queue:
+            steps += 1
+            if steps > 10_000:
+                raise Finding("the core did not settle after 10,000 follow-up events (a livelock)")
+            ev = queue.pop(0)
+            try:
+                actions = self.process.handle(self.now, ev)
+            except Finding:
+                raise
+            except Exception as exc:
+                raise Finding(f"{type(ev).__name__} raised {exc!r} at {_where(exc)}") from exc
+            self.outcome.handled += 1
+            for action in actions:
+                queue.extend(self._carry_out(action))
+
+    def _carry_out(self, action: Any) -> list[Any]:
+        match action:
+            case A.Respond(reply_to, correlation_id, message):
+                try:
+                    if not isinstance(message, EncodedResponse):  # a forwarded answer is bytes already
+                        self.reply_codec.encode_response(correlation_id, message)
+                except ValueError as exc:
+                    raise Finding(f"cannot encode its own answer {type(message).__name__}: {exc}") from None
+                self.answered[reply_to] = self.answered.get(reply_to, 0) + 1
+            case A.SendRequest():
+                try:
+                    self.reply_codec.encode_request(action.correlation_id, action.message)
+                except ValueError as exc:
+                    raise Finding(f"cannot encode its own request {type(action.message).__name__}: {exc}") from None
+                self.outstanding.append(action)
+                del self.outstanding[:-64]
+            case A.AppendBatches(batches):
+                for batch in batches:
+                    try:
+                        encode_batch(batch)
+                    except Exception as exc:
+                        raise Finding(
+                            f"cannot write batch at {batch.base_offset} epoch {batch.epoch}: {exc!r}"
+                        ) from None
+            case A.Flush():
+                return [FlushCompleted(self.raft.log_end_offset)]
+            case A.PersistQuorumState(state):
+                try:
+                    decode_quorum_state(encode_quorum_state(state), "quorum-state")
+                except Exception as exc:
+                    raise Finding(f"its quorum-state would not load again: {exc}") from None
+            case A.WriteSnapshot(snapshot_id, data):
+                try:
+                    decode_snapshot_file(encode_snapshot_file(snapshot_id, data), "snapshot")
+                except Exception as exc:
+                    raise Finding(f"its snapshot {snapshot_id} would not load again: {exc}") from None
+                return [SnapshotWritten(snapshot_id)]
+            case A.SetTimer(deadline):
+                self.deadline = deadline
+            case A.Fatal(reason) if "(INVALID_CLUSTER_ID)" in reason and self.by_design_stops is not None:
+                # KIP-595 "Cluster Bootstrapping": a voter answering INVALID_CLUSTER_ID stops this node.
+                self.by_design_stops += 1
+                raise DesignedStop(reason)
+            case A.Fatal(reason):
+                raise Finding(f"Fatal: {reason}")
+            case ShutDown(reason, requested) if not requested:
+                raise Finding(f"shut down: {reason}")
+            case A.Warn(message):
+                self.outcome.warnings.append(message)
+        return []
+
+
+def _where(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "?"
+    last = frames[-1]
+    return f"{Path(last.filename).name}:{last.lineno}"

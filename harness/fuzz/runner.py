@@ -1,0 +1,364 @@
+"""The fuzz loop: targets, a budget, a seed, and the count of what was tried and found.
+
+Each target is a function that runs one input drawn from the run's `random.Random` and returns
+nothing (the input kept the contract) or raises `Finding`. Targets:
+
+- `controller` / `broker`: a request frame of every type the listener serves (and, at times, a type it
+  does not, or a response) to the combined node of examples/combined.properties, in process;
+- `responses`: answers of every response type (right or wrong type, mutated) to whatever node 1 of a
+  three-voter combined quorum sends;
+- `files`: a real data dir (log segments, snapshot, quorum-state, meta.properties) with one file
+  damaged, loaded by FileStorage and the node built on it, as a restart does;
+- `harness`: the harness's own inputs: test TOML, suite files, histories, inventories.
+
+The first finding of each distinct message is kept with the seed and input number that replays it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.fuzz.inprocess import DesignedStop, Finding, NodeUnderTest
+from harness.fuzz.mutate import mutate_bytes, mutate_file, mutate_value, sample, sample_batches
+from node.process.process import CONTROLLER_LISTENER
+from node.protocol.codec import BinaryCodec
+from node.protocol.messages import SnapshotId
+from node.protocol.registry import API_KEYS, BROKER_API_KEYS, CONTROLLER_API_KEYS, REQUESTS, RESPONSE_FOR, RESPONSES
+from node.raft.node import RaftNode
+from node.raft.quorum_state import QuorumStateData
+from node.raft.records import RecordBatch
+from node.raft.storage import StorageError
+from node.runtime.file_storage import FileStorage
+
+ROOT = Path(__file__).resolve().parents[2]
+COMBINED = ROOT / "examples" / "combined.properties"
+RESET_EVERY = 3000  # inputs before a target starts again from a fresh node (bounded memory)
+PROBE_EVERY = 100  # inputs between checks that the node still answers a fresh client
+_CODEC = BinaryCodec()
+
+
+@dataclass
+class TargetStats:
+    inputs: int = 0
+    refused: int = 0  # refused with a one-line error (frame or file), as the contract wants
+    findings: int = 0
+
+
+@dataclass
+class Report:
+    seed: int
+    stats: dict[str, TargetStats] = field(default_factory=dict)
+    findings: dict[str, str] = field(default_factory=dict)  # message -> where to replay it
+    seconds: float = 0.0
+
+    @property
+    def inputs(self) -> int:
+        return sum(s.inputs for s in self.stats.values())
+
+    def lines(self) -> list[str]:
+        out = [
+            f"seed {self.seed}: {self.inputs} inputs in {self.seconds:.1f} s, {len(self.findings)} distinct findings"
+        ]
+        for name, s in self.stats.items():
+            out.append(f"  {name:<11} {s.inputs:>9} inputs  {s.refused:>9} refused  {s.findings:>5} findings")
+        out.extend(f"  FINDING {msg} ({where})" for msg, where in self.findings.items())
+        return out
+
+
+def _encode(message: object, cid: int) -> bytes | None:
+    try:
+        if type(message) in RESPONSE_FOR.values():
+            return _CODEC.encode_response(cid, message)
+        return _CODEC.encode_request(cid, message)
+    except ValueError:
+        return None  # an edge value the codec itself refuses to write: no frame
+
+
+def mutated_frame(cls: type, rng: random.Random) -> bytes:
+    """A frame of `cls`: valid, with edge-valued fields, and/or damaged bytes."""
+    message = sample(cls, rng)
+    for _ in range(rng.choice((0, 1, 1, 2, 3))):
+        message = mutate_value(message, rng)
+    cid = rng.choice((1, 0, -1, 2**31 - 1, rng.randint(2, 1000)))
+    frame = _encode(message, cid) or _encode(sample(cls, rng), cid)
+    assert frame is not None  # a sampled message always encodes (tests/fuzz checks it)
+    if rng.random() < 0.4:
+        frame = mutate_bytes(frame, rng)
+    return frame
+
+
+class ListenerTarget:
+    """Request frames to one listener of the combined node."""
+
+    def __init__(self, listener: str, seed: int) -> None:
+        keys = CONTROLLER_API_KEYS if listener == CONTROLLER_LISTENER else BROKER_API_KEYS
+        self.listener = listener
+        self.classes = [cls for cls in REQUESTS if API_KEYS[cls] in keys]
+        self.seed = seed
+        self.node = NodeUnderTest.from_properties(COMBINED, seed)
+        self.count = 0
+
+    def __call__(self, rng: random.Random) -> bool:
+        self.count += 1
+        if self.count % RESET_EVERY == 0:
+            self.node = NodeUnderTest.from_properties(COMBINED, rng.getrandbits(32))
+        roll = rng.random()
+        cls = rng.choice(self.classes) if roll < 0.9 else rng.choice(REQUESTS if roll < 0.95 else RESPONSES)
+        accepted = self.node.feed_frame(self.listener, mutated_frame(cls, rng), ("fuzz", self.count % 4))
+        self.node.advance(rng.choice((0, 1, 10, 100, 600)))
+        if self.count % PROBE_EVERY == 0:
+            self.node.still_serves()
+        return accepted
+
+
+THREE_VOTERS = """node.id=1
+process.roles=broker,controller
+listeners=BROKER://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093
+controller.listener.names=CONTROLLER
+controller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:19193,3@127.0.0.1:19293
+metadata.log.dir={data}
+"""
+
+
+class ResponsesTarget:
+    """Mutated answers to the requests node 1 of three voters sends (votes, fetches, ...)."""
+
+    def __init__(self, seed: int, workdir: Path) -> None:
+        self.path = workdir / "voter-1.properties"
+        self.path.write_text(THREE_VOTERS.format(data=workdir / "data-1"))
+        self.node = self._fresh(seed)
+        self.count = 0
+
+    def _fresh(self, seed: int) -> NodeUnderTest:
+        node = NodeUnderTest.from_properties(self.path, seed)
+        node.by_design_stops = 0
+        return node
+
+    def __call__(self, rng: random.Random) -> bool:
+        self.count += 1
+        if self.count % RESET_EVERY == 0:
+            self.node = self._fresh(rng.getrandbits(32))
+        self.node.advance(rng.choice((10, 100, 500, 2000)))
+        if not self.node.outstanding:
+            return True
+        sent = self.node.outstanding.pop(rng.randrange(len(self.node.outstanding)))
+        cls = RESPONSE_FOR.get(type(sent.message))
+        if cls is None or rng.random() < 0.05:
+            cls = rng.choice(RESPONSES)
+        frame = mutated_frame(cls, rng)
+        try:
+            accepted = self.node.feed_response(sent, frame)
+        except DesignedStop:
+            self.node = self._fresh(rng.getrandbits(32))
+            return False
+        if self.count % PROBE_EVERY == 0:
+            self.node.still_serves()
+        return accepted
+
+
+class FilesTarget:
+    """One damaged file in a real data dir, then a restart: FileStorage.load and the node on top."""
+
+    def __init__(self, seed: int, workdir: Path) -> None:
+        self.pristine = workdir / "pristine"
+        self.work = workdir / "restart"
+        rng = random.Random(seed)
+        with FileStorage(self.pristine, 1, segment_bytes=2048) as storage:
+            storage.load()
+            storage.write_cluster_id("fuzz-cluster-0000000000")
+            batches = sample_batches(rng, 40)
+            batches = [
+                RecordBatch(b.base_offset, min(b.epoch, 3) if b.epoch > 5 else b.epoch, b.records) for b in batches
+            ]
+            epoch = 0
+            fixed = []
+            for b in batches:  # epochs never go down along a log
+                epoch = max(epoch, b.epoch)
+                fixed.append(RecordBatch(b.base_offset, epoch, b.records, b.control, b.timestamp_ms))
+            storage.append(tuple(fixed))
+            storage.flush()
+            storage.write_snapshot(SnapshotId(fixed[10].base_offset, fixed[9].epoch), rng.randbytes(200))
+            storage.write_quorum_state(QuorumStateData(1, epoch, 1, 0, (1,)))
+        self.files = sorted(p.relative_to(self.pristine) for p in self.pristine.rglob("*") if p.is_file())
+        self.config = NodeUnderTest.from_properties(COMBINED, seed).config
+
+    def __call__(self, rng: random.Random) -> bool:
+        shutil.rmtree(self.work, ignore_errors=True)
+        shutil.copytree(self.pristine, self.work)
+        victim = self.work / rng.choice(self.files)
+        victim.write_bytes(mutate_file(victim.read_bytes(), rng))
+        try:
+            with FileStorage(self.work, 1, "fuzz-cluster-0000000000", segment_bytes=2048) as storage:
+                loaded = storage.load()
+        except StorageError as exc:
+            if "\n" in str(exc) or not str(exc):
+                raise Finding(f"StorageError of more than one line for {victim.name}") from None
+            return False
+        except Exception as exc:
+            raise Finding(f"loading a damaged {victim.name} raised {exc!r}") from None
+        try:
+            RaftNode(self.config.raft, loaded, random.Random(1))
+        except Exception as exc:
+            raise Finding(f"a node on a damaged {victim.name} raised {exc!r}") from None
+        return True
+
+
+def _harness_inputs(workdir: Path) -> dict[str, tuple[str, Callable[[Path], object]]]:
+    from checkers.history import load_history
+    from harness.backends.inventory import load_inventory
+    from harness.suite import load_suite
+    from harness.test_spec import load_test
+
+    history = "\n".join(
+        json.dumps(e)
+        for e in (
+            {"index": 0, "time": 1, "process": 0, "type": "invoke", "f": "write", "value": ["k", 1]},
+            {"index": 1, "time": 2, "process": 0, "type": "ok", "f": "write", "value": ["k", 1]},
+            {"index": 2, "time": 3, "process": "nemesis", "type": "info", "f": "kill", "value": [1]},
+        )
+    )
+    test = 'name = "fuzz"\nworkload = "config-register"\nnemesis = ["partition"]\nseed = 3\ntime_limit_s = 5\n'
+    inventory = '[defaults]\nuser = "root"\n[[hosts]]\nname = "n1"\naddress = "127.0.0.1"\n'
+    suite = (ROOT / "suites" / "gate.toml").read_text()
+    return {
+        "test.toml": (test, load_test),
+        "suite.toml": (suite, load_suite),
+        "history.jsonl": (history, load_history),
+        "inventory.toml": (inventory, load_inventory),
+    }
+
+
+class HarnessTarget:
+    """The harness's own inputs, damaged: each loader answers a one-line error or loads."""
+
+    def __init__(self, seed: int, workdir: Path) -> None:
+        from checkers.history import HistoryError
+        from harness.errors import UserError
+
+        self.workdir = workdir
+        self.inputs = _harness_inputs(workdir)
+        self.refusals = (UserError, HistoryError)
+
+    def __call__(self, rng: random.Random) -> bool:
+        name = rng.choice(sorted(self.inputs))
+        text, load = self.inputs[name]
+        raw = mutate_file(text.encode(), rng)
+        if rng.random() < 0.5:  # a textual mutation keeps the format's shape more often than bytes do
+            raw = _mutate_text(text, rng).encode()
+        path = self.workdir / name
+        path.write_bytes(raw)
+        try:
+            load(path)
+        except self.refusals as exc:
+            if "\n" in str(exc).strip():
+                raise Finding(f"{name}: a refusal of more than one line: {str(exc)[:80]!r}") from None
+            return False
+        except Exception as exc:
+            raise Finding(f"{name}: {exc!r}"[:300]) from None
+        return True
+
+
+_TOKENS = (
+    '"',
+    "=",
+    "[",
+    "]",
+    "{",
+    "}",
+    "-1",
+    "1e400",
+    "99999999999999999999",
+    "true",
+    "null",
+    "\n",
+    "[[x]]",
+    "\\u0000",
+    ",",
+)
+
+
+def _mutate_text(text: str, rng: random.Random) -> str:
+    for _ in range(rng.randint(1, 3)):
+        i = rng.randrange(len(text) + 1)
+        if rng.random() < 0.5:
+            text = text[:i] + rng.choice(_TOKENS) + text[i:]
+        else:
+            text = text[:i] + text[i + rng.randint(1, 8) :]
+    return text
+
+
+TARGETS = ("controller", "broker", "responses", "files", "harness")
+
+
+def run(
+    seed: int,
+    budget_s: float | None = None,
+    max_inputs: int | None = None,
+    targets: tuple[str, ...] = TARGETS,
+    progress: Callable[[Report], None] | None = None,
+) -> Report:
+    """Run the targets in turn (the cheap frame targets more often) until the budget or the count."""
+    report = Report(seed, {name: TargetStats() for name in targets})
+    rng = random.Random(seed)
+    # Per cost: a frame takes ~0.5-3 ms in process, a restart on a damaged data dir ~40 ms (real files).
+    weights = {"controller": 30, "broker": 30, "responses": 60, "files": 1, "harness": 3}
+    order = [name for name in targets for _ in range(weights[name])]
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="kchaos-fuzz-") as tmp:
+        work = Path(tmp)
+        built: dict[str, Callable[[random.Random], bool]] = {}
+        for name in targets:
+            (work / name).mkdir()
+            built[name] = _build(name, seed, work / name)
+        last_progress = start
+        i = 0
+        while True:
+            if max_inputs is not None and i >= max_inputs:
+                break
+            if budget_s is not None and time.monotonic() - start >= budget_s:
+                break
+            name = order[i % len(order)]
+            stats = report.stats[name]
+            stats.inputs += 1
+            try:
+                if not built[name](rng):
+                    stats.refused += 1
+            except Finding as finding:
+                stats.findings += 1
+                message = str(finding).splitlines()[0][:300]
+                report.findings.setdefault(f"[{name}] {message}", f"seed {seed}, input {i}")
+                built[name] = _build(name, rng.getrandbits(32), work / name)  # start again, fresh
+            i += 1
+            if progress is not None and time.monotonic() - last_progress > 30:
+                last_progress = time.monotonic()
+                report.seconds = last_progress - start
+                progress(report)
+    report.seconds = time.monotonic() - start
+    return report
+
+
+def _build(name: str, seed: int, workdir: Path) -> Callable[[random.Random], bool]:
+    for child in workdir.iterdir():
+        if child.is_dir():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+    match name:
+        case "controller":
+            return ListenerTarget(CONTROLLER_LISTENER, seed)
+        case "broker":
+            return ListenerTarget("BROKER", seed)
+        case "responses":
+            return ResponsesTarget(seed, workdir)
+        case "files":
+            return FilesTarget(seed, workdir)
+        case "harness":
+            return HarnessTarget(seed, workdir)
+    raise ValueError(f"unknown fuzz target {name!r} (one of {', '.join(TARGETS)})")

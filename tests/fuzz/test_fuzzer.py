@@ -1,0 +1,102 @@
+"""The fuzzer itself: a short run of every target keeps the contract, the fuzzer can fail, the CLI.
+
+(The long run is `kchaos fuzz --budget 10m --seed N`; docs/trust/fuzzing.md has its record.)
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.cli import main
+from harness.fuzz import runner
+from harness.fuzz.inprocess import NodeUnderTest
+from harness.fuzz.mutate import mutate_value, sample
+from harness.fuzz.real_node import fuzz_real_node
+from node.process.process import CONTROLLER_LISTENER
+from node.protocol.codec import BinaryCodec
+from node.protocol.registry import REQUESTS, RESPONSE_FOR, RESPONSES
+
+CODEC = BinaryCodec()
+
+
+def test_a_short_run_of_every_target_keeps_the_contract():
+    report = runner.run(seed=11, max_inputs=1500)
+    assert report.findings == {}, report.lines()
+    for name in runner.TARGETS:
+        stats = report.stats[name]
+        assert stats.inputs > 0, name
+        assert 0 < stats.refused < stats.inputs, (name, stats)  # both refused and accepted inputs were tried
+
+
+@pytest.mark.parametrize("cls", REQUESTS + RESPONSES, ids=lambda c: c.__name__)
+def test_every_message_type_is_sampled_and_encodes(cls):
+    rng = random.Random(cls.__name__)
+    for _ in range(20):
+        message = sample(cls, rng)
+        frame = CODEC.encode_response(1, message) if cls in RESPONSE_FOR.values() else CODEC.encode_request(1, message)
+        assert type(CODEC.decode(frame).message) is cls
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(
+    cls=st.sampled_from(REQUESTS + RESPONSES),
+    seed=st.integers(0, 2**32 - 1),
+    listener=st.sampled_from([CONTROLLER_LISTENER, "BROKER"]),
+)
+def test_hypothesis_any_mutated_frame_on_either_listener_is_answered_or_refused(cls, seed, listener):
+    node = _NODE.get("node") or _NODE.setdefault("node", NodeUnderTest.from_properties(runner.COMBINED, 1))
+    rng = random.Random(seed)
+    node.feed_frame(listener, runner.mutated_frame(cls, rng), ("hyp", seed))  # a Finding fails the test
+    node.advance(rng.choice((0, 100, 1000)))
+    node.still_serves()
+
+
+_NODE: dict[str, NodeUnderTest] = {}
+
+
+def test_mutations_reach_the_edges_of_the_wire_types():
+    rng = random.Random(5)
+    seen = set()
+    for _ in range(3000):
+        message = mutate_value(sample(rng.choice(REQUESTS), rng), rng)
+        seen.update(getattr(message, f) for f in message.__slots__ if isinstance(getattr(message, f), int))
+    assert {2**31 - 1, -(2**31), 2**63 - 1, -1} <= seen
+
+
+def test_the_fuzzer_reports_a_node_that_raises(monkeypatch):
+    """A fuzzer that cannot fail proves nothing: a core that raises on some input is a finding."""
+    from node.process.process import NodeProcess
+
+    real = NodeProcess._route
+
+    def broken(self, ctx, reply_to, correlation_id, message):
+        if type(message).__name__ == "DescribeQuorumRequest":
+            raise RuntimeError("planted")
+        return real(self, ctx, reply_to, correlation_id, message)
+
+    monkeypatch.setattr(NodeProcess, "_route", broken)
+    report = runner.run(seed=2, max_inputs=600, targets=("controller",))
+    assert any("planted" in message for message in report.findings), report.lines()
+    assert all("seed 2, input" in where for where in report.findings.values())
+
+
+def test_real_node_over_loopback_survives_mutated_frames_and_serves_fresh_clients():
+    lines = fuzz_real_node(seed=4, frames=120)
+    assert "120 frames" in lines[0]
+    assert "contract held" in lines[1], lines
+
+
+def test_kchaos_fuzz_prints_counts_per_target_and_the_seed(capsys):
+    assert main(["fuzz", "--budget", "30s", "--inputs", "200", "--seed", "77", "--target", "controller"]) == 0
+    out = capsys.readouterr().out
+    assert "seed 77" in out and "controller" in out and "200 inputs" in out
+
+
+def test_kchaos_fuzz_refuses_an_unknown_target_in_one_line(capsys):
+    assert main(["fuzz", "--budget", "1s", "--target", "nope"]) == 254
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--target nope" in err
