@@ -150,6 +150,7 @@ def test_cli_list_and_bad_input(capsys) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # 32 bugs x their cells plus 200 seeds: about 10-15 minutes on 2 cores
 def test_the_whole_matrix_and_a_200_seed_sweep(results) -> None:
     """Every bug of the catalogue through every registered workload and fault kind, then the correct
     cluster over 200 seeds: no false alarm, and every bug but NOT_CAUGHT_IN_BUDGET caught
