@@ -11,11 +11,11 @@ Four rules, over the history:
 
 - **zombie-leader**: a voter answered DescribeQuorum (`f` `quorum`, value `leader` = its own id) that
   it leads, although it had been cut off from a majority of the voters (linked in either direction
-  with fewer than a majority, counting itself; neither down nor impaired) for 2F + R or longer (its
-  check-quorum timer fires within two fetch timeouts of the last Fetch of a majority; R,
+  with fewer than a majority, counting itself; neither down nor impaired) for 2F + R/2 or longer (its
+  check-quorum timer fires within two fetch timeouts of the last Fetch of a majority; half of R,
   `quorum.request.timeout.ms`, is slack). Only time the voter could act counts (see *cut off* below).
 - **unanswered**: a request to a voter (`node`) got no answer at all (`info`), although it was sent
-  2F + R or longer after that voter was cut off from a majority, and the voter stayed cut off for R
+  2F + R/2 or longer after that voter was cut off from a majority, and the voter stayed cut off for R
   after, and up and running (a crashed or paused node answers nothing) until the client gave up (the
   `info`'s own time: a read's deadline may be longer than R): by then it no longer leads, and a
   non-leader refuses at once (NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER). The node is the one
