@@ -60,7 +60,7 @@ def test_generated_histories_good_and_bad_agree(prune):
 @given(st.data())
 def test_tiny_perturbed_histories_agree(data):
     gen = drawn_register_history(data, max_ops=8, value_range=data.draw(st.sampled_from([3, None])))
-    h = perturbed(gen, data, range(3))
+    _events, h = perturbed(gen, data, range(3))
     for prune in (True, False):
         same(h.ops, prune=prune)
 
