@@ -9,7 +9,9 @@ from typing import Any
 from harness.test_spec import Cluster, TestSpec
 
 # The checks every workload's run gets at its end (beside the workload's own checkers).
-END_OF_RUN = frozenset({"log-agreement", "availability", "image-replay", "at-most-once", "quorum-progress", "forgery"})
+END_OF_RUN = frozenset(
+    {"log-agreement", "availability", "image-replay", "at-most-once", "quorum-progress", "forgery", "elections"}
+)
 
 
 def sim_spec(seed: int = 7, **changes: Any) -> TestSpec:

@@ -53,6 +53,7 @@ def test_run_dir_holds_history_faults_dumps_and_verdict(tmp_path):
         "log-agreement",
         "image-replay",
         "at-most-once",
+        "elections",
     ]
     assert (run / "commit-times.jsonl").is_file()  # the tap timed the committed log (quorum-progress)
     reads = results["checkers"]["image-reads"]

@@ -21,9 +21,13 @@ WORKLOADS = ("config-append", "config-register", "isr-changes", "registrations")
 
 
 def cell_spec(name: str, workload: str, seed: int = 1, **changes) -> TestSpec:
-    """The gate's cell `name` x `workload` at `seed`, with `changes` to its test spec."""
-    (cell,) = [c for c in GATE.cells if c.nemesis == name and c.workload == workload]
-    return dataclasses.replace(GATE.spec(cell, seed), **changes)
+    """The gate's cell `name` x `workload` at `seed`, with `changes` to its test spec. The gate runs each
+    of these cells on two workloads only (to stay cheap); for the other two the cell's settings are
+    taken with that workload, since the correct cluster must pass them there too."""
+    cells = [c for c in GATE.cells if c.nemesis == name]
+    same = [c for c in cells if c.workload == workload]
+    assert cells and len(same) <= 1, (name, workload)
+    return dataclasses.replace(GATE.spec((same or cells)[0], seed), workload=workload, **changes)
 
 
 def verdict(spec: TestSpec, root: Path) -> tuple[bool | str | None, dict]:
@@ -60,11 +64,11 @@ def test_the_correct_cluster_passes_the_redeliver_and_no_pre_vote_cells(tmp_path
 
 def test_a_begin_quorum_epoch_of_an_older_epoch_accepted_is_caught_by_the_redeliver_cell(tmp_path):
     bug = ("raft-begin-epoch-accepts-older-epoch",)
-    valid, checkers = verdict(cell_spec("redeliver", "config-append", bugs=bug), tmp_path / "on")
+    valid, checkers = verdict(cell_spec("redeliver", "config-register", bugs=bug), tmp_path / "on")
     assert valid is False
     assert "epoch went back" in checkers["sim-invariants"]["violation"]
     # The same cell without the stale copies passes at this seed: the copies open the bug's window.
-    quiet = cell_spec("redeliver", "config-append", bugs=bug, nemesis=("kill",), nemesis_options={})
+    quiet = cell_spec("redeliver", "config-register", bugs=bug, nemesis=("kill",), nemesis_options={})
     assert verdict(quiet, tmp_path / "off")[0] is True
 
 
