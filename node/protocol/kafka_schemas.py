@@ -1,0 +1,311 @@
+"""The layouts of the Kafka APIs the cluster answers in Kafka's own framing, per version.
+
+Written from Kafka's message definitions (clients/src/main/resources/common/message/*.json in
+apache/kafka), keeping only what a layout needs: the fields, the versions they appear in, the versions
+they may be null in, and the first flexible version. `served` is the version range this cluster
+answers; ApiVersions advertises exactly these ranges, so a message missing here is not advertised.
+"""
+
+from __future__ import annotations
+
+from node.protocol.kafka_wire import F, Message
+
+_ALL = "0+"
+
+API_VERSIONS_REQUEST = Message(
+    18,
+    "ApiVersionsRequest",
+    (0, 3),
+    3,
+    (F("ClientSoftwareName", "string", "3+"), F("ClientSoftwareVersion", "string", "3+")),
+)
+API_VERSIONS_RESPONSE = Message(
+    18,
+    "ApiVersionsResponse",
+    (0, 3),
+    3,
+    (
+        F("ErrorCode", "int16"),
+        F("ApiKeys", "[]", fields=(F("ApiKey", "int16"), F("MinVersion", "int16"), F("MaxVersion", "int16"))),
+        F("ThrottleTimeMs", "int32", "1+"),
+    ),
+)
+
+METADATA_REQUEST = Message(
+    3,
+    "MetadataRequest",
+    (0, 12),
+    9,
+    (
+        F("Topics", "[]", nullable="1+", fields=(F("TopicId", "uuid", "10+"), F("Name", "string", nullable="10+"))),
+        F("AllowAutoTopicCreation", "bool", "4+", default=True),
+        F("IncludeClusterAuthorizedOperations", "bool", "8-10"),
+        F("IncludeTopicAuthorizedOperations", "bool", "8+"),
+    ),
+)
+_OPS_UNKNOWN = -(1 << 31)  # Kafka's "authorized operations not requested"
+METADATA_RESPONSE = Message(
+    3,
+    "MetadataResponse",
+    (0, 12),
+    9,
+    (
+        F("ThrottleTimeMs", "int32", "3+"),
+        F(
+            "Brokers",
+            "[]",
+            fields=(F("NodeId", "int32"), F("Host", "string"), F("Port", "int32"), F("Rack", "string", "1+", "1+")),
+        ),
+        F("ClusterId", "string", "2+", "2+"),
+        F("ControllerId", "int32", "1+", default=-1),
+        F(
+            "Topics",
+            "[]",
+            fields=(
+                F("ErrorCode", "int16"),
+                F("Name", "string", nullable="12+"),
+                F("TopicId", "uuid", "10+"),
+                F("IsInternal", "bool", "1+"),
+                F(
+                    "Partitions",
+                    "[]",
+                    fields=(
+                        F("ErrorCode", "int16"),
+                        F("PartitionIndex", "int32"),
+                        F("LeaderId", "int32"),
+                        F("LeaderEpoch", "int32", "7+", default=-1),
+                        F("ReplicaNodes", "[]int32"),
+                        F("IsrNodes", "[]int32"),
+                        F("OfflineReplicas", "[]int32", "5+"),
+                    ),
+                ),
+                F("TopicAuthorizedOperations", "int32", "8+", default=_OPS_UNKNOWN),
+            ),
+        ),
+        F("ClusterAuthorizedOperations", "int32", "8-10", default=_OPS_UNKNOWN),
+    ),
+)
+
+DESCRIBE_CLUSTER_REQUEST = Message(
+    60,
+    "DescribeClusterRequest",
+    (0, 1),
+    0,
+    (F("IncludeClusterAuthorizedOperations", "bool"), F("EndpointType", "int8", "1+", default=1)),
+)
+DESCRIBE_CLUSTER_RESPONSE = Message(
+    60,
+    "DescribeClusterResponse",
+    (0, 1),
+    0,
+    (
+        F("ThrottleTimeMs", "int32"),
+        F("ErrorCode", "int16"),
+        F("ErrorMessage", "string", nullable=_ALL),
+        F("EndpointType", "int8", "1+", default=1),
+        F("ClusterId", "string"),
+        F("ControllerId", "int32", default=-1),
+        F(
+            "Brokers",
+            "[]",
+            fields=(
+                F("BrokerId", "int32"),
+                F("Host", "string"),
+                F("Port", "int32"),
+                F("Rack", "string", nullable=_ALL),
+            ),
+        ),
+        F("ClusterAuthorizedOperations", "int32", default=_OPS_UNKNOWN),
+    ),
+)
+
+_NAME_VALUE = (F("Name", "string"), F("Value", "string", nullable=_ALL))
+CREATE_TOPICS_REQUEST = Message(
+    19,
+    "CreateTopicsRequest",
+    (0, 7),
+    5,
+    (
+        F(
+            "Topics",
+            "[]",
+            fields=(
+                F("Name", "string"),
+                F("NumPartitions", "int32"),
+                F("ReplicationFactor", "int16"),
+                F("Assignments", "[]", fields=(F("PartitionIndex", "int32"), F("BrokerIds", "[]int32"))),
+                F("Configs", "[]", fields=_NAME_VALUE),
+            ),
+        ),
+        F("TimeoutMs", "int32", default=60_000),
+        F("ValidateOnly", "bool", "1+"),
+    ),
+)
+CREATE_TOPICS_RESPONSE = Message(
+    19,
+    "CreateTopicsResponse",
+    (0, 7),
+    5,
+    (
+        F("ThrottleTimeMs", "int32", "2+"),
+        F(
+            "Topics",
+            "[]",
+            fields=(
+                F("Name", "string"),
+                F("TopicId", "uuid", "7+"),
+                F("ErrorCode", "int16"),
+                F("ErrorMessage", "string", "1+", _ALL),
+                F("NumPartitions", "int32", "5+", default=-1),
+                F("ReplicationFactor", "int16", "5+", default=-1),
+                F(
+                    "Configs",
+                    "[]",
+                    "5+",
+                    "5+",
+                    fields=(
+                        F("Name", "string", "5+"),
+                        F("Value", "string", "5+", "5+"),
+                        F("ReadOnly", "bool", "5+"),
+                        F("ConfigSource", "int8", "5+", default=-1),
+                        F("IsSensitive", "bool", "5+"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+DELETE_TOPICS_REQUEST = Message(
+    20, "DeleteTopicsRequest", (0, 5), 4, (F("TopicNames", "[]string", "0-5"), F("TimeoutMs", "int32"))
+)
+DELETE_TOPICS_RESPONSE = Message(
+    20,
+    "DeleteTopicsResponse",
+    (0, 5),
+    4,
+    (
+        F("ThrottleTimeMs", "int32", "1+"),
+        F(
+            "Responses",
+            "[]",
+            fields=(F("Name", "string"), F("ErrorCode", "int16"), F("ErrorMessage", "string", "5+", "5+")),
+        ),
+    ),
+)
+
+DESCRIBE_CONFIGS_REQUEST = Message(
+    32,
+    "DescribeConfigsRequest",
+    (0, 4),
+    4,
+    (
+        F(
+            "Resources",
+            "[]",
+            fields=(
+                F("ResourceType", "int8"),
+                F("ResourceName", "string"),
+                F("ConfigurationKeys", "[]string", nullable=_ALL),
+            ),
+        ),
+        F("IncludeSynonyms", "bool", "1+"),
+        F("IncludeDocumentation", "bool", "3+"),
+    ),
+)
+DESCRIBE_CONFIGS_RESPONSE = Message(
+    32,
+    "DescribeConfigsResponse",
+    (0, 4),
+    4,
+    (
+        F("ThrottleTimeMs", "int32"),
+        F(
+            "Results",
+            "[]",
+            fields=(
+                F("ErrorCode", "int16"),
+                F("ErrorMessage", "string", nullable=_ALL),
+                F("ResourceType", "int8"),
+                F("ResourceName", "string"),
+                F(
+                    "Configs",
+                    "[]",
+                    fields=(
+                        F("Name", "string"),
+                        F("Value", "string", nullable=_ALL),
+                        F("ReadOnly", "bool"),
+                        F("IsDefault", "bool", "0"),
+                        F("ConfigSource", "int8", "1+", default=-1),
+                        F("IsSensitive", "bool"),
+                        F(
+                            "Synonyms",
+                            "[]",
+                            "1+",
+                            fields=(
+                                F("Name", "string", "1+"),
+                                F("Value", "string", "1+", _ALL),
+                                F("Source", "int8", "1+"),
+                            ),
+                        ),
+                        F("ConfigType", "int8", "3+"),
+                        F("Documentation", "string", "3+", _ALL),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+INCREMENTAL_ALTER_CONFIGS_REQUEST = Message(
+    44,
+    "IncrementalAlterConfigsRequest",
+    (0, 1),
+    1,
+    (
+        F(
+            "Resources",
+            "[]",
+            fields=(
+                F("ResourceType", "int8"),
+                F("ResourceName", "string"),
+                F(
+                    "Configs",
+                    "[]",
+                    fields=(F("Name", "string"), F("ConfigOperation", "int8"), F("Value", "string", nullable=_ALL)),
+                ),
+            ),
+        ),
+        F("ValidateOnly", "bool"),
+    ),
+)
+_ALTER_RESPONSE_FIELDS = (
+    F("ThrottleTimeMs", "int32"),
+    F(
+        "Responses",
+        "[]",
+        fields=(
+            F("ErrorCode", "int16"),
+            F("ErrorMessage", "string", nullable=_ALL),
+            F("ResourceType", "int8"),
+            F("ResourceName", "string"),
+        ),
+    ),
+)
+INCREMENTAL_ALTER_CONFIGS_RESPONSE = Message(44, "IncrementalAlterConfigsResponse", (0, 1), 1, _ALTER_RESPONSE_FIELDS)
+
+# api key -> (request layout, response layout)
+LAYOUTS: dict[int, tuple[Message, Message]] = {
+    req.api_key: (req, resp)
+    for req, resp in (
+        (API_VERSIONS_REQUEST, API_VERSIONS_RESPONSE),
+        (METADATA_REQUEST, METADATA_RESPONSE),
+        (DESCRIBE_CLUSTER_REQUEST, DESCRIBE_CLUSTER_RESPONSE),
+        (CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
+        (DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),
+        (DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE),
+        (INCREMENTAL_ALTER_CONFIGS_REQUEST, INCREMENTAL_ALTER_CONFIGS_RESPONSE),
+    )
+}
+
+__all__ = ["LAYOUTS"]
