@@ -1,0 +1,258 @@
+"""Kafka clients nobody here wrote (confluent-kafka = librdkafka, and kafka-python) against the real
+reference cluster: 3 controllers + 2 brokers as OS processes on loopback, the clients bootstrapping
+from the brokers' listeners, which sniff Kafka's framing from a connection's first frame.
+
+Each client's view (brokers, topics, partitions, configs) must match `kchaos admin`'s, which speaks
+our own framing to the same ports. Bad input in Kafka's framing: an ApiVersions of an unknown version
+gets UNSUPPORTED_VERSION, and a garbage frame closes only its own connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from node.client import SyncAdminClient
+from node.runtime.local_cluster import LocalCluster, NodeProcess, find_leader, kill_all, plan_cluster, wait_for
+from tests.runtime.test_kraft_cluster import SETTINGS, wait_online
+
+ck_admin = pytest.importorskip("confluent_kafka.admin")
+kafka_admin = pytest.importorskip("kafka.admin")
+REPO = Path(__file__).resolve().parents[2]
+UNSUPPORTED_VERSION = 35
+TOPIC_PREFIX = "kafka-client-"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[LocalCluster]:
+    plan = plan_cluster(tmp_path_factory.mktemp("kafka") / "cluster", voters=3, observers=2, settings=SETTINGS)
+    procs = {spec.node_id: NodeProcess(spec).start() for spec in plan.nodes}
+    passed = False
+    try:
+        wait_for(lambda: find_leader(plan.voters), 30, what="a leader")
+        for broker in plan.brokers:  # each broker's image sees both brokers unfenced
+            with SyncAdminClient(broker.address, request_timeout_ms=10_000) as admin:
+                wait_online(admin, 2)
+        yield plan
+        passed = True
+    finally:
+        kill_all(procs.values())
+        if not passed:
+            for proc in procs.values():
+                print(f"----- node {proc.spec.node_id} -----\n{proc.log_text()[-3000:]}")
+
+
+def kchaos_admin(plan: LocalCluster, *args: str) -> object:
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "admin", "--bootstrap-server", plan.brokers_bootstrap, "--json", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def our_view(plan: LocalCluster) -> dict:
+    """What `kchaos admin` (our framing) says: cluster id and brokers by id."""
+    cluster = kchaos_admin(plan, "cluster", "describe")
+    return {
+        "cluster_id": cluster["cluster_id"],
+        "brokers": {b["broker_id"]: (b["host"], b["port"]) for b in cluster["brokers"] if not b.get("fenced")},
+    }
+
+
+def our_partitions(plan: LocalCluster, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+    """partition -> (leader, replicas, isr), as our admin client reads them from a broker."""
+    with SyncAdminClient(plan.brokers_bootstrap) as admin:
+        described = admin.describe_topics([topic])[topic]
+    return {p.partition: (p.leader, sorted(p.replicas), sorted(p.isr)) for p in described.partitions}
+
+
+def our_config(plan: LocalCluster, topic: str) -> dict[str, str | None]:
+    from node.client import ConfigResource
+
+    with SyncAdminClient(plan.brokers_bootstrap) as admin:
+        return admin.describe_config(ConfigResource.topic(topic), linearizable=False)
+
+
+# --- confluent-kafka (librdkafka) ------------------------------------------------------------------
+
+
+def test_confluent_kafka_admin(cluster):
+    view = our_view(cluster)
+    admin = ck_admin.AdminClient({"bootstrap.servers": cluster.brokers_bootstrap})
+
+    metadata = admin.list_topics(timeout=10)
+    assert {b.id: (b.host, b.port) for b in metadata.brokers.values()} == view["brokers"]
+    assert metadata.cluster_id == view["cluster_id"]
+    assert metadata.controller_id in view["brokers"]  # a broker, as in Kafka's KRaft mode
+
+    described = admin.describe_cluster().result(10)
+    assert described.cluster_id == view["cluster_id"]
+    assert {n.id: (n.host, n.port) for n in described.nodes} == view["brokers"]
+    assert described.controller.id in view["brokers"]
+
+    topic = TOPIC_PREFIX + "ck"
+    futures = admin.create_topics([ck_admin.NewTopic(topic, 3, 2, config={"cleanup.policy": "compact"})])
+    assert futures[topic].result(10) is None
+    again = admin.create_topics([ck_admin.NewTopic(topic, 1, 1)])
+    with pytest.raises(Exception) as caught:
+        again[topic].result(10)
+    assert "TOPIC_ALREADY_EXISTS" in str(caught.value)
+
+    def partitions():
+        md = admin.list_topics(topic=topic, timeout=10).topics[topic]
+        if md.error is not None or len(md.partitions) != 3:
+            return None
+        return {p.id: (p.leader, sorted(p.replicas), sorted(p.isrs)) for p in md.partitions.values()}
+
+    theirs = wait_for(partitions, 10, what="the topic in librdkafka's metadata")
+    assert theirs == our_partitions(cluster, topic)
+
+    resource = ck_admin.ConfigResource(ck_admin.ResourceType.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(10)
+    assert configs["cleanup.policy"].value == "compact"
+
+    resource.add_incremental_config(
+        ck_admin.ConfigEntry("cleanup.policy", "delete", incremental_operation=ck_admin.AlterConfigOpType.APPEND)
+    )
+    resource.add_incremental_config(
+        ck_admin.ConfigEntry("retention.ms", "60000", incremental_operation=ck_admin.AlterConfigOpType.SET)
+    )
+    admin.incremental_alter_configs([resource])[resource].result(10)
+    wait_for(lambda: our_config(cluster, topic).get("retention.ms") == "60000", 10, what="the alter applied")
+    ours = our_config(cluster, topic)
+    assert ours["cleanup.policy"] == "compact,delete"
+    configs = admin.describe_configs([ck_admin.ConfigResource(ck_admin.ResourceType.TOPIC, topic)])
+    theirs_configs = next(iter(configs.values())).result(10)
+    assert {k: theirs_configs[k].value for k in ("cleanup.policy", "retention.ms")} == {
+        k: ours[k] for k in ("cleanup.policy", "retention.ms")
+    }
+
+    assert admin.delete_topics([topic])[topic].result(10) is None
+    wait_for(lambda: topic not in admin.list_topics(timeout=10).topics, 10, what="the topic gone")
+    assert topic not in kchaos_admin(cluster, "topics", "--list")
+
+
+# --- kafka-python --------------------------------------------------------------------------------
+
+
+def test_kafka_python_admin(cluster):
+    view = our_view(cluster)
+    admin = kafka_admin.KafkaAdminClient(bootstrap_servers=cluster.brokers_bootstrap.split(","))
+    try:
+        described = admin.describe_cluster()
+        assert described["cluster_id"] == view["cluster_id"]
+        assert {b["broker_id"]: (b["host"], b["port"]) for b in described["brokers"]} == view["brokers"]
+        assert described["controller_id"] in view["brokers"]
+
+        topic = TOPIC_PREFIX + "kp"
+        created = admin.create_topics([kafka_admin.NewTopic(topic, 2, 2)])
+        assert [(t["name"], t["error_code"], t["num_partitions"]) for t in created["topics"]] == [(topic, 0, 2)]
+        wait_for(lambda: topic in admin.list_topics(), 10, what="the topic in kafka-python's list")
+        assert topic in kchaos_admin(cluster, "topics", "--list")
+
+        described_topics = admin.describe_topics([topic])
+        [meta] = described_topics
+        theirs = {
+            p["partition_index"]: (p["leader_id"], sorted(p["replica_nodes"]), sorted(p["isr_nodes"]))
+            for p in meta["partitions"]
+        }
+        assert theirs == our_partitions(cluster, topic)
+
+        def alter(configs: dict) -> None:
+            resource = kafka_admin.ConfigResource(kafka_admin.ConfigResourceType.TOPIC, topic, configs=configs)
+            result = admin.alter_configs([resource], raise_on_unknown=False, incremental=True)
+            assert result == {"topic": {topic: "OK"}}
+
+        def described() -> dict[str, str]:
+            resource = kafka_admin.ConfigResource(kafka_admin.ConfigResourceType.TOPIC, topic)
+            found = admin.describe_configs([resource])["topic"][topic]
+            return {key: entry["value"] for key, entry in found.items()}
+
+        op = kafka_admin.AlterConfigOp
+        alter({"retention.ms": "1234", "cleanup.policy": (op.APPEND, "compact")})
+        wait_for(lambda: described().get("retention.ms") == "1234", 10, what="the alter applied")
+        assert described() == {"retention.ms": "1234", "cleanup.policy": "delete,compact"}
+        assert {k: our_config(cluster, topic)[k] for k in ("retention.ms", "cleanup.policy")} == described()
+        alter({"retention.ms": (op.DELETE, None), "cleanup.policy": (op.SUBTRACT, "delete")})
+        wait_for(lambda: "retention.ms" not in described(), 10, what="the delete applied")
+        assert described() == {"cleanup.policy": "compact"}
+        assert our_config(cluster, topic)["cleanup.policy"] == "compact"
+
+        admin.delete_topics([topic])
+        wait_for(lambda: topic not in admin.list_topics(), 10, what="the topic gone")
+    finally:
+        admin.close()
+
+
+# --- bad input in Kafka's framing ----------------------------------------------------------------
+
+
+def kafka_request(api_key: int, version: int, correlation_id: int, body: bytes = b"", flexible: bool = False) -> bytes:
+    client_id = b"raw-test"
+    header = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+    if flexible:
+        header += b"\x00"  # no tagged fields
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+
+    (length,) = struct.unpack(">i", exactly(4))
+    return exactly(length)
+
+
+def closed_by_peer(sock: socket.socket) -> bool:
+    sock.settimeout(10)
+    with contextlib.suppress(ConnectionResetError):
+        return sock.recv(1) == b""
+    return True
+
+
+def test_unsupported_version_and_garbage(cluster):
+    host, port = cluster.brokers[0].address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(kafka_request(18, 99, 7, b"\x00\x00\x00", flexible=True))
+        answer = read_frame(s)
+        correlation_id, error, count = struct.unpack_from(">ihi", answer)
+        assert (correlation_id, error) == (7, UNSUPPORTED_VERSION)
+        keys = {struct.unpack_from(">hhh", answer, 10 + 6 * i) for i in range(count)}
+        assert (18, 0, 3) in keys and (3, 0, 12) in keys
+        # the same connection still works: ApiVersions v0 now succeeds
+        s.sendall(kafka_request(18, 0, 8))
+        assert struct.unpack_from(">ih", read_frame(s)) == (8, 0)
+        # a version of Metadata not served closes the connection, as Kafka's broker does
+        s.sendall(kafka_request(3, 99, 9, b"\x00" * 8, flexible=True))
+        assert closed_by_peer(s)
+
+    with socket.create_connection((host, int(port)), timeout=10) as bystander:
+        bystander.sendall(kafka_request(18, 3, 1, b"\x01\x01\x00", flexible=True))
+        assert struct.unpack_from(">ih", read_frame(bystander)) == (1, 0)
+        with socket.create_connection((host, int(port)), timeout=10) as bad:
+            bad.sendall(kafka_request(18, 3, 1, b"\x01\x01\x00", flexible=True))
+            read_frame(bad)
+            bad.sendall(struct.pack(">i", 12) + b"\xff" * 12)  # an API key nobody serves
+            assert closed_by_peer(bad)
+        bystander.sendall(kafka_request(18, 3, 2, b"\x01\x01\x00", flexible=True))
+        assert struct.unpack_from(">ih", read_frame(bystander)) == (2, 0)
+    assert our_view(cluster)["brokers"]  # our own framing on the same port still answers
