@@ -18,14 +18,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import confluent_kafka.admin as ck_admin
+import kafka.admin as kafka_admin
 import pytest
 
 from node.client import SyncAdminClient
 from node.runtime.local_cluster import LocalCluster, NodeProcess, find_leader, kill_all, plan_cluster, wait_for
 from tests.runtime.test_kraft_cluster import SETTINGS, wait_online
 
-ck_admin = pytest.importorskip("confluent_kafka.admin")
-kafka_admin = pytest.importorskip("kafka.admin")
 REPO = Path(__file__).resolve().parents[2]
 UNSUPPORTED_VERSION = 35
 TOPIC_PREFIX = "kafka-client-"
