@@ -287,3 +287,21 @@ def test_a_controller_listener_speaks_kafka_too(cluster):
         answer = read_frame(s)
         assert struct.unpack_from(">i", answer) == (6,)
         assert struct.unpack_from(">i", answer, 4)[0] == len(cluster.brokers)  # the brokers, not the controllers
+
+
+def test_answers_leave_in_request_order(cluster):
+    """A forwarded write (CreateTopics) answers after a read (Metadata) sent behind it would; Kafka
+    clients match answers to requests in order, so the read's answer waits for the write's."""
+    name = b"kafka-client-order"
+    create = struct.pack(">ih", 1, len(name)) + name + struct.pack(">ihiii", 1, 1, 0, 0, 10_000)
+    metadata = struct.pack(">i", -1)
+    host, port = cluster.brokers[0].address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(kafka_request(18, 0, 1))
+        read_frame(s)
+        s.sendall(kafka_request(19, 0, 2, create) + kafka_request(3, 1, 3, metadata))
+        first, second = read_frame(s), read_frame(s)
+    assert struct.unpack_from(">i", first) == (2,)
+    assert struct.unpack_from(">i", second) == (3,)
+    # CreateTopics v0: [topic: name, error_code]
+    assert struct.unpack_from(f">ih{len(name)}sh", first, 4) == (1, len(name), name, 0)
