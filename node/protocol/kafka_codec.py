@@ -21,6 +21,8 @@ from typing import Any
 
 from node.protocol.admin import (
     AlterableConfig,
+    AlterConfigsRequest,
+    AlterConfigsResource,
     ConfigOperation,
     ConfigResourceType,
     ConfigSource,
@@ -39,6 +41,7 @@ from node.protocol.errors import ErrorCode
 from node.protocol.fields import FrameError
 from node.protocol.kafka_schemas import LAYOUTS
 from node.protocol.kafka_wire import Message, Reader, Writer, decode_body, encode_body
+from node.protocol.session import SaslAuthenticateRequest, SaslHandshakeRequest
 
 API_VERSIONS_KEY = 18
 _HEAD = struct.Struct(">ihhi")  # length, api_key, api_version, correlation_id
@@ -201,7 +204,30 @@ def _incremental_alter_configs(body: dict[str, Any], version: int) -> Incrementa
     return IncrementalAlterConfigsRequest(resources, body["ValidateOnly"])
 
 
+def _alter_configs(body: dict[str, Any], version: int) -> AlterConfigsRequest:
+    resources = tuple(
+        AlterConfigsResource(
+            _resource_type(r["ResourceType"]),
+            r["ResourceName"],
+            tuple((c["Name"], c["Value"]) for c in r["Configs"]),
+        )
+        for r in body["Resources"]
+    )
+    return AlterConfigsRequest(resources, body["ValidateOnly"])
+
+
+def _sasl_handshake(body: dict[str, Any], version: int) -> SaslHandshakeRequest:
+    return SaslHandshakeRequest(body["Mechanism"])
+
+
+def _sasl_authenticate(body: dict[str, Any], version: int) -> SaslAuthenticateRequest:
+    return SaslAuthenticateRequest(body["AuthBytes"] or b"")
+
+
 _TO_REQUEST: dict[int, Callable[[dict[str, Any], int], Any]] = {
+    33: _alter_configs,
+    17: _sasl_handshake,
+    36: _sasl_authenticate,
     3: _metadata,
     60: _describe_cluster,
     19: _create_topics,
@@ -313,7 +339,18 @@ def _alter_configs_response(m: Any, version: int) -> dict[str, Any]:
     }
 
 
+def _sasl_handshake_response(m: Any, version: int) -> dict[str, Any]:
+    return {"ErrorCode": m.error_code, "Mechanisms": list(m.mechanisms)}
+
+
+def _sasl_authenticate_response(m: Any, version: int) -> dict[str, Any]:
+    return {"ErrorCode": m.error_code, "ErrorMessage": m.error_message, "AuthBytes": m.auth_bytes}
+
+
 _FROM_RESPONSE: dict[int, Callable[[Any, int], dict[str, Any]]] = {
+    33: _alter_configs_response,
+    17: _sasl_handshake_response,
+    36: _sasl_authenticate_response,
     3: _metadata_response,
     60: _describe_cluster_response,
     19: _create_topics_response,

@@ -294,6 +294,42 @@ _ALTER_RESPONSE_FIELDS = (
 )
 INCREMENTAL_ALTER_CONFIGS_RESPONSE = Message(44, "IncrementalAlterConfigsResponse", (0, 1), 1, _ALTER_RESPONSE_FIELDS)
 
+ALTER_CONFIGS_REQUEST = Message(
+    33,
+    "AlterConfigsRequest",
+    (0, 2),
+    2,
+    (
+        F(
+            "Resources",
+            "[]",
+            fields=(F("ResourceType", "int8"), F("ResourceName", "string"), F("Configs", "[]", fields=_NAME_VALUE)),
+        ),
+        F("ValidateOnly", "bool"),
+    ),
+)
+ALTER_CONFIGS_RESPONSE = Message(33, "AlterConfigsResponse", (0, 2), 2, _ALTER_RESPONSE_FIELDS)
+
+_NEVER = 1 << 15  # "flexibleVersions": "none"
+# Only v1: in v0 the SASL tokens that follow are not Kafka frames at all.
+SASL_HANDSHAKE_REQUEST = Message(17, "SaslHandshakeRequest", (1, 1), _NEVER, (F("Mechanism", "string"),))
+SASL_HANDSHAKE_RESPONSE = Message(
+    17, "SaslHandshakeResponse", (1, 1), _NEVER, (F("ErrorCode", "int16"), F("Mechanisms", "[]string"))
+)
+SASL_AUTHENTICATE_REQUEST = Message(36, "SaslAuthenticateRequest", (0, 2), 2, (F("AuthBytes", "bytes"),))
+SASL_AUTHENTICATE_RESPONSE = Message(
+    36,
+    "SaslAuthenticateResponse",
+    (0, 2),
+    2,
+    (
+        F("ErrorCode", "int16"),
+        F("ErrorMessage", "string", nullable=_ALL),
+        F("AuthBytes", "bytes"),
+        F("SessionLifetimeMs", "int64", "1+"),
+    ),
+)
+
 # api key -> (request layout, response layout)
 LAYOUTS: dict[int, tuple[Message, Message]] = {
     req.api_key: (req, resp)
@@ -305,6 +341,9 @@ LAYOUTS: dict[int, tuple[Message, Message]] = {
         (DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),
         (DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE),
         (INCREMENTAL_ALTER_CONFIGS_REQUEST, INCREMENTAL_ALTER_CONFIGS_RESPONSE),
+        (ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),
+        (SASL_HANDSHAKE_REQUEST, SASL_HANDSHAKE_RESPONSE),
+        (SASL_AUTHENTICATE_REQUEST, SASL_AUTHENTICATE_RESPONSE),
     )
 }
 

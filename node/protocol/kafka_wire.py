@@ -40,7 +40,7 @@ def versions(spec: str) -> tuple[int, int]:
 @dataclass(frozen=True, slots=True)
 class Field:
     name: str
-    type: str  # int8..int64, bool, string, uuid, []int32, []string, or "[]" with `fields`
+    type: str  # int8..int64, bool, string, bytes, uuid, []int32, []string, or "[]" with `fields`
     versions: tuple[int, int]
     nullable: tuple[int, int] = NO_VERSIONS
     fields: tuple[Field, ...] = ()
@@ -81,7 +81,7 @@ def _default(field: Field, version: int) -> Any:
         return None
     if field.type.startswith("[]"):
         return []
-    return {"bool": False, "string": "", "uuid": uuid.UUID(int=0)}.get(field.type, 0)
+    return {"bool": False, "string": "", "bytes": b"", "uuid": uuid.UUID(int=0)}.get(field.type, 0)
 
 
 class Reader:
@@ -173,6 +173,9 @@ def _read_value(r: Reader, type_: str, compact: bool) -> Any:
         return r.string(compact)
     if type_ == "uuid":
         return uuid.UUID(bytes=bytes(r.take(16)))
+    if type_ == "bytes":
+        n = r.length(compact)
+        return None if n < 0 else bytes(r.take(n))
     raise FrameError(f"no reader for {type_}")  # a layout bug, reported like bad input
 
 
@@ -185,6 +188,9 @@ def _write_value(w: Writer, type_: str, value: Any, compact: bool) -> None:
         w.string(value, compact)
     elif type_ == "uuid":
         w.out += value.bytes
+    elif type_ == "bytes":
+        w.length(-1 if value is None else len(value), compact)
+        w.out += value or b""
     else:
         raise TypeError(f"no writer for {type_}")
 

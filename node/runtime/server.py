@@ -39,6 +39,7 @@ from node.protocol.errors import ErrorCode
 from node.protocol.kafka_codec import KafkaCodec, KafkaHeader, looks_like_kafka
 from node.protocol.messages import DescribeQuorumRequest, EndQuorumEpochRequest, Response
 from node.protocol.registry import API_KEYS, BROKER_API_KEYS, CONTROLLER_API_KEYS
+from node.protocol.session import SaslAuthenticateResponse, SaslHandshakeResponse
 from node.raft import actions as A
 from node.raft.events import (
     Append,
@@ -69,6 +70,7 @@ log = logging.getLogger("kchaos.node")
 
 MAX_INBOUND_WRITE_BYTES = 64 << 20
 SHUTDOWN_GRACE_S = 0.5
+FAILED_AUTHENTICATION_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms default
 CONTROLLED_SHUTDOWN_S = 5.0  # how long a stopping broker waits for the controller's SHUTDOWN answer
 # The core's deadlines are on the wall clock, asyncio's timers on the monotonic one: a timer looks at
 # the wall clock again at least this often, so a clock that jumps or runs fast or slow is noticed.
@@ -119,6 +121,7 @@ class _KafkaFraming:
     pending: dict[int, KafkaHeader] = field(default_factory=dict)
     order: deque[int] = field(default_factory=deque)  # our ids, oldest first
     ready: dict[int, bytes] = field(default_factory=dict)  # encoded answers waiting for older ones
+    failed_authentication: bool = False  # close after FAILED_AUTHENTICATION_DELAY_S, as Kafka does
 
 
 @dataclass(slots=True)
@@ -750,13 +753,19 @@ class NodeServer:
         if request.answer is not None:
             self._respond_kafka(conn, our_id, request.answer)
             return True
+        kafka.pending[our_id] = request.header
         step = conn.session.receive(request.message)
-        if step.verdict is not Verdict.PASS:  # SASL is not spoken in Kafka's framing yet
-            log.warning("node %d: refusing %s: %s", self.node_id, conn.peer, step.reason or "not authenticated")
-            return False
+        if step.verdict is not Verdict.PASS:
+            self._enqueue_requests(batch)  # what was read before it is handed over first
+            if isinstance(step.response, (SaslHandshakeResponse, SaslAuthenticateResponse)):
+                self._respond_kafka(conn, our_id, step.response)  # type: ignore[arg-type]
+            if step.verdict is Verdict.REFUSE:  # Kafka closes such a connection without an answer
+                log.warning("node %d: refusing %s: %s", self.node_id, conn.peer, step.reason)
+                kafka.failed_authentication = isinstance(step.response, SaslAuthenticateResponse)
+                return False
+            return True
         if self._stopping:
             return False
-        kafka.pending[our_id] = request.header
         ctx = RequestContext(
             principal=step.principal,
             client_host=host,
@@ -835,4 +844,8 @@ class NodeServer:
         except Exception as exc:  # a decoder bug must not take the node down with it
             log.error("node %d: closing connection from %s: %r", self.node_id, conn.peer, exc)
         finally:
+            if conn.kafka is not None and conn.kafka.failed_authentication and not self._stopping:
+                # Kafka's connection.failed.authentication.delay.ms: the client reads the SASL answer
+                # before it sees the connection close (some treat the close as the only news)
+                await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
             self._close_inbound(conn)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import socket
 import struct
 import subprocess
@@ -20,10 +21,20 @@ from pathlib import Path
 
 import confluent_kafka.admin as ck_admin
 import kafka.admin as kafka_admin
+import kafka.errors as kafka_errors
 import pytest
+from confluent_kafka import KafkaError
 
 from node.client import SyncAdminClient
-from node.runtime.local_cluster import LocalCluster, NodeProcess, find_leader, kill_all, plan_cluster, wait_for
+from node.runtime.local_cluster import (
+    LocalCluster,
+    NodeProcess,
+    find_leader,
+    kill_all,
+    plan_cluster,
+    sasl_settings,
+    wait_for,
+)
 from tests.runtime.test_kraft_cluster import SETTINGS, wait_online
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,15 +42,17 @@ UNSUPPORTED_VERSION = 35
 TOPIC_PREFIX = "kafka-client-"
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[LocalCluster]:
-    plan = plan_cluster(tmp_path_factory.mktemp("kafka") / "cluster", voters=3, observers=2, settings=SETTINGS)
+@contextlib.contextmanager
+def running(base: Path, settings: dict[str, str], login: dict[str, str]) -> Iterator[LocalCluster]:
+    """3 controllers + 2 brokers, up once each broker's image sees both brokers unfenced; every
+    process is SIGKILLed by PID at the end (their logs printed when the tests failed)."""
+    plan = plan_cluster(base / "cluster", voters=3, observers=2, settings={**SETTINGS, **settings})
     procs = {spec.node_id: NodeProcess(spec).start() for spec in plan.nodes}
     passed = False
     try:
         wait_for(lambda: find_leader(plan.voters), 30, what="a leader")
-        for broker in plan.brokers:  # each broker's image sees both brokers unfenced
-            with SyncAdminClient(broker.address, request_timeout_ms=10_000) as admin:
+        for broker in plan.brokers:
+            with SyncAdminClient(broker.address, request_timeout_ms=10_000, **login) as admin:
                 wait_online(admin, 2)
         yield plan
         passed = True
@@ -48,6 +61,12 @@ def cluster(tmp_path_factory) -> Iterator[LocalCluster]:
         if not passed:
             for proc in procs.values():
                 print(f"----- node {proc.spec.node_id} -----\n{proc.log_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[LocalCluster]:
+    with running(tmp_path_factory.mktemp("kafka"), {}, {}) as plan:
+        yield plan
 
 
 def kchaos_admin(plan: LocalCluster, *args: str) -> object:
@@ -305,3 +324,85 @@ def test_answers_leave_in_request_order(cluster):
     assert struct.unpack_from(">i", second) == (3,)
     # CreateTopics v0: [topic: name, error_code]
     assert struct.unpack_from(f">ih{len(name)}sh", first, 4) == (1, len(name), name, 0)
+
+
+# --- SASL/PLAIN and the authorizer ---------------------------------------------------------------
+
+USERS = {"admin": "admin-secret", "alice": "alice-secret"}
+
+
+@pytest.fixture(scope="module")
+def sasl_cluster(tmp_path_factory) -> Iterator[LocalCluster]:
+    """The same cluster with SASL/PLAIN on every listener and the authorizer on; `admin` is a super
+    user (the nodes log in as it), `alice` has no ACLs."""
+    login = {"username": "admin", "password": USERS["admin"]}
+    with running(tmp_path_factory.mktemp("kafka-sasl"), sasl_settings(USERS, "admin"), login) as plan:
+        yield plan
+
+
+def ck_sasl(plan: LocalCluster, user: str, password: str) -> ck_admin.AdminClient:
+    return ck_admin.AdminClient(
+        {
+            "bootstrap.servers": plan.brokers_bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": user,
+            "sasl.password": password,
+        }
+    )
+
+
+def kp_sasl(plan: LocalCluster, user: str, password: str, **more: int) -> kafka_admin.KafkaAdminClient:
+    return kafka_admin.KafkaAdminClient(
+        bootstrap_servers=plan.brokers_bootstrap.split(","),
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username=user,
+        sasl_plain_password=password,
+        **more,
+    )
+
+
+def test_sasl_plain_with_each_client(sasl_cluster):
+    topic = TOPIC_PREFIX + "sasl"
+    admin = ck_sasl(sasl_cluster, "admin", USERS["admin"])
+    assert admin.create_topics([ck_admin.NewTopic(topic, 1, 2)])[topic].result(10) is None
+    wait_for(lambda: topic in admin.list_topics(timeout=10).topics, 10, what="the topic")
+
+    kp = kp_sasl(sasl_cluster, "admin", USERS["admin"])
+    try:
+        assert {b["broker_id"] for b in kp.describe_cluster()["brokers"]} == {b.node_id for b in sasl_cluster.brokers}
+        wait_for(lambda: topic in kp.list_topics(), 10, what="the topic in kafka-python's list")
+    finally:
+        kp.close()
+
+    # alice authenticates but holds no ACLs: she sees no topics and may not create one
+    alice = ck_sasl(sasl_cluster, "alice", USERS["alice"])
+    assert topic not in alice.list_topics(timeout=10).topics
+    with pytest.raises(ck_admin.KafkaException) as caught:
+        alice.create_topics([ck_admin.NewTopic(TOPIC_PREFIX + "alice", 1, 1)])[TOPIC_PREFIX + "alice"].result(10)
+    assert "AUTHORIZATION_FAILED" in str(caught.value)
+
+
+def test_a_wrong_password_is_refused(sasl_cluster, caplog):
+    errors: list = []
+    bad = ck_admin.AdminClient(
+        {
+            "bootstrap.servers": sasl_cluster.brokers_bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "admin",
+            "sasl.password": "wrong",
+            "error_cb": errors.append,
+            "log_level": 0,  # the failures are asserted, not printed
+        }
+    )
+    with pytest.raises(ck_admin.KafkaException):
+        bad.list_topics(timeout=3)
+    bad.poll(1)  # serves error_cb
+    assert any(e.code() == KafkaError._AUTHENTICATION and "Invalid username or password" in e.str() for e in errors)
+    with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(kafka_errors.KafkaTimeoutError):
+        kp_sasl(
+            sasl_cluster, "admin", "wrong", bootstrap_timeout_ms=3000
+        )  # kafka-python keeps trying until its bootstrap times out
+    assert any("SaslAuthenticationFailedError" in r.getMessage() for r in caplog.records)

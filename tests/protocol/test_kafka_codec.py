@@ -27,6 +27,7 @@ from node.protocol.fields import FrameError
 from node.protocol.kafka_codec import KafkaCodec, looks_like_kafka
 from node.protocol.kafka_wire import Reader, Writer
 from node.protocol.registry import BROKER_API_KEYS
+from node.protocol.session import SaslAuthenticateRequest, SaslAuthenticateResponse
 
 CODEC = KafkaCodec(BROKER_API_KEYS, node_id=4)
 
@@ -54,7 +55,18 @@ def test_api_versions_v3_advertises_exactly_the_served_layouts():
         key, lo, hi = r.int("int16"), r.int("int16"), r.int("int16")
         r.tagged_fields()
         keys[key] = (lo, hi)
-    assert keys == {3: (0, 12), 18: (0, 3), 19: (0, 7), 20: (0, 5), 32: (0, 4), 44: (0, 1), 60: (0, 1)}
+    assert keys == {
+        3: (0, 12),
+        17: (1, 1),
+        18: (0, 3),
+        19: (0, 7),
+        20: (0, 5),
+        32: (0, 4),
+        33: (0, 2),
+        36: (0, 2),
+        44: (0, 1),
+        60: (0, 1),
+    }
     assert r.int("int32") == 0  # throttle
     r.tagged_fields()
     assert r.pos == len(frame)
@@ -64,8 +76,8 @@ def test_unknown_api_versions_version_gets_a_v0_unsupported_version_answer():
     frame = CODEC.decode_request(request(18, 77, b"\x05garbage", flexible=True)).answer
     assert frame is not None
     _, correlation_id, error, count = struct.unpack_from(">iihi", frame)
-    assert (correlation_id, error, count) == (42, ErrorCode.UNSUPPORTED_VERSION, 7)
-    assert len(frame) == 4 + 4 + 2 + 4 + 7 * 6  # v0: no throttle, no tagged fields
+    assert (correlation_id, error, count) == (42, ErrorCode.UNSUPPORTED_VERSION, 10)
+    assert len(frame) == 4 + 4 + 2 + 4 + 10 * 6  # v0: no throttle, no tagged fields
 
 
 def test_other_versions_not_served_are_frame_errors():
@@ -163,6 +175,17 @@ def test_bad_frames_are_one_line_frame_errors(frame, reason):
         CODEC.decode_request(frame)
 
 
+def test_sasl_authenticate_v2_bytes_both_ways():
+    decoded = CODEC.decode_request(request(36, 2, b"\x04\x00u\x00" + b"\x00", flexible=True))
+    assert decoded.message == SaslAuthenticateRequest(b"\x00u\x00")
+    frame = CODEC.encode_response(decoded.header, SaslAuthenticateResponse(ErrorCode.SASL_AUTHENTICATION_FAILED, "no"))
+    r = Reader(frame, 8)
+    r.tagged_fields()
+    assert (r.int("int16"), r.string(True), r.length(True), r.int("int64")) == (58, "no", 0, 0)
+    with pytest.raises(FrameError, match="SaslHandshakeRequest v0 is not served"):  # raw tokens would follow
+        CODEC.decode_request(request(17, 0, b"\x00\x05PLAIN", flexible=False))
+
+
 def test_sniffing_tells_kafka_from_our_own_api_versions():
     ours = struct.pack(">ihhib", 9, 18, 0, 1, 0)  # our ApiVersions: 9 bytes after the length
     assert not looks_like_kafka(ours)
@@ -171,7 +194,7 @@ def test_sniffing_tells_kafka_from_our_own_api_versions():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from([3, 18, 19, 20, 32, 44, 60]), st.integers(0, 13), st.binary(max_size=64))
+@given(st.sampled_from([3, 17, 18, 19, 20, 32, 33, 36, 44, 60]), st.integers(0, 13), st.binary(max_size=64))
 def test_any_bytes_decode_or_raise_frame_error(api_key, version, body):
     for flexible in (False, True):
         with contextlib.suppress(FrameError):  # anything else fails the test
