@@ -175,6 +175,12 @@ def test_confluent_kafka_admin(cluster):
     assert theirs_now == {"cleanup.policy": "compact,delete", "retention.ms": "60000"}
     agrees(lambda: {k: our_config(cluster, topic).get(k) for k in keys}, theirs_now, "configs")
 
+    # legacy AlterConfigs replaces the topic's whole dynamic config
+    legacy = ck_admin.ConfigResource(ck_admin.ResourceType.TOPIC, topic, set_config={"retention.ms": "5000"})
+    assert admin.alter_configs([legacy])[legacy].result(10) is None
+    replaced = {"cleanup.policy": "delete", "retention.ms": "5000"}  # cleanup.policy is back to its default
+    agrees(lambda: {k: our_config(cluster, topic).get(k) for k in keys}, replaced, "configs replaced")
+
     assert admin.delete_topics([topic])[topic].result(10) is None
     wait_for(lambda: topic not in admin.list_topics(timeout=10).topics, 10, what="the topic gone")
     agrees(lambda: topic in kchaos_admin(cluster, "topics", "--list"), False, "topic deleted")
