@@ -19,6 +19,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from node.protocol.acls import (
+    AclCreation,
+    AclOperation,
+    AclPermissionType,
+    CreateAclsRequest,
+    DeleteAclsFilter,
+    DeleteAclsRequest,
+    DescribeAclsRequest,
+    PatternType,
+    ResourceType,
+)
 from node.protocol.admin import (
     AlterableConfig,
     AlterConfigsRequest,
@@ -224,7 +235,51 @@ def _sasl_authenticate(body: dict[str, Any], version: int) -> SaslAuthenticateRe
     return SaslAuthenticateRequest(body["AuthBytes"] or b"")
 
 
+def _enum(cls: type, code: int) -> Any:
+    """Kafka decodes a code it does not know as UNKNOWN (0); the handler answers it with an error."""
+    return cls(code) if code in cls._value2member_map_ else cls(0)
+
+
+def _acl_filter(f: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        _enum(ResourceType, f["ResourceTypeFilter"]),
+        f["ResourceNameFilter"],
+        _enum(PatternType, f["PatternTypeFilter"]),
+        f["PrincipalFilter"],
+        f["HostFilter"],
+        _enum(AclOperation, f["Operation"]),
+        _enum(AclPermissionType, f["PermissionType"]),
+    )
+
+
+def _create_acls(body: dict[str, Any], version: int) -> CreateAclsRequest:
+    creations = tuple(
+        AclCreation(
+            _enum(ResourceType, c["ResourceType"]),
+            c["ResourceName"],
+            _enum(PatternType, c["ResourcePatternType"]),
+            c["Principal"],
+            c["Host"],
+            _enum(AclOperation, c["Operation"]),
+            _enum(AclPermissionType, c["PermissionType"]),
+        )
+        for c in body["Creations"]
+    )
+    return CreateAclsRequest(creations)
+
+
+def _describe_acls(body: dict[str, Any], version: int) -> DescribeAclsRequest:
+    return DescribeAclsRequest(*_acl_filter(body))
+
+
+def _delete_acls(body: dict[str, Any], version: int) -> DeleteAclsRequest:
+    return DeleteAclsRequest(tuple(DeleteAclsFilter(*_acl_filter(f)) for f in body["Filters"]))
+
+
 _TO_REQUEST: dict[int, Callable[[dict[str, Any], int], Any]] = {
+    30: _create_acls,
+    29: _describe_acls,
+    31: _delete_acls,
     33: _alter_configs,
     17: _sasl_handshake,
     36: _sasl_authenticate,
@@ -347,7 +402,60 @@ def _sasl_authenticate_response(m: Any, version: int) -> dict[str, Any]:
     return {"ErrorCode": m.error_code, "ErrorMessage": m.error_message, "AuthBytes": m.auth_bytes}
 
 
+def _error(x: Any) -> dict[str, Any]:
+    return {"ErrorCode": x.error_code, "ErrorMessage": x.error_message}
+
+
+def _acl_entry(a: Any) -> dict[str, Any]:
+    return {
+        "Principal": a.principal,
+        "Host": a.host,
+        "Operation": int(a.operation),
+        "PermissionType": int(a.permission_type),
+    }
+
+
+def _create_acls_response(m: Any, version: int) -> dict[str, Any]:
+    return {"Results": [_error(r) for r in m.results]}
+
+
+def _describe_acls_response(m: Any, version: int) -> dict[str, Any]:
+    resources = [
+        {
+            "ResourceType": int(r.resource_type),
+            "ResourceName": r.resource_name,
+            "PatternType": int(r.pattern_type),
+            "Acls": [_acl_entry(a) for a in r.acls],
+        }
+        for r in m.resources
+    ]
+    return {**_error(m), "Resources": resources}
+
+
+def _delete_acls_response(m: Any, version: int) -> dict[str, Any]:
+    results = [
+        {
+            **_error(f),
+            "MatchingAcls": [
+                {
+                    **_error(a),
+                    "ResourceType": int(a.resource_type),
+                    "ResourceName": a.resource_name,
+                    "PatternType": int(a.pattern_type),
+                    **_acl_entry(a),
+                }
+                for a in f.matching_acls
+            ],
+        }
+        for f in m.filter_results
+    ]
+    return {"FilterResults": results}
+
+
 _FROM_RESPONSE: dict[int, Callable[[Any, int], dict[str, Any]]] = {
+    30: _create_acls_response,
+    29: _describe_acls_response,
+    31: _delete_acls_response,
     33: _alter_configs_response,
     17: _sasl_handshake_response,
     36: _sasl_authenticate_response,

@@ -330,6 +330,73 @@ SASL_AUTHENTICATE_RESPONSE = Message(
     ),
 )
 
+# --- ACLs: a filter's strings may be null ("any"); the pattern type appears in v1+ (LITERAL before) ---
+_LITERAL = 3
+_ACL_FILTER = (
+    F("ResourceTypeFilter", "int8"),
+    F("ResourceNameFilter", "string", nullable=_ALL),
+    F("PatternTypeFilter", "int8", "1+", default=_LITERAL),
+    F("PrincipalFilter", "string", nullable=_ALL),
+    F("HostFilter", "string", nullable=_ALL),
+    F("Operation", "int8"),
+    F("PermissionType", "int8"),
+)
+_ACL_ENTRY = (F("Principal", "string"), F("Host", "string"), F("Operation", "int8"), F("PermissionType", "int8"))
+_ERROR = (F("ErrorCode", "int16"), F("ErrorMessage", "string", nullable=_ALL))
+_RESOURCE = (F("ResourceType", "int8"), F("ResourceName", "string"))
+CREATE_ACLS_REQUEST = Message(
+    30,
+    "CreateAclsRequest",
+    (0, 3),
+    2,
+    (F("Creations", "[]", fields=(*_RESOURCE, F("ResourcePatternType", "int8", "1+", default=_LITERAL), *_ACL_ENTRY)),),
+)
+CREATE_ACLS_RESPONSE = Message(
+    30, "CreateAclsResponse", (0, 3), 2, (F("ThrottleTimeMs", "int32"), F("Results", "[]", fields=_ERROR))
+)
+DESCRIBE_ACLS_REQUEST = Message(29, "DescribeAclsRequest", (0, 3), 2, _ACL_FILTER)
+DESCRIBE_ACLS_RESPONSE = Message(
+    29,
+    "DescribeAclsResponse",
+    (0, 3),
+    2,
+    (
+        F("ThrottleTimeMs", "int32"),
+        *_ERROR,
+        F(
+            "Resources",
+            "[]",
+            fields=(
+                *_RESOURCE,
+                F("PatternType", "int8", "1+", default=_LITERAL),
+                F("Acls", "[]", fields=_ACL_ENTRY),
+            ),
+        ),
+    ),
+)
+DELETE_ACLS_REQUEST = Message(31, "DeleteAclsRequest", (0, 3), 2, (F("Filters", "[]", fields=_ACL_FILTER),))
+DELETE_ACLS_RESPONSE = Message(
+    31,
+    "DeleteAclsResponse",
+    (0, 3),
+    2,
+    (
+        F("ThrottleTimeMs", "int32"),
+        F(
+            "FilterResults",
+            "[]",
+            fields=(
+                *_ERROR,
+                F(
+                    "MatchingAcls",
+                    "[]",
+                    fields=(*_ERROR, *_RESOURCE, F("PatternType", "int8", "1+", default=_LITERAL), *_ACL_ENTRY),
+                ),
+            ),
+        ),
+    ),
+)
+
 # api key -> (request layout, response layout)
 LAYOUTS: dict[int, tuple[Message, Message]] = {
     req.api_key: (req, resp)
@@ -344,6 +411,9 @@ LAYOUTS: dict[int, tuple[Message, Message]] = {
         (ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),
         (SASL_HANDSHAKE_REQUEST, SASL_HANDSHAKE_RESPONSE),
         (SASL_AUTHENTICATE_REQUEST, SASL_AUTHENTICATE_RESPONSE),
+        (CREATE_ACLS_REQUEST, CREATE_ACLS_RESPONSE),
+        (DESCRIBE_ACLS_REQUEST, DESCRIBE_ACLS_RESPONSE),
+        (DELETE_ACLS_REQUEST, DELETE_ACLS_RESPONSE),
     )
 }
 

@@ -412,3 +412,82 @@ def test_a_wrong_password_is_refused(sasl_cluster, caplog):
             sasl_cluster, "admin", "wrong", bootstrap_timeout_ms=3000
         )  # kafka-python keeps trying until its bootstrap times out
     assert any("SaslAuthenticationFailedError" in r.getMessage() for r in caplog.records)
+
+
+def our_acls(plan: LocalCluster) -> set[tuple[str, str, str, str, str, str]]:
+    """(resource type, name, principal, host, operation, permission) of every ACL, per `kchaos admin`."""
+    listed = kchaos_admin(plan, "--user", "admin", "--password", USERS["admin"], "acls", "--list")
+    keys = ("resource_type", "resource_name", "principal", "host", "operation", "permission")
+    return {tuple(acl[k] for k in keys) for acl in listed}  # type: ignore[misc]
+
+
+def ck_acls(admin: ck_admin.AdminClient, principal: str) -> set[tuple[str, str, str, str, str, str]]:
+    only = ck_admin.AclBindingFilter(
+        ck_admin.ResourceType.ANY,
+        None,
+        ck_admin.ResourcePatternType.ANY,
+        principal,
+        None,
+        ck_admin.AclOperation.ANY,
+        ck_admin.AclPermissionType.ANY,
+    )
+    return {
+        (b.restype.name, b.name, b.principal, b.host, b.operation.name, b.permission_type.name)
+        for b in admin.describe_acls(only).result(10)
+    }
+
+
+def test_acls_with_each_client(sasl_cluster):
+    """librdkafka grants alice Describe on a topic (she then sees it), kafka-python grants her
+    DescribeConfigs; each client lists what `kchaos admin` lists; kafka-python deletes them all."""
+    topic = TOPIC_PREFIX + "acl"
+    admin = ck_sasl(sasl_cluster, "admin", USERS["admin"])
+    assert admin.create_topics([ck_admin.NewTopic(topic, 1, 1)])[topic].result(10) is None
+    binding = ck_admin.AclBinding(
+        ck_admin.ResourceType.TOPIC,
+        topic,
+        ck_admin.ResourcePatternType.LITERAL,
+        "User:alice",
+        "*",
+        ck_admin.AclOperation.DESCRIBE,
+        ck_admin.AclPermissionType.ALLOW,
+    )
+    assert admin.create_acls([binding])[binding].result(10) is None
+    alice = ck_sasl(sasl_cluster, "alice", USERS["alice"])
+    wait_for(lambda: topic in alice.list_topics(timeout=10).topics, 10, what="alice sees the topic")
+
+    kp = kp_sasl(sasl_cluster, "admin", USERS["admin"])
+    try:
+        pattern = kafka_admin.ResourcePattern(kafka_admin.ResourceType.TOPIC, topic)
+        acl = kafka_admin.ACL(
+            "User:alice", "*", kafka_admin.ACLOperation.DESCRIBE_CONFIGS, kafka_admin.ACLPermissionType.ALLOW, pattern
+        )
+        created = kp.create_acls([acl])
+        assert (len(created["succeeded"]), created["failed"]) == (1, [])
+        expected = {
+            ("TOPIC", topic, "User:alice", "*", "DESCRIBE", "ALLOW"),
+            ("TOPIC", topic, "User:alice", "*", "DESCRIBE_CONFIGS", "ALLOW"),
+        }
+        agrees(lambda: ck_acls(admin, "User:alice"), expected, "librdkafka's ACLs")
+        agrees(lambda: our_acls(sasl_cluster), expected, "our ACLs")
+        kp_filter = kafka_admin.ACLFilter(
+            principal="User:alice",
+            host="*",
+            operation=kafka_admin.ACLOperation.ANY,
+            permission_type=kafka_admin.ACLPermissionType.ANY,
+            resource_pattern=kafka_admin.ResourcePatternFilter(
+                kafka_admin.ResourceType.ANY, None, kafka_admin.ACLResourcePatternType.ANY
+            ),
+        )
+        acls, error = kp.describe_acls(kp_filter)
+        assert error is kafka_errors.NoError
+        assert {(a.resource_pattern.resource_name, a.operation.name) for a in acls} == {
+            (topic, "DESCRIBE"),
+            (topic, "DESCRIBE_CONFIGS"),
+        }
+        [(_, deleted, error)] = kp.delete_acls([kp_filter])
+        assert error is kafka_errors.NoError and len(deleted) == 2
+    finally:
+        kp.close()
+    agrees(lambda: ck_acls(admin, "User:alice"), set(), "librdkafka's ACLs deleted")
+    agrees(lambda: our_acls(sasl_cluster), set(), "our ACLs deleted")
