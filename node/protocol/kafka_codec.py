@@ -240,32 +240,38 @@ def _enum(cls: type, code: int) -> Any:
     return cls(code) if code in cls._value2member_map_ else cls(0)
 
 
+_ACL_KINDS = (ResourceType, None, PatternType, None, None, AclOperation, AclPermissionType)  # None: a string
+_FILTER_KEYS = (
+    "ResourceTypeFilter",
+    "ResourceNameFilter",
+    "PatternTypeFilter",
+    "PrincipalFilter",
+    "HostFilter",
+    "Operation",
+    "PermissionType",
+)
+_CREATION_KEYS = (
+    "ResourceType",
+    "ResourceName",
+    "ResourcePatternType",
+    "Principal",
+    "Host",
+    "Operation",
+    "PermissionType",
+)
+
+
+def _acl_values(entry: dict[str, Any], keys: tuple[str, ...]) -> tuple[Any, ...]:
+    """An ACL binding or filter's seven fields, in the order of our dataclasses."""
+    return tuple(entry[k] if kind is None else _enum(kind, entry[k]) for k, kind in zip(keys, _ACL_KINDS, strict=True))
+
+
 def _acl_filter(f: dict[str, Any]) -> tuple[Any, ...]:
-    return (
-        _enum(ResourceType, f["ResourceTypeFilter"]),
-        f["ResourceNameFilter"],
-        _enum(PatternType, f["PatternTypeFilter"]),
-        f["PrincipalFilter"],
-        f["HostFilter"],
-        _enum(AclOperation, f["Operation"]),
-        _enum(AclPermissionType, f["PermissionType"]),
-    )
+    return _acl_values(f, _FILTER_KEYS)
 
 
 def _create_acls(body: dict[str, Any], version: int) -> CreateAclsRequest:
-    creations = tuple(
-        AclCreation(
-            _enum(ResourceType, c["ResourceType"]),
-            c["ResourceName"],
-            _enum(PatternType, c["ResourcePatternType"]),
-            c["Principal"],
-            c["Host"],
-            _enum(AclOperation, c["Operation"]),
-            _enum(AclPermissionType, c["PermissionType"]),
-        )
-        for c in body["Creations"]
-    )
-    return CreateAclsRequest(creations)
+    return CreateAclsRequest(tuple(AclCreation(*_acl_values(c, _CREATION_KEYS)) for c in body["Creations"]))
 
 
 def _describe_acls(body: dict[str, Any], version: int) -> DescribeAclsRequest:
