@@ -52,6 +52,7 @@ from node.protocol.errors import ErrorCode
 from node.protocol.fields import FrameError
 from node.protocol.kafka_schemas import LAYOUTS
 from node.protocol.kafka_wire import Message, Reader, Writer, decode_body, encode_body
+from node.protocol.messages import DescribeQuorumRequest
 from node.protocol.session import SaslAuthenticateRequest, SaslHandshakeRequest
 
 API_VERSIONS_KEY = 18
@@ -282,7 +283,16 @@ def _delete_acls(body: dict[str, Any], version: int) -> DeleteAclsRequest:
     return DeleteAclsRequest(tuple(DeleteAclsFilter(*_acl_filter(f)) for f in body["Filters"]))
 
 
+METADATA_TOPIC = "__cluster_metadata"  # the one partition (0) DescribeQuorum describes
+
+
+def _describe_quorum(body: dict[str, Any], version: int) -> DescribeQuorumRequest:
+    """Answered for the metadata partition whatever the request names (see the docs)."""
+    return DescribeQuorumRequest()
+
+
 _TO_REQUEST: dict[int, Callable[[dict[str, Any], int], Any]] = {
+    55: _describe_quorum,
     30: _create_acls,
     29: _describe_acls,
     31: _delete_acls,
@@ -458,7 +468,33 @@ def _delete_acls_response(m: Any, version: int) -> dict[str, Any]:
     return {"FilterResults": results}
 
 
+def _replica_states(replicas: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "ReplicaId": r.replica_id,
+            "LogEndOffset": r.log_end_offset,
+            "LastFetchTimestamp": r.last_fetch_timestamp,
+            "LastCaughtUpTimestamp": r.last_caught_up_timestamp,
+        }
+        for r in replicas
+    ]
+
+
+def _describe_quorum_response(m: Any, version: int) -> dict[str, Any]:
+    partition = {
+        "PartitionIndex": 0,
+        "ErrorCode": m.error_code,
+        "LeaderId": m.leader_id,
+        "LeaderEpoch": m.leader_epoch,
+        "HighWatermark": m.high_watermark,
+        "CurrentVoters": _replica_states(m.current_voters),
+        "Observers": _replica_states(m.observers),
+    }
+    return {"ErrorCode": 0, "Topics": [{"TopicName": METADATA_TOPIC, "Partitions": [partition]}]}
+
+
 _FROM_RESPONSE: dict[int, Callable[[Any, int], dict[str, Any]]] = {
+    55: _describe_quorum_response,
     30: _create_acls_response,
     29: _describe_acls_response,
     31: _delete_acls_response,

@@ -397,6 +397,56 @@ DELETE_ACLS_RESPONSE = Message(
     ),
 )
 
+# --- DescribeQuorum (KIP-595): v2's directory ids and node endpoints (KIP-853) are not served ---
+_REPLICA_STATE = (
+    F("ReplicaId", "int32"),
+    F("LogEndOffset", "int64"),
+    F("LastFetchTimestamp", "int64", "1+", default=-1),
+    F("LastCaughtUpTimestamp", "int64", "1+", default=-1),
+)
+DESCRIBE_QUORUM_REQUEST = Message(
+    55,
+    "DescribeQuorumRequest",
+    (0, 1),
+    0,
+    (
+        F(
+            "Topics",
+            "[]",
+            fields=(F("TopicName", "string"), F("Partitions", "[]", fields=(F("PartitionIndex", "int32"),))),
+        ),
+    ),
+)
+DESCRIBE_QUORUM_RESPONSE = Message(
+    55,
+    "DescribeQuorumResponse",
+    (0, 1),
+    0,
+    (
+        F("ErrorCode", "int16"),
+        F(
+            "Topics",
+            "[]",
+            fields=(
+                F("TopicName", "string"),
+                F(
+                    "Partitions",
+                    "[]",
+                    fields=(
+                        F("PartitionIndex", "int32"),
+                        F("ErrorCode", "int16"),
+                        F("LeaderId", "int32"),
+                        F("LeaderEpoch", "int32"),
+                        F("HighWatermark", "int64"),
+                        F("CurrentVoters", "[]", fields=_REPLICA_STATE),
+                        F("Observers", "[]", fields=_REPLICA_STATE),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
 # api key -> (request layout, response layout)
 LAYOUTS: dict[int, tuple[Message, Message]] = {
     req.api_key: (req, resp)
@@ -414,6 +464,7 @@ LAYOUTS: dict[int, tuple[Message, Message]] = {
         (CREATE_ACLS_REQUEST, CREATE_ACLS_RESPONSE),
         (DESCRIBE_ACLS_REQUEST, DESCRIBE_ACLS_RESPONSE),
         (DELETE_ACLS_REQUEST, DELETE_ACLS_RESPONSE),
+        (DESCRIBE_QUORUM_REQUEST, DESCRIBE_QUORUM_RESPONSE),
     )
 }
 

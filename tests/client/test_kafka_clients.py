@@ -26,6 +26,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from node.client import SyncAdminClient
+from node.protocol.kafka_wire import Reader
 from node.runtime.local_cluster import (
     LocalCluster,
     NodeProcess,
@@ -491,3 +492,36 @@ def test_acls_with_each_client(sasl_cluster):
         kp.close()
     agrees(lambda: ck_acls(admin, "User:alice"), set(), "librdkafka's ACLs deleted")
     agrees(lambda: our_acls(sasl_cluster), set(), "our ACLs deleted")
+
+
+def test_describe_quorum_in_kafka_framing(cluster):
+    """DescribeQuorum v1 (what kafka-metadata-quorum.sh sends) on a broker and on a controller."""
+    topic = b"\x13__cluster_metadata"  # compact string
+    body = b"\x02" + topic + b"\x02" + struct.pack(">i", 0) + b"\x00" + b"\x00" + b"\x00"
+    leader = find_leader(cluster.voters)
+    answers = []
+    for node in (cluster.brokers[0], cluster.voters[0]):
+        host, port = node.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(kafka_request(18, 3, 1, b"\x01\x01\x00", flexible=True))
+            read_frame(s)
+            s.sendall(kafka_request(55, 1, 2, body, flexible=True))
+            answers.append(read_frame(s))
+    for answer in answers:
+        r = Reader(answer, 4)
+        r.tagged_fields()  # response header v1
+        assert r.int("int16") == 0 and r.uvarint() == 2 and r.string(True) == "__cluster_metadata"
+        assert r.uvarint() == 2 and (r.int("int32"), r.int("int16")) == (0, 0)
+        leader_id, epoch = r.int("int32"), r.int("int32")
+        assert leader_id == leader["leader_id"] and epoch >= leader["epoch"]
+        r.int("int64")  # high watermark
+        voters = [
+            (r.int("int32"), r.int("int64"), r.int("int64"), r.int("int64"), r.tagged_fields())[0]
+            for _ in range(r.uvarint() - 1)
+        ]
+        observers = [
+            (r.int("int32"), r.int("int64"), r.int("int64"), r.int("int64"), r.tagged_fields())[0]
+            for _ in range(r.uvarint() - 1)
+        ]
+        assert sorted(voters) == [v.node_id for v in cluster.voters]
+        assert sorted(observers) == [b.node_id for b in cluster.brokers]

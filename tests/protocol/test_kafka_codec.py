@@ -68,6 +68,7 @@ def test_api_versions_v3_advertises_exactly_the_served_layouts():
         33: (0, 2),
         36: (0, 2),
         44: (0, 1),
+        55: (0, 1),
         60: (0, 1),
     }
     assert r.int("int32") == 0  # throttle
@@ -79,8 +80,8 @@ def test_unknown_api_versions_version_gets_a_v0_unsupported_version_answer():
     frame = CODEC.decode_request(request(18, 77, b"\x05garbage", flexible=True)).answer
     assert frame is not None
     _, correlation_id, error, count = struct.unpack_from(">iihi", frame)
-    assert (correlation_id, error, count) == (42, ErrorCode.UNSUPPORTED_VERSION, 13)
-    assert len(frame) == 4 + 4 + 2 + 4 + 13 * 6  # v0: no throttle, no tagged fields
+    assert (correlation_id, error, count) == (42, ErrorCode.UNSUPPORTED_VERSION, 14)
+    assert len(frame) == 4 + 4 + 2 + 4 + 14 * 6  # v0: no throttle, no tagged fields
 
 
 def test_other_versions_not_served_are_frame_errors():
@@ -197,7 +198,7 @@ def test_sniffing_tells_kafka_from_our_own_api_versions():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from([3, 17, 18, 19, 20, 29, 30, 31, 32, 33, 36, 44, 60]), st.integers(0, 13), st.binary(max_size=64))
+@given(st.sampled_from([3, 17, 18, 19, 20, 29, 30, 31, 32, 33, 36, 44, 55, 60]), st.integers(0, 13), st.binary(max_size=64))
 def test_any_bytes_decode_or_raise_frame_error(api_key, version, body):
     for flexible in (False, True):
         with contextlib.suppress(FrameError):  # anything else fails the test
