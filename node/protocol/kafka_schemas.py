@@ -119,6 +119,8 @@ DESCRIBE_CLUSTER_RESPONSE = Message(
     ),
 )
 
+_ERROR = (F("ErrorCode", "int16"), F("ErrorMessage", "string", nullable=_ALL))
+_RESOURCE = (F("ResourceType", "int8"), F("ResourceName", "string"))
 _NAME_VALUE = (F("Name", "string"), F("Value", "string", nullable=_ALL))
 CREATE_TOPICS_REQUEST = Message(
     19,
@@ -279,19 +281,7 @@ INCREMENTAL_ALTER_CONFIGS_REQUEST = Message(
         F("ValidateOnly", "bool"),
     ),
 )
-_ALTER_RESPONSE_FIELDS = (
-    F("ThrottleTimeMs", "int32"),
-    F(
-        "Responses",
-        "[]",
-        fields=(
-            F("ErrorCode", "int16"),
-            F("ErrorMessage", "string", nullable=_ALL),
-            F("ResourceType", "int8"),
-            F("ResourceName", "string"),
-        ),
-    ),
-)
+_ALTER_RESPONSE_FIELDS = (F("ThrottleTimeMs", "int32"), F("Responses", "[]", fields=(*_ERROR, *_RESOURCE)))
 INCREMENTAL_ALTER_CONFIGS_RESPONSE = Message(44, "IncrementalAlterConfigsResponse", (0, 1), 1, _ALTER_RESPONSE_FIELDS)
 
 ALTER_CONFIGS_REQUEST = Message(
@@ -342,8 +332,6 @@ _ACL_FILTER = (
     F("PermissionType", "int8"),
 )
 _ACL_ENTRY = (F("Principal", "string"), F("Host", "string"), F("Operation", "int8"), F("PermissionType", "int8"))
-_ERROR = (F("ErrorCode", "int16"), F("ErrorMessage", "string", nullable=_ALL))
-_RESOURCE = (F("ResourceType", "int8"), F("ResourceName", "string"))
 CREATE_ACLS_REQUEST = Message(
     30,
     "CreateAclsRequest",

@@ -29,7 +29,7 @@ from node.protocol.kafka_wire import Reader, Writer
 from node.protocol.registry import BROKER_API_KEYS
 from node.protocol.session import SaslAuthenticateRequest, SaslAuthenticateResponse
 
-CODEC = KafkaCodec(BROKER_API_KEYS, node_id=4)
+CODEC = KafkaCodec(BROKER_API_KEYS | {55}, node_id=4)  # as a broker listener: DescribeQuorum too
 
 
 def request(api_key: int, version: int, body: bytes, *, flexible: bool, correlation_id: int = 42) -> bytes:
