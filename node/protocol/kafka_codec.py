@@ -50,7 +50,7 @@ from node.protocol.admin import (
 )
 from node.protocol.errors import ErrorCode
 from node.protocol.fields import FrameError
-from node.protocol.kafka_schemas import LAYOUTS
+from node.protocol.kafka_schemas import ANSWERED_AS, LAYOUTS
 from node.protocol.kafka_wire import Message, Reader, Writer, decode_body, encode_body
 from node.protocol.messages import DescribeQuorumRequest
 from node.protocol.session import SaslAuthenticateRequest, SaslHandshakeRequest
@@ -88,7 +88,8 @@ class KafkaCodec:
 
     def __init__(self, api_keys: frozenset[int], node_id: int) -> None:
         self.node_id = node_id
-        self.layouts = {key: layouts for key, layouts in LAYOUTS.items() if key in api_keys}
+        served = set(api_keys) | {key for key, via in ANSWERED_AS.items() if via in api_keys}
+        self.layouts = {key: layouts for key, layouts in LAYOUTS.items() if key in served}
 
     def api_versions(self) -> list[dict[str, int]]:
         """What ApiVersions advertises: exactly the layouts this listener answers."""
@@ -125,7 +126,7 @@ class KafkaCodec:
         """The whole response frame answering `header` with our response dataclass `message`."""
         request_layout, response_layout = self.layouts[header.api_key]
         body = _FROM_RESPONSE[header.api_key](message, header.api_version)
-        if header.api_key in (3, 60):
+        if header.api_key in (3, 60):  # (75 names no controller)
             body["ControllerId"] = self._reported_controller(body)
         return _frame(header, response_layout, request_layout.is_flexible(header.api_version), body)
 
@@ -291,7 +292,15 @@ def _describe_quorum(body: dict[str, Any], version: int) -> DescribeQuorumReques
     return DescribeQuorumRequest()
 
 
+def _describe_topic_partitions(body: dict[str, Any], version: int) -> MetadataRequest:
+    """Every partition of the topics named (all topics when none are), in one page: the cursor and
+    the partition limit are read and not applied (see the docs)."""
+    names = tuple(t["Name"] for t in body["Topics"])
+    return MetadataRequest(names or None)
+
+
 _TO_REQUEST: dict[int, Callable[[dict[str, Any], int], Any]] = {
+    75: _describe_topic_partitions,
     55: _describe_quorum,
     30: _create_acls,
     29: _describe_acls,
@@ -493,7 +502,12 @@ def _describe_quorum_response(m: Any, version: int) -> dict[str, Any]:
     return {"ErrorCode": 0, "Topics": [{"TopicName": METADATA_TOPIC, "Partitions": [partition]}]}
 
 
+def _describe_topic_partitions_response(m: Any, version: int) -> dict[str, Any]:
+    return {"Topics": _metadata_response(m, version)["Topics"], "NextCursor": None}
+
+
 _FROM_RESPONSE: dict[int, Callable[[Any, int], dict[str, Any]]] = {
+    75: _describe_topic_partitions_response,
     55: _describe_quorum_response,
     30: _create_acls_response,
     29: _describe_acls_response,

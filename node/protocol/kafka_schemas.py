@@ -226,10 +226,8 @@ DESCRIBE_CONFIGS_RESPONSE = Message(
             "Results",
             "[]",
             fields=(
-                F("ErrorCode", "int16"),
-                F("ErrorMessage", "string", nullable=_ALL),
-                F("ResourceType", "int8"),
-                F("ResourceName", "string"),
+                *_ERROR,
+                *_RESOURCE,
                 F(
                     "Configs",
                     "[]",
@@ -435,6 +433,56 @@ DESCRIBE_QUORUM_RESPONSE = Message(
     ),
 )
 
+# --- DescribeTopicPartitions (KIP-966): answered like Metadata, all partitions in one page ---
+_CURSOR = (F("TopicName", "string"), F("PartitionIndex", "int32"))
+DESCRIBE_TOPIC_PARTITIONS_REQUEST = Message(
+    75,
+    "DescribeTopicPartitionsRequest",
+    (0, 0),
+    0,
+    (
+        F("Topics", "[]", fields=(F("Name", "string"),)),
+        F("ResponsePartitionLimit", "int32", default=2000),
+        F("Cursor", "{}", nullable=_ALL, fields=_CURSOR),
+    ),
+)
+DESCRIBE_TOPIC_PARTITIONS_RESPONSE = Message(
+    75,
+    "DescribeTopicPartitionsResponse",
+    (0, 0),
+    0,
+    (
+        F("ThrottleTimeMs", "int32"),
+        F(
+            "Topics",
+            "[]",
+            fields=(
+                F("ErrorCode", "int16"),
+                F("Name", "string", nullable=_ALL),
+                F("TopicId", "uuid"),
+                F("IsInternal", "bool"),
+                F(
+                    "Partitions",
+                    "[]",
+                    fields=(
+                        F("ErrorCode", "int16"),
+                        F("PartitionIndex", "int32"),
+                        F("LeaderId", "int32"),
+                        F("LeaderEpoch", "int32", default=-1),
+                        F("ReplicaNodes", "[]int32"),
+                        F("IsrNodes", "[]int32"),
+                        F("EligibleLeaderReplicas", "[]int32", nullable=_ALL),
+                        F("LastKnownElr", "[]int32", nullable=_ALL),
+                        F("OfflineReplicas", "[]int32"),
+                    ),
+                ),
+                F("TopicAuthorizedOperations", "int32", default=_OPS_UNKNOWN),
+            ),
+        ),
+        F("NextCursor", "{}", nullable=_ALL, fields=_CURSOR),
+    ),
+)
+
 # api key -> (request layout, response layout)
 LAYOUTS: dict[int, tuple[Message, Message]] = {
     req.api_key: (req, resp)
@@ -453,7 +501,11 @@ LAYOUTS: dict[int, tuple[Message, Message]] = {
         (DESCRIBE_ACLS_REQUEST, DESCRIBE_ACLS_RESPONSE),
         (DELETE_ACLS_REQUEST, DELETE_ACLS_RESPONSE),
         (DESCRIBE_QUORUM_REQUEST, DESCRIBE_QUORUM_RESPONSE),
+        (DESCRIBE_TOPIC_PARTITIONS_REQUEST, DESCRIBE_TOPIC_PARTITIONS_RESPONSE),
     )
 }
 
-__all__ = ["LAYOUTS"]
+# Kafka APIs with no request of their own here: served wherever the API they are answered by is.
+ANSWERED_AS: dict[int, int] = {75: 3}  # DescribeTopicPartitions -> Metadata
+
+__all__ = ["ANSWERED_AS", "LAYOUTS"]

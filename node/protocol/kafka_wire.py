@@ -40,7 +40,7 @@ def versions(spec: str) -> tuple[int, int]:
 @dataclass(frozen=True, slots=True)
 class Field:
     name: str
-    type: str  # int8..int64, bool, string, bytes, uuid, []int32, []string, or "[]" with `fields`
+    type: str  # int8..int64, bool, string, bytes, uuid, []int32, []string; "[]" or "{}" (struct) with `fields`
     versions: tuple[int, int]
     nullable: tuple[int, int] = NO_VERSIONS
     fields: tuple[Field, ...] = ()
@@ -201,6 +201,12 @@ def read_struct(r: Reader, fields: tuple[Field, ...], version: int, flexible: bo
         if not f.present(version):
             out[f.name] = _default(f, version)
             continue
+        if f.type == "{}":  # a struct, nullable ones behind an int8 marker (-1 null, 1 present)
+            if f.null_ok(version) and r.int("int8") < 0:
+                out[f.name] = None
+            else:
+                out[f.name] = read_struct(r, f.fields, version, flexible)
+            continue
         if f.type.startswith("[]"):
             n = r.length(flexible)
             if n < 0:
@@ -231,6 +237,12 @@ def write_struct(w: Writer, fields: tuple[Field, ...], values: dict[str, Any], v
         value = values.get(f.name, _default(f, version))
         if value is None and not f.null_ok(version):
             value = _default(Field(f.name, f.type, f.versions, NO_VERSIONS, f.fields, f.default), version)
+        if f.type == "{}":
+            if f.null_ok(version):
+                w.int("int8", -1 if value is None else 1)
+            if value is not None:
+                write_struct(w, f.fields, value, version, flexible)
+            continue
         if f.type.startswith("[]"):
             if value is None:
                 w.length(-1, flexible)

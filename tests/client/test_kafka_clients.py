@@ -24,6 +24,7 @@ import kafka.admin as kafka_admin
 import kafka.errors as kafka_errors
 import pytest
 from confluent_kafka import KafkaError
+from confluent_kafka import TopicCollection as ck_TopicCollection
 
 from node.client import SyncAdminClient
 from node.protocol.kafka_wire import Reader
@@ -152,6 +153,12 @@ def test_confluent_kafka_admin(cluster):
 
     theirs = wait_for(partitions, 10, what="the topic in librdkafka's metadata")
     agrees(lambda: our_partitions(cluster, topic), theirs, "partitions")
+    # describe_topics goes through DescribeTopicPartitions (KIP-966)
+    described_topic = admin.describe_topics(ck_TopicCollection([topic]))[topic].result(10)
+    assert {
+        p.id: (p.leader.id, sorted(n.id for n in p.replicas), sorted(n.id for n in p.isr))
+        for p in described_topic.partitions
+    } == theirs
 
     resource = ck_admin.ConfigResource(ck_admin.ResourceType.TOPIC, topic)
     configs = admin.describe_configs([resource])[resource].result(10)

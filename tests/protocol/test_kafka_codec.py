@@ -70,6 +70,7 @@ def test_api_versions_v3_advertises_exactly_the_served_layouts():
         44: (0, 1),
         55: (0, 1),
         60: (0, 1),
+        75: (0, 0),
     }
     assert r.int("int32") == 0  # throttle
     r.tagged_fields()
@@ -80,8 +81,8 @@ def test_unknown_api_versions_version_gets_a_v0_unsupported_version_answer():
     frame = CODEC.decode_request(request(18, 77, b"\x05garbage", flexible=True)).answer
     assert frame is not None
     _, correlation_id, error, count = struct.unpack_from(">iihi", frame)
-    assert (correlation_id, error, count) == (42, ErrorCode.UNSUPPORTED_VERSION, 14)
-    assert len(frame) == 4 + 4 + 2 + 4 + 14 * 6  # v0: no throttle, no tagged fields
+    assert (correlation_id, error, count) == (42, ErrorCode.UNSUPPORTED_VERSION, 15)
+    assert len(frame) == 4 + 4 + 2 + 4 + 15 * 6  # v0: no throttle, no tagged fields
 
 
 def test_other_versions_not_served_are_frame_errors():
@@ -190,6 +191,20 @@ def test_sasl_authenticate_v2_bytes_both_ways():
         CODEC.decode_request(request(17, 0, b"\x00\x05PLAIN", flexible=False))
 
 
+def test_describe_topic_partitions_is_answered_as_metadata_with_a_null_cursor():
+    body = b"\x02" + compact("t") + b"\x00" + struct.pack(">i", 10) + b"\xff" + b"\x00"
+    decoded = CODEC.decode_request(request(75, 0, body, flexible=True))
+    assert decoded.message == MetadataRequest(("t",))
+    with_cursor = b"\x01" + struct.pack(">i", 10) + b"\x01" + compact("t") + struct.pack(">i", 3) + b"\x00\x00"
+    assert CODEC.decode_request(request(75, 0, with_cursor, flexible=True)).message == MetadataRequest(None)
+    frame = CODEC.encode_response(decoded.header, MetadataResponse((), "c", 1, ()))
+    r = Reader(frame, 8)
+    r.tagged_fields()
+    assert (r.int("int32"), r.uvarint(), r.int("int8")) == (0, 1, -1)  # no topics, NextCursor null
+    r.tagged_fields()
+    assert r.pos == len(frame)
+
+
 def test_sniffing_tells_kafka_from_our_own_api_versions():
     ours = struct.pack(">ihhib", 9, 18, 0, 1, 0)  # our ApiVersions: 9 bytes after the length
     assert not looks_like_kafka(ours)
@@ -198,7 +213,11 @@ def test_sniffing_tells_kafka_from_our_own_api_versions():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from([3, 17, 18, 19, 20, 29, 30, 31, 32, 33, 36, 44, 55, 60]), st.integers(0, 13), st.binary(max_size=64))
+@given(
+    st.sampled_from([3, 17, 18, 19, 20, 29, 30, 31, 32, 33, 36, 44, 55, 60, 75]),
+    st.integers(0, 13),
+    st.binary(max_size=64),
+)
 def test_any_bytes_decode_or_raise_frame_error(api_key, version, body):
     for flexible in (False, True):
         with contextlib.suppress(FrameError):  # anything else fails the test
