@@ -153,7 +153,7 @@ def test_confluent_kafka_admin(cluster):
 
     theirs = wait_for(partitions, 10, what="the topic in librdkafka's metadata")
     agrees(lambda: our_partitions(cluster, topic), theirs, "partitions")
-    # describe_topics goes through DescribeTopicPartitions (KIP-966)
+    # describe_topics (librdkafka sends Metadata v12 with the topic named)
     described_topic = admin.describe_topics(ck_TopicCollection([topic]))[topic].result(10)
     assert {
         p.id: (p.leader.id, sorted(n.id for n in p.replicas), sorted(n.id for n in p.isr))
@@ -532,3 +532,44 @@ def test_describe_quorum_in_kafka_framing(cluster):
         ]
         assert sorted(voters) == [v.node_id for v in cluster.voters]
         assert sorted(observers) == [b.node_id for b in cluster.brokers]
+
+
+def test_describe_topic_partitions_in_kafka_framing(cluster):
+    """DescribeTopicPartitions v0 (what Kafka 4's kafka-topics.sh --describe sends): every partition."""
+    with SyncAdminClient(cluster.brokers_bootstrap) as admin:
+        if "kafka-client-dtp" not in admin.describe_topics(None):
+            admin.create_topic("kafka-client-dtp", 2, 2)
+    ours = wait_for(lambda: _swallow(lambda: our_partitions(cluster, "kafka-client-dtp")), 10, what="the topic")
+    host, port = cluster.brokers[0].address.rsplit(":", 1)
+    body = b"\x02" + b"\x11kafka-client-dtp" + b"\x00" + struct.pack(">i", 2000) + b"\xff" + b"\x00"
+
+    def ask() -> dict[int, tuple[int, list[int], list[int]]] | None:
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(kafka_request(18, 3, 1, b"\x01\x01\x00", flexible=True))
+            read_frame(s)
+            s.sendall(kafka_request(75, 0, 2, body, flexible=True))
+            r = Reader(read_frame(s), 4)
+        r.tagged_fields()
+        assert r.int("int32") == 0 and r.uvarint() == 2  # throttle, one topic
+        if r.int("int16") != 0:
+            return None  # not in this broker's image yet
+        assert r.string(True) == "kafka-client-dtp"
+        r.take(17)  # topic id, is_internal
+        partitions = {}
+        for _ in range(r.uvarint() - 1):
+            error, index, leader, _epoch = r.int("int16"), r.int("int32"), r.int("int32"), r.int("int32")
+            replicas = [r.int("int32") for _ in range(r.uvarint() - 1)]
+            isr = [r.int("int32") for _ in range(r.uvarint() - 1)]
+            assert error == 0 and r.uvarint() == 0 and r.uvarint() == 0  # ELR and last known ELR: null
+            assert r.uvarint() == 1  # no offline replicas
+            r.tagged_fields()
+            partitions[index] = (leader, sorted(replicas), sorted(isr))
+        return partitions
+
+    assert wait_for(ask, 10, what="the topic on the broker") == ours
+
+
+def _swallow(call):  # type: ignore[no-untyped-def]
+    with contextlib.suppress(Exception):
+        return call()
+    return None
