@@ -22,7 +22,6 @@ import contextlib
 import itertools
 import logging
 import random
-import struct
 import time
 from collections import deque
 from collections.abc import Hashable, Sequence
@@ -714,8 +713,8 @@ class NodeServer:
             return
         try:
             frame = message if isinstance(message, bytes) else kafka.codec.encode_response(header, message)
-        except (ValueError, TypeError, KeyError, struct.error) as exc:
-            log.error("node %d: cannot encode %s for %s: %s", self.node_id, type(message).__name__, conn.peer, exc)
+        except Exception as exc:  # an answer this framing cannot carry must not stop the node: drop the client
+            log.error("node %d: cannot encode %s for %s: %r", self.node_id, type(message).__name__, conn.peer, exc)
             self._close_inbound(conn)
             return
         kafka.ready[our_id] = frame
