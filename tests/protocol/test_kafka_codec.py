@@ -22,12 +22,13 @@ from node.protocol.admin import (
     MetadataResponse,
     MetadataResponseBroker,
 )
+from node.protocol.codec import BinaryCodec
 from node.protocol.errors import ErrorCode
 from node.protocol.fields import FrameError
 from node.protocol.kafka_codec import KafkaCodec, looks_like_kafka
 from node.protocol.kafka_wire import Reader, Writer
 from node.protocol.registry import BROKER_API_KEYS
-from node.protocol.session import SaslAuthenticateRequest, SaslAuthenticateResponse
+from node.protocol.session import ApiVersionsRequest, SaslAuthenticateRequest, SaslAuthenticateResponse
 
 CODEC = KafkaCodec(BROKER_API_KEYS | {55}, node_id=4)  # as a broker listener: DescribeQuorum too
 
@@ -206,7 +207,7 @@ def test_describe_topic_partitions_is_answered_as_metadata_with_a_null_cursor():
 
 
 def test_sniffing_tells_kafka_from_our_own_api_versions():
-    ours = struct.pack(">ihhib", 9, 18, 0, 1, 0)  # our ApiVersions: 9 bytes after the length
+    ours = BinaryCodec().encode_request(1, ApiVersionsRequest())  # 9 bytes after the length
     assert not looks_like_kafka(ours)
     assert looks_like_kafka(request(18, 0, b"", flexible=False))
     assert not looks_like_kafka(request(3, 12, b"\x00" * 4, flexible=True))
