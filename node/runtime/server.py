@@ -35,8 +35,10 @@ from node.process.ports import RequestContext
 from node.process.process import CONTROLLER_LISTENER, NodeProcess
 from node.protocol.codec import BinaryCodec, EncodedResponse, FrameError, FrameKind, FrameReader
 from node.protocol.errors import ErrorCode
+from node.protocol.kafka_codec import KafkaCodec, KafkaHeader, looks_like_kafka
 from node.protocol.messages import DescribeQuorumRequest, EndQuorumEpochRequest, Response
 from node.protocol.registry import API_KEYS, BROKER_API_KEYS, CONTROLLER_API_KEYS
+from node.protocol.session import SaslAuthenticateResponse, SaslHandshakeResponse
 from node.raft import actions as A
 from node.raft.events import (
     Append,
@@ -67,6 +69,7 @@ log = logging.getLogger("kchaos.node")
 
 MAX_INBOUND_WRITE_BYTES = 64 << 20
 SHUTDOWN_GRACE_S = 0.5
+FAILED_AUTHENTICATION_DELAY_S = 0.1  # Kafka's connection.failed.authentication.delay.ms default
 CONTROLLED_SHUTDOWN_S = 5.0  # how long a stopping broker waits for the controller's SHUTDOWN answer
 # The core's deadlines are on the wall clock, asyncio's timers on the monotonic one: a timer looks at
 # the wall clock again at least this often, so a clock that jumps or runs fast or slow is noticed.
@@ -104,6 +107,20 @@ class _Inbound:
     session: SaslServerSession
     out: FrameWriter  # the responses of one loop turn leave in one send
     closed: bool = False
+    kafka: _KafkaFraming | None = None  # set when the first frame is Kafka's (see _serve_inbound)
+
+
+@dataclass(eq=False, slots=True)
+class _KafkaFraming:
+    """A connection speaking Kafka's framing. The core sees our own correlation ids (`next_id`), each
+    mapped to the client's header; answers leave in request order, as a Kafka client expects."""
+
+    codec: KafkaCodec
+    next_id: itertools.count = field(default_factory=lambda: itertools.count(1))
+    pending: dict[int, KafkaHeader] = field(default_factory=dict)
+    order: deque[int] = field(default_factory=deque)  # our ids, oldest first
+    ready: dict[int, bytes] = field(default_factory=dict)  # encoded answers waiting for older ones
+    failed_authentication: bool = False  # close after FAILED_AUTHENTICATION_DELAY_S, as Kafka does
 
 
 @dataclass(slots=True)
@@ -135,6 +152,9 @@ class NodeServer:
         broker_keys = BROKER_API_KEYS | {API_KEYS[DescribeQuorumRequest]}
         self.broker_codec = BinaryCodec(config.max_frame_bytes, api_keys=broker_keys)
         self.codec = BinaryCodec(config.max_frame_bytes)  # outbound: whatever the peer answers
+        # Kafka's own framing, for the admin APIs of each kind of listener (docs/internals/kafka-protocol.md)
+        self.controller_kafka_codec = KafkaCodec(CONTROLLER_API_KEYS, config.node_id)
+        self.broker_kafka_codec = KafkaCodec(broker_keys, config.node_id)
         self.rng = rng or random.Random()
         self.storage: FileStorage | None = None
         self.node: RaftNode | None = None
@@ -666,6 +686,9 @@ class NodeServer:
     def _respond(self, reply_to: Hashable, correlation_id: int, message: Response) -> None:
         if not isinstance(reply_to, _Inbound) or reply_to.closed:
             return  # the requester hung up; it will retry
+        if reply_to.kafka is not None:
+            self._respond_kafka(reply_to, correlation_id, message)
+            return
         try:
             if type(message) is EncodedResponse:
                 frame = message.frame
@@ -681,6 +704,28 @@ class NodeServer:
             return
         reply_to.out.write(frame)
 
+    def _respond_kafka(self, conn: _Inbound, our_id: int, message: Response | bytes) -> None:
+        """Encode the core's answer in the client's version; send it and any younger ones now due."""
+        kafka = conn.kafka
+        assert kafka is not None
+        header = kafka.pending.pop(our_id, None)
+        if header is None and not isinstance(message, bytes):
+            return
+        try:
+            frame = message if isinstance(message, bytes) else kafka.codec.encode_response(header, message)
+        except Exception as exc:  # an answer this framing cannot carry must not stop the node: drop the client
+            log.error("node %d: cannot encode %s for %s: %r", self.node_id, type(message).__name__, conn.peer, exc)
+            self._close_inbound(conn)
+            return
+        kafka.ready[our_id] = frame
+        while kafka.order and kafka.order[0] in kafka.ready:
+            reply_to_frame = kafka.ready.pop(kafka.order.popleft())
+            if conn.out.buffered_bytes > MAX_INBOUND_WRITE_BYTES:
+                log.warning("node %d: %s is not reading its responses; closing", self.node_id, conn.peer)
+                self._close_inbound(conn)
+                return
+            conn.out.write(reply_to_frame)
+
     def _enqueue_requests(self, batch: list[InboundRequest]) -> None:
         """Hand over (and forget) the requests read so far: one alone as itself, several as one event."""
         if len(batch) == 1:
@@ -694,6 +739,42 @@ class NodeServer:
         self._inbound.discard(conn)
         conn.out.close()
 
+    def _read_kafka(
+        self, conn: _Inbound, raw: bytes, batch: list[InboundRequest], host: str, listener: Listener, name: str
+    ) -> bool:
+        """One Kafka-framed request: answered here (ApiVersions) or added to `batch` for the core under
+        an id of ours. False when the connection must close (FrameError closes it too)."""
+        kafka = conn.kafka
+        assert kafka is not None
+        request = kafka.codec.decode_request(raw)
+        our_id = next(kafka.next_id)
+        kafka.order.append(our_id)
+        if request.answer is not None:
+            self._respond_kafka(conn, our_id, request.answer)
+            return True
+        kafka.pending[our_id] = request.header
+        step = conn.session.receive(request.message)
+        if step.verdict is not Verdict.PASS:
+            self._enqueue_requests(batch)  # what was read before it is handed over first
+            if isinstance(step.response, (SaslHandshakeResponse, SaslAuthenticateResponse)):
+                self._respond_kafka(conn, our_id, step.response)  # type: ignore[arg-type]
+            if step.verdict is Verdict.REFUSE:  # Kafka closes such a connection without an answer
+                log.warning("node %d: refusing %s: %s", self.node_id, conn.peer, step.reason)
+                kafka.failed_authentication = isinstance(step.response, SaslAuthenticateResponse)
+                return False
+            return True
+        if self._stopping:
+            return False
+        ctx = RequestContext(
+            principal=step.principal,
+            client_host=host,
+            listener_name=name,
+            security_protocol=listener.security_protocol,
+            frame=None,  # a forwarding broker re-encodes it in our framing for the Envelope
+        )
+        batch.append(InboundRequest(conn, our_id, request.message, ctx))
+        return True
+
     async def _serve_inbound(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: Listener, controller_side: bool
     ) -> None:
@@ -706,6 +787,7 @@ class NodeServer:
         self._inbound.add(conn)
         frames = FrameReader(codec.max_frame_bytes)
         listener_name = CONTROLLER_LISTENER if controller_side else listener.name
+        first = True  # the first frame tells Kafka's framing from ours
         try:
             while not conn.closed and (data := await reader.read(1 << 16)):
                 # The requests of one read are handed over together (the process may join their
@@ -713,6 +795,14 @@ class NodeServer:
                 batch: list[InboundRequest] = []
                 try:
                     for raw in frames.feed(data):
+                        if conn.kafka is None and first and looks_like_kafka(raw):
+                            kafka_codec = self.controller_kafka_codec if controller_side else self.broker_kafka_codec
+                            conn.kafka = _KafkaFraming(kafka_codec)
+                        first = False
+                        if conn.kafka is not None:
+                            if not self._read_kafka(conn, raw, batch, host, listener, listener_name):
+                                return
+                            continue
                         frame = codec.decode(raw)
                         if frame.kind is not FrameKind.REQUEST:
                             raise FrameError("a response frame arrived on an inbound connection")
@@ -753,4 +843,8 @@ class NodeServer:
         except Exception as exc:  # a decoder bug must not take the node down with it
             log.error("node %d: closing connection from %s: %r", self.node_id, conn.peer, exc)
         finally:
+            if conn.kafka is not None and conn.kafka.failed_authentication and not self._stopping:
+                # Kafka's connection.failed.authentication.delay.ms: the client reads the SASL answer
+                # before it sees the connection close (some treat the close as the only news)
+                await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
             self._close_inbound(conn)
