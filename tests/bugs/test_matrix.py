@@ -34,6 +34,8 @@ CAUGHT_TODAY = ("raft-follower-fetch-before-flush", "broker-read-offset-not-appl
 # needs the leader that holds the entries to win again while the one elected behind is cut off; with
 # pre-vote (KIP-996) it waits for the other voter's fetch timeout first, and the all-kinds cells catch
 # it in 8 runs of 16 (10 of 16 before), not at seed 1: the first catch is cell 44 (seed 2).
+# (Since the fault mix gained `redeliver`, issue 24, the matrix catches Figure 8 within the budget again:
+# measured on main at be6c1d2, so it left this list.)
 # `raft-read-barrier-counts-late-fetches` needs a pause that outlasts a failover (the 2 s faults end
 # first) with linearizable reads queued at the frozen leader: the gate's pause-leader cell catches it.
 # The new bugs of docs/trust/rules.md that no cell of the budget (seed 1: every workload under every
@@ -44,7 +46,6 @@ CAUGHT_TODAY = ("raft-follower-fetch-before-flush", "broker-read-offset-not-appl
 # `raft-end-quorum-epoch-ignored` costs availability only after a graceful stop, which the matrix never
 # does: the gate's graceful-leader cell catches it (leaderless_after_resign_s, docs/trust/elections.md).
 NOT_CAUGHT_IN_BUDGET: set[str] = {
-    "raft-hwm-before-leader-change-committed",
     "raft-read-barrier-counts-late-fetches",
     "raft-vote-granted-twice-in-epoch",
     "raft-vote-older-epoch-granted",
