@@ -66,8 +66,9 @@ def timeline_of(events: list[dict[str, Any]], time_limit_s: float) -> tuple[list
     return out, targeted
 
 
-def plan(run_dir: str | Path, backend: str | None = None) -> Plan:
-    """The reproduction of the run in `run_dir` on `backend` (default: the run's own)."""
+def plan(run_dir: str | Path, backend: str | None = None, inventory: str | None = None) -> Plan:
+    """The reproduction of the run in `run_dir` on `backend` (default: the run's own); `inventory` names
+    the hosts of an ssh reproduction (default: the run's own, when it ran over ssh)."""
     from harness.test_spec import from_dict
 
     run = store.open_run(run_dir)
@@ -78,7 +79,7 @@ def plan(run_dir: str | Path, backend: str | None = None) -> Plan:
         raise UserError(f"{run.path}: no history.jsonl: the run never started, there is nothing to reproduce")
     target = backend or spec.backend
     name = spec.name if spec.name.endswith("-reproduction") else f"{spec.name}-reproduction"
-    new = dataclasses.replace(spec, backend=target, name=name)
+    new = dataclasses.replace(spec, backend=target, name=name, inventory=_inventory(spec, target, inventory))
     notes: list[str] = []
     if spec.backend == "sim" and target == "sim":
         return Plan(run.path, new, None, ["simulator to simulator: the seed replays the whole run"])
@@ -93,6 +94,19 @@ def plan(run_dir: str | Path, backend: str | None = None) -> Plan:
     starts = sum(1 for _, f, _ in timeline if f.startswith("start-"))
     notes.append(f"{starts} fault start(s) replayed at their recorded times and targets")
     return Plan(run.path, new, timeline, notes)
+
+
+def _inventory(spec: Any, target: str, given: str | None) -> str:
+    """The inventory of the reproduction: only an ssh one has hosts, and it needs them."""
+    if target != "ssh":
+        if given:
+            raise UserError(f"--inventory names the hosts of an ssh reproduction, not of a {target} one")
+        return ""
+    if given:
+        return str(Path(given).expanduser().resolve())
+    if not spec.inventory:
+        raise UserError(f"the run ran on {spec.backend}: --backend ssh needs --inventory FILE (the hosts to run on)")
+    return str(spec.inventory)
 
 
 @dataclass

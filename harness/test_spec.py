@@ -495,8 +495,10 @@ _SCALARS: dict[str, _Parser] = {
     "inventory": lambda v, w, r: _inventory(v, w),
 }
 _TABLES = ("cluster", "workload_options", "nemesis_modes", "nemesis_options")
-# test.json keys that are derived or added by the runner: accepted and ignored by from_dict
-_DERIVED = ("schema_version", "nodes", "started_at")
+# test.json keys that are derived or added by the runner: accepted and ignored by from_dict. `suite` (which
+# suite, cell and seed a run of `kchaos suite`/`gate`/`nightly` was) and `reproduces` (the run a `kchaos
+# reproduce` replayed) say where a run came from, not what it ran, so a run recorded with them reproduces.
+_DERIVED = ("schema_version", "nodes", "started_at", "suite", "reproduces")
 
 
 def _resolve(raw: Mapping[str, Any], where: _Where, flags: Mapping[str, Any], reg: Registries) -> TestSpec:

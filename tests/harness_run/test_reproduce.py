@@ -3,7 +3,13 @@ reproductions of a planted bug are in tests/harness_docker/test_reproduce.py).""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
+
 from harness.cli import main
+from harness.errors import UserError
 from harness.generators import Op, Outcome, fault_timeline, nemesis, run_virtual
 from harness.reproduce import compare, plan, timeline_of
 from harness.runner import run_test
@@ -72,3 +78,69 @@ def test_a_valid_run_reproduced_stays_valid_and_a_missing_run_is_one_line(tmp_pa
     assert main(["reproduce", str(tmp_path / "nope")]) == 254
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not exist" in err[0]
+
+
+# One cell of suites/gate.toml (every fault kind, a fault every 2 s for 2 s), one seed: the runs `kchaos gate`
+# records are the ones an engineer is asked to reproduce.
+GATE_CELL = """
+name = "gate-cell"
+seeds = 1
+[defaults]
+time_limit_s = 25
+nemesis_interval_s = 2
+nemesis_duration_s = 2
+recovery_s = 10
+rate = 50
+concurrency = 5
+[matrix]
+workloads = ["config-append"]
+clusters = ["3+2"]
+backends = ["sim"]
+[matrix.nemeses]
+all = ["partition", "packet", "clock", "kill", "pause", "disk_stall", "disk_fail", "lose_unsynced", "corrupt"]
+"""
+
+
+def _anomalies(run: Path) -> list[str]:
+    results = json.loads((run / "results.json").read_text())
+    return results["checkers"]["elle-list-append"]["anomaly_types"]
+
+
+def test_a_failing_gate_run_reproduces_in_the_simulator_with_the_same_anomaly(tmp_path, capsys):
+    """A run that `kchaos gate` recorded carries which suite, cell and seed it was (test.json's `suite`).
+    Before, `kchaos reproduce` refused it: "test.json: suite: unknown key"."""
+    suite = tmp_path / "gate-cell.toml"
+    suite.write_text(GATE_CELL)
+    bug = "ctl-config-change-not-atomic"
+    argv = ["gate", str(suite), "--bug", bug, "--results", str(tmp_path / "gate"), "--quiet"]
+    assert main(argv) == 1  # the gate fails: the planted bug is caught
+    capsys.readouterr()
+    (original,) = (tmp_path / "gate" / "suites" / "gate-cell").glob("2*/config-append.all.3+2.sim/2*")
+    test = json.loads((original / "test.json").read_text())
+    assert test["suite"]["cell"] == "config-append/all/3+2/sim" and test["bugs"] == [bug]
+    assert _anomalies(original)  # elle-list-append found the split change
+    code = main(["reproduce", str(original), "--results", str(tmp_path / "again"), "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code == 1, err
+    assert "history: byte-identical from the original's" in out and "reproduced: yes" in out
+    (reproduction,) = (tmp_path / "again").glob("*/2*")
+    again = json.loads((reproduction / "test.json").read_text())
+    assert again["reproduces"] == str(original) and again["bugs"] == [bug] and again["seed"] == test["seed"]
+    assert _anomalies(reproduction) == _anomalies(original)
+    # and a reproduction, which names the run it reproduces, reproduces in turn
+    assert main(["reproduce", str(reproduction), "--results", str(tmp_path / "third"), "--no-progress"]) == 1
+    assert "reproduced: yes" in capsys.readouterr().out
+
+
+def test_an_ssh_reproduction_needs_hosts_and_only_it_takes_them(tmp_path, capsys):
+    first = run_test(sim_spec(seed=3, time_limit_s=2.0), root=tmp_path / "a", say=lambda _: None)
+    with pytest.raises(UserError, match="--backend ssh needs --inventory FILE"):
+        plan(first.run.path, "ssh")
+    hosts = tmp_path / "hosts.toml"
+    p = plan(first.run.path, "ssh", str(hosts))
+    assert p.spec.backend == "ssh" and p.spec.inventory == str(hosts) and p.timeline is not None
+    with pytest.raises(UserError, match="not of a netns one"):
+        plan(first.run.path, "netns", str(hosts))
+    assert main(["reproduce", str(first.run.path), "--backend", "ssh", "--results", str(tmp_path / "b")]) == 254
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs --inventory FILE" in err[0]
