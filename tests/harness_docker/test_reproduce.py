@@ -14,7 +14,7 @@ from harness.runner import run_test
 from harness.test_spec import Cluster
 from nemesis.catalogue import TARGETED_KIND
 from tests.harness_netns.conftest import heal_if_left, needs_root
-from tests.harness_run.helpers import sim_spec
+from tests.harness_run.helpers import one_cell_suite, sim_spec
 
 pytestmark = [pytest.mark.root, needs_root]
 
@@ -87,30 +87,11 @@ def test_a_valid_netns_run_reproduced_in_the_simulator_stays_valid(tmp_path, cap
     _same_timeline(original.run.path, run)
 
 
-SUITE = """
-name = "short"
-seeds = 1
-[defaults]
-time_limit_s = 8
-nemesis_interval_s = 2
-nemesis_duration_s = 2
-recovery_s = 5
-rate = 40
-concurrency = 4
-[matrix]
-workloads = ["config-register"]
-clusters = ["3+2"]
-backends = ["sim"]
-[matrix.nemeses]
-partition-kill = ["partition", "kill"]
-"""
-
-
 def test_a_simulated_suite_run_reproduced_on_netns_gets_a_verdict(tmp_path, capsys):
     """A run recorded by `kchaos suite` (test.json names its suite, cell and seed) replays its fault
     timeline on netns. Before, it was refused: "test.json: suite: unknown key"."""
-    suite = tmp_path / "short.toml"
-    suite.write_text(SUITE)
+    short = dict(time_limit_s=8, nemesis_interval_s=2, nemesis_duration_s=2, recovery_s=5, rate=40, concurrency=4)
+    suite = one_cell_suite(tmp_path / "short.toml", "config-register", "partition-kill", ("partition", "kill"), **short)
     assert main(["suite", str(suite), "--results", str(tmp_path / "suite"), "--quiet"]) in (0, 1)
     capsys.readouterr()
     (original,) = (tmp_path / "suite" / "suites" / "short").glob("2*/*/2*")

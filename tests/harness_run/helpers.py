@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +35,13 @@ def sim_spec(seed: int = 7, **changes: Any) -> TestSpec:
 
 def history_lines(run_dir: Path) -> list[str]:
     return (run_dir / "history.jsonl").read_text().splitlines()
+
+
+def one_cell_suite(path: Path, workload: str, nemesis: str, kinds: tuple[str, ...], **defaults: Any) -> Path:
+    """A suite file of one simulated cell (3+2, seed 1) at `path`: what `kchaos suite`/`gate` record."""
+    lines = [f'name = "{path.stem}"', "seeds = 1", "[defaults]"]
+    lines += [f"{key} = {value}" for key, value in defaults.items()]
+    lines += ["[matrix]", f'workloads = ["{workload}"]', 'clusters = ["3+2"]', 'backends = ["sim"]']
+    lines += ["[matrix.nemeses]", f"{nemesis} = {json.dumps(list(kinds))}"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

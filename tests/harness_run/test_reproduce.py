@@ -13,7 +13,7 @@ from harness.errors import UserError
 from harness.generators import Op, Outcome, fault_timeline, nemesis, run_virtual
 from harness.reproduce import compare, plan, timeline_of
 from harness.runner import run_test
-from tests.harness_run.helpers import sim_spec
+from tests.harness_run.helpers import one_cell_suite, sim_spec
 
 S = 1_000_000_000
 
@@ -82,23 +82,8 @@ def test_a_valid_run_reproduced_stays_valid_and_a_missing_run_is_one_line(tmp_pa
 
 # One cell of suites/gate.toml (every fault kind, a fault every 2 s for 2 s), one seed: the runs `kchaos gate`
 # records are the ones an engineer is asked to reproduce.
-GATE_CELL = """
-name = "gate-cell"
-seeds = 1
-[defaults]
-time_limit_s = 25
-nemesis_interval_s = 2
-nemesis_duration_s = 2
-recovery_s = 10
-rate = 50
-concurrency = 5
-[matrix]
-workloads = ["config-append"]
-clusters = ["3+2"]
-backends = ["sim"]
-[matrix.nemeses]
-all = ["partition", "packet", "clock", "kill", "pause", "disk_stall", "disk_fail", "lose_unsynced", "corrupt"]
-"""
+GATE_DEFAULTS = dict(time_limit_s=25, nemesis_interval_s=2, nemesis_duration_s=2, recovery_s=10, rate=50, concurrency=5)
+ALL_KINDS = ("partition", "packet", "clock", "kill", "pause", "disk_stall", "disk_fail", "lose_unsynced", "corrupt")
 
 
 def _anomalies(run: Path) -> list[str]:
@@ -109,8 +94,7 @@ def _anomalies(run: Path) -> list[str]:
 def test_a_failing_gate_run_reproduces_in_the_simulator_with_the_same_anomaly(tmp_path, capsys):
     """A run that `kchaos gate` recorded carries which suite, cell and seed it was (test.json's `suite`).
     Before, `kchaos reproduce` refused it: "test.json: suite: unknown key"."""
-    suite = tmp_path / "gate-cell.toml"
-    suite.write_text(GATE_CELL)
+    suite = one_cell_suite(tmp_path / "gate-cell.toml", "config-append", "all", ALL_KINDS, **GATE_DEFAULTS)
     bug = "ctl-config-change-not-atomic"
     argv = ["gate", str(suite), "--bug", bug, "--results", str(tmp_path / "gate"), "--quiet"]
     assert main(argv) == 1  # the gate fails: the planted bug is caught
