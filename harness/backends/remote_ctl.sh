@@ -8,6 +8,9 @@
 #   kchaos-ctl kill DIR            SIGKILL and wait until it is gone (no-op when not running)
 #   kchaos-ctl stop DIR SECONDS    SIGTERM, wait up to SECONDS, then SIGKILL (exit 5 when it had to)
 #   kchaos-ctl verify PID START SIG    signal a process by identity (heal after a killed harness)
+# A node that is gone leaves no libfaketime files behind (/dev/shm/faketime_shm_PID and
+# sem.faketime_sem_PID, which libfaketime removes only on a normal exit): kill, stop, a KILL by verify
+# and the start of the next incarnation remove those of a dead process.
 set -u
 action=$1
 shift
@@ -32,6 +35,20 @@ same() {
     return 0
 }
 
+# Remove libfaketime's files of PID, unless a live process has that PID (its own, or another's by now).
+forget_shm() {
+    if s=$(stat_of "$1"); then
+        case ${s%% *} in Z|X) ;; *) return 0 ;; esac
+    fi
+    rm -f "/dev/shm/faketime_shm_$1" "/dev/shm/sem.faketime_sem_$1"
+}
+
+# The PID DIR/pid names, whatever became of it.
+recorded() {
+    set -- $(cat "$1/pid" 2>/dev/null)
+    [ $# -eq 2 ] && echo "$1"
+}
+
 wait_state() {  # PID START WANT(stopped|running|gone) TRIES
     i=0
     while [ "$i" -lt "$4" ]; do
@@ -54,6 +71,7 @@ start)
     shift
     cd "$dir" || exit 2
     if pid=$(mine "$dir"); then echo "already running $pid" >&2; exit 4; fi
+    if old=$(recorded "$dir"); then forget_shm "$old"; fi  # the previous incarnation died by itself
     rm -f pid.new
     nohup setsid sh -c 'echo $$ > pid.new; exec "$@"' kchaos-node "$@" >>stdout.log 2>>stderr.log </dev/null &
     i=0
@@ -77,24 +95,31 @@ signal)
     esac
     ;;
 kill)
-    pid=$(mine "$1") || exit 0
+    if ! pid=$(mine "$1"); then
+        if old=$(recorded "$1"); then forget_shm "$old"; fi
+        exit 0
+    fi
     set -- $(cat "$1/pid")
     kill -s KILL "$1" 2>/dev/null
-    wait_state "$1" "$2" gone 500
+    wait_state "$1" "$2" gone 500 && forget_shm "$1"
     ;;
 stop)
     pid=$(mine "$1") || exit 0
     tries=$(($2 * 100))
     set -- $(cat "$1/pid")
     kill -s TERM "$1" 2>/dev/null
-    wait_state "$1" "$2" gone "$tries" && exit 0
+    wait_state "$1" "$2" gone "$tries" && { forget_shm "$1"; exit 0; }
     kill -s KILL "$1" 2>/dev/null
-    wait_state "$1" "$2" gone 500
+    wait_state "$1" "$2" gone 500 && forget_shm "$1"
     exit 5
     ;;
 verify)
-    same "$1" "$2" || exit 3
-    kill -s "$3" "$1"
+    if ! same "$1" "$2"; then
+        forget_shm "$1"  # it died by itself (a no-op when the PID is another live process's)
+        exit 3
+    fi
+    kill -s "$3" "$1" || exit 3
+    if [ "$3" = KILL ]; then wait_state "$1" "$2" gone 500 && forget_shm "$1"; fi
     ;;
 *)
     echo "kchaos-ctl: unknown action $action" >&2

@@ -18,15 +18,21 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.backends.procs import FAKETIME_SHM_NAMES
 
+if TYPE_CHECKING:
+    from tests.harness_ssh.sshd_hosts import SshHosts
+
 REPO = Path(__file__).resolve().parents[2]
 ALL_KINDS = "partition,packet,clock,kill,pause,disk_stall,disk_fail,lose_unsynced,corrupt"
+SSH_KINDS = "partition,clock,kill,pause,disk_stall,disk_fail"  # what the ssh backend carries out
 # Processes of the docker engine are ours when a run started the engine: heal must stop them again.
 ENGINE_COMMS = {"dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2", "docker-init", "docker-proxy"}
 DOCKER_LIB = Path("/var/lib/docker/containers")
 MOMENT_TIMEOUT_S = 240.0
+COUNTERS = re.compile(r"\[\d+:\d+\]")  # iptables-save's packet and byte counts
 # Temp names the harness makes (resources.create_tmpdir, the image builder, the doctor, the ssh backend).
 OUR_TEMP = re.compile(r"kchaos-[0-9a-f]{12}$|kchaos-(image|rootfs|doctor)|kcssh")
 
@@ -75,6 +81,23 @@ DOCKER_MOMENTS = {
     "pause": Moment("pause", kind="docker-pause", boost="pause"),
     "teardown": Moment("teardown", kind="docker-netns", op="done"),
 }
+# Over SSH the faults are remote commands; a host's packet filter table goes last in its teardown.
+SSH_MOMENTS = {
+    m.name: m
+    for m in (
+        Moment("setup", kind="ssh_firewall"),
+        Moment("partition", kind="ssh_block", boost="partition"),
+        Moment("clock", kind="ssh_clock", boost="clock"),
+        Moment("pause", kind="ssh_paused", boost="pause"),
+        Moment("disk", kind="ssh_disk", boost="disk_stall"),
+        Moment("disk_fail", kind="ssh_disk", boost="disk_fail"),
+        Moment("kill", history="start-kill", boost="kill"),
+        Moment("process", kind="ssh_process"),  # a node being started on its host
+        Moment("processes", kind="ssh_process", op="update"),  # one node up, the others starting
+        Moment("teardown", kind="ssh_firewall", op="done"),
+    )
+}
+MOMENTS = {"netns": NETNS_MOMENTS, "docker": DOCKER_MOMENTS, "ssh": SSH_MOMENTS}
 
 
 @dataclass(frozen=True)
@@ -89,6 +112,7 @@ class Snapshot:
     docker: frozenset[str]
     processes: frozenset[str]
     temp_files: frozenset[str]
+    hosts: frozenset[str] = frozenset()  # ssh hosts: packet filters and mounts inside each (all ours)
 
     def new_since(self, before: Snapshot) -> dict[str, list[str]]:
         """part -> what is here that was not `before`."""
@@ -100,12 +124,13 @@ class Snapshot:
         return out
 
 
-def snapshot(marks: tuple[str, ...]) -> Snapshot:
+def snapshot(marks: tuple[str, ...], hosts: SshHosts | None = None) -> Snapshot:
     """The whole host's state, except processes: only those whose command line or environment holds one
-    of `marks` (the results root, a token in the harness's environment), and the docker engine's."""
+    of `marks` (the results root, a token in the harness's environment), and the docker engine's; and
+    with `hosts`, what an ssh run may leave on each of them (they are network namespaces of the test's)."""
     netns = {line.split()[0] for line in _out(["ip", "netns", "list"]).splitlines() if line.strip()}
     links = {line.split(":")[1].strip().split("@")[0] for line in _out(["ip", "-o", "link"]).splitlines()}
-    iptables = {re.sub(r"\[\d+:\d+\]", "", line) for line in _out(["iptables-save"]).splitlines()}
+    iptables = {COUNTERS.sub("", line) for line in _out(["iptables-save"]).splitlines()}
     with open("/proc/mounts", encoding="utf-8") as f:
         mounts = frozenset(f.read().splitlines())
     temp = {f"/tmp/{n}" for n in os.listdir("/tmp") if OUR_TEMP.match(n)}
@@ -119,7 +144,23 @@ def snapshot(marks: tuple[str, ...]) -> Snapshot:
         docker=frozenset(_docker_objects()),
         processes=frozenset(_our_processes(marks)),
         temp_files=frozenset(temp),
+        hosts=frozenset(_ssh_hosts_state(hosts)) if hosts is not None else frozenset(),
     )
+
+
+def _ssh_hosts_state(hosts: SshHosts) -> set[str]:
+    """Each ssh host's nft ruleset and iptables rules (in its namespace) and the mounts its sshd (and so
+    every node it starts) sees, each line prefixed with the host's name."""
+    found = set()
+    for name in hosts.roots:
+        for argv in (["nft", "list", "ruleset"], ["iptables-save"]):
+            out = hosts.net.exec(name, argv).stdout
+            found |= {f"{name} {argv[0]}: {COUNTERS.sub('', line)}" for line in out.splitlines()}
+        proc = hosts.net.process(name)
+        if proc is not None:
+            with open(f"/proc/{proc.pid}/mounts", encoding="utf-8") as f:
+                found |= {f"{name} mount: {line}" for line in f.read().splitlines()}
+    return {line for line in found if not line.split(": ", 1)[1].startswith("#")}
 
 
 def run_marks(run_dir: Path) -> tuple[str, ...]:
@@ -128,6 +169,8 @@ def run_marks(run_dir: Path) -> tuple[str, ...]:
     marks = []
     for rec in _records(run_dir / "ledger.jsonl"):
         if rec.get("kind") in ("link", "docker-network") and rec.get("type", "bridge") == "bridge":
+            marks.append(rec["name"])
+        if rec.get("kind") == "ssh_firewall":
             marks.append(rec["name"])
         if rec.get("op") == "update" and "pid" in rec:
             marks += [name.format(pid=rec["pid"]) for name in FAKETIME_SHM_NAMES]
@@ -142,7 +185,7 @@ def split_leaks(new: dict[str, list[str]], marks: tuple[str, ...]) -> tuple[dict
     foreign: dict[str, list[str]] = {}
     for part, items in new.items():
         for item in items:
-            mine = part in ("processes", "docker") or "/docker/" in item or any(m in item for m in marks)
+            mine = part in ("processes", "docker", "hosts") or "/docker/" in item or any(m in item for m in marks)
             (ours if mine else foreign).setdefault(part, []).append(item)
     return ours, foreign
 
@@ -197,8 +240,11 @@ def _records(path: Path) -> list[dict]:
     return records
 
 
-def run_argv(backend: str, results: Path, moment: Moment, seed: int) -> list[str]:
-    argv = [sys.executable, "-m", "harness", "run", "--backend", backend, "--nemesis", ALL_KINDS]
+def run_argv(backend: str, results: Path, moment: Moment, seed: int, inventory: Path | None = None) -> list[str]:
+    kinds = SSH_KINDS if backend == "ssh" else ALL_KINDS
+    argv = [sys.executable, "-m", "harness", "run", "--backend", backend, "--nemesis", kinds]
+    if inventory is not None:
+        argv += ["--inventory", str(inventory)]
     argv += ["--nemesis-interval", "1s", "--nemesis-duration", "2s", "--time-limit", "40s", "--recovery", "2s"]
     argv += ["--seed", str(seed), "--results", str(results), "--no-progress"]
     if moment.boost:
@@ -224,14 +270,16 @@ class KillResult:
     foreign: dict = field(default_factory=dict)  # part -> what changed meanwhile that is not ours
 
 
-def kill_at(backend: str, results: Path, moment: Moment, seed: int, token: str) -> KillResult:
+def kill_at(
+    backend: str, results: Path, moment: Moment, seed: int, token: str, inventory: Path | None = None
+) -> KillResult:
     """Start `kchaos run`, SIGKILL it when `moment` is seen, then run `kchaos heal` on its run dir."""
     from harness.backends.ledger import Ledger
 
     env = {**os.environ, "PYTHONPATH": str(REPO), "KCHAOS_LEAK_MARK": token}
     log = open(results.parent / f"{results.name}.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        run_argv(backend, results, moment, seed), cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
+        run_argv(backend, results, moment, seed, inventory), cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
     )
     seen = False
     try:
@@ -263,26 +311,30 @@ def kill_at(backend: str, results: Path, moment: Moment, seed: int, token: str) 
     return KillResult(run_dir, seen, heal.returncode, heal.stdout + heal.stderr, outstanding)
 
 
-def check_kill_heal(backend: str, tmp_path: Path, moment: Moment, seed: int) -> KillResult:
+def check_kill_heal(
+    backend: str, tmp_path: Path, moment: Moment, seed: int, hosts: SshHosts | None = None
+) -> KillResult:
     """The whole check: snapshot, run and SIGKILL at `moment`, heal, snapshot again; the two must be
     equal. Whatever fails, the run's ledger is healed again before returning (the cleanup of a failing
-    test), so one failure does not leave resources for the next."""
+    test), so one failure does not leave resources for the next. `hosts`: the ssh backend's (its
+    inventory is used, its namespaces' state compared, and the processes under its root are ours)."""
     import secrets
 
     from tests.harness_netns.conftest import heal_if_left
 
     token = f"kchaos-leak-{secrets.token_hex(4)}"
     results = tmp_path / "results"
-    marks = (token, str(results))
-    before = snapshot(marks)
+    marks = (token, str(results), *((str(hosts.root),) if hosts is not None else ()))
+    before = snapshot(marks, hosts)
     result = None
     try:
-        result = kill_at(backend, results, moment, seed, token)
+        inventory = hosts.inventory if hosts is not None else None
+        result = kill_at(backend, results, moment, seed, token, inventory)
         assert result.run_dir is not None, f"the run wrote no ledger (log: {results.parent}/results.log)"
         assert result.seen, f"moment {moment.name} never came (log: {results.parent}/results.log)"
         assert result.outstanding_before_heal > 0, "the kill left nothing to heal: too late"
         assert result.heal_rc == 0, result.heal_out
-        new = snapshot(marks).new_since(before)
+        new = snapshot(marks, hosts).new_since(before)
         result.leaks, result.foreign = split_leaks(new, (*marks, *run_marks(result.run_dir)))
         assert result.leaks == {}, f"{moment.name}: {result.leaks}\n{result.heal_out}"
         return result

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.backends.procs import FAKETIME_SHM_NAMES, SHM_DIR
 from harness.backends.ssh import LATENCY_FILE
 from harness.runner import run_test
 from harness.test_spec import Cluster
@@ -77,6 +78,11 @@ def test_chaos_run_over_ssh_is_valid_and_leaves_nothing(hosts, tmp_path):
     tables = "".join(hosts.net.exec(h, ["nft", "list", "tables"]).stdout for h in hosts.roots)
     assert f"kchaos_{tag}" not in tables
     assert list(hosts.root.iterdir()) == []  # nothing reached the hosts' files through a local path
+    # every node incarnation (kill faults restart them) left no libfaketime files on its host
+    ledger = [json.loads(line) for line in (run / "ledger.jsonl").read_text().splitlines()]
+    pids = {rec["pid"] for rec in ledger if rec.get("op") == "update" and "pid" in rec}
+    assert len(pids) > len(NODES)
+    assert not [name for pid in pids for name in FAKETIME_SHM_NAMES if (SHM_DIR / name.format(pid=pid)).exists()]
     assert (hosts.roots["h1"] / "runs" / tag / "nodes" / "c1" / "server.properties").is_file()
 
 
