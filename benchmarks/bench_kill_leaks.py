@@ -62,5 +62,6 @@ def _backend(backend: str, moments: dict, names: list[str], seed: int, hosts) ->
         print(f"| {backend} | {name} | {' | '.join(row)} | {time.monotonic() - start:.0f} |", flush=True)
     return failures
 
+
 if __name__ == "__main__":
     sys.exit(main())
