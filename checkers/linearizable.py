@@ -43,6 +43,7 @@ from typing import Any
 from checkers.history import History, Op
 from checkers.models import ILLEGAL, Canonicalizer, Guard, Model, NativeSpec, Pruner, get_model
 from checkers.progress import Tracker
+from checkers.register_search import Symmetry, info_shadowed, shadowed
 from checkers.verdict import UNKNOWN, Verdict, merge_validity
 from checkers.zones import ZoneVerdict
 
@@ -155,6 +156,7 @@ def _search(
     deadline: float,
     max_states: int,
     guard: Guard | None = None,
+    sym: Symmetry | None = None,
 ) -> _Outcome:
     """Depth-first just-in-time linearization; see the module docstring for the pruning rules."""
     inv, ret, iinv = p.inv, p.ret, p.iinv
@@ -203,6 +205,8 @@ def _search(
             cands = []
             forced = True  # dead end: not even indeterminate ops can save it
         for c in cands:
+            if sym is not None and shadowed(sym, ret, cands, c):
+                continue
             ns = fns[c](state)
             if ns is ILLEGAL:
                 continue
@@ -225,7 +229,7 @@ def _search(
                     continue
                 fr[9] = True  # determinate candidates exhausted: now try indeterminate ops
                 if guard is None or not guard(fr[5], fr[2], fr[3], -1):
-                    children.extend(_info_children(fns, ifns, blind, iinv, fr[10], fr[4], fr[5], fr[8], n))
+                    children.extend(_info_children(fns, ifns, blind, iinv, fr[10], fr[4], fr[5], fr[8], n, sym))
                 continue
             fr[1] = k + 1
             c, ns = children[k]
@@ -272,7 +276,7 @@ def _native_search(
     (and observer shortcut stays on either way, as in `_search`); `guard`: the unique-value guard."""
     code, states, order = _lincore.search(
         p.inv, p.ret, spec.kind, spec.a, spec.b, spec.pure, p.iinv, spec.ikind, spec.ia, spec.ib, spec.blind,
-        spec.values, prune, guard, deadline, max_states,
+        spec.values, prune, guard, deadline, max_states, *((prune and spec.symmetric,) if spec.symmetric else ()),
     )  # fmt: skip
     valid, reason = _RESULTS[code]
     path = None
@@ -328,6 +332,7 @@ def _info_children(
     state: Any,
     minret: float,
     n: int,
+    sym: Symmetry | None = None,
 ) -> list[tuple[int, Any]]:
     """The indeterminate ops worth linearizing next, with the states they lead to.
 
@@ -338,7 +343,9 @@ def _info_children(
     avail = [j for j in range(len(iinv)) if iinv[j] <= minret and not (imask >> j) & 1]
     nexts = [fns[y] for y in cands if not blind[y]] + [ifns[k] for k in avail if not blind[n + k]]
     out = []
-    for j in avail:
+    for i, j in enumerate(avail):
+        if sym is not None and info_shadowed(sym, avail, i, j):
+            continue
         sj = ifns[j](state)
         if sj is ILLEGAL or sj == state:
             continue
@@ -432,6 +439,7 @@ class _Tools:
     doomed: Pruner | None
     canon: Canonicalizer | None
     guard: Guard | None
+    sym: Symmetry | None = None
 
 
 def _tools(model: Model, p: _Prepared, prune: bool) -> _Tools:
@@ -445,6 +453,7 @@ def _tools(model: Model, p: _Prepared, prune: bool) -> _Tools:
         model.pruner(p.ops, p.info) if prune else None,
         model.canonicalizer(p.ops, p.info) if prune else None,
         model.guard(p.ops, p.info) if prune else None,
+        model.symmetry(p.ops, p.info) if prune else None,
     )
 
 
@@ -476,7 +485,7 @@ def _check_key(
         if native is not None:
             return _native_search(p, native, prune, prune and native.unique, until, states)
         t = tools()
-        return _search(p, t.fns, t.ifns, t.init, t.pure, t.blind, t.doomed, t.canon, until, states, t.guard)
+        return _search(p, t.fns, t.ifns, t.init, t.pure, t.blind, t.doomed, t.canon, until, states, t.guard, t.sym)
 
     zones = zones and type(model).zones is not Model.zones  # no zones to fall back on: no quick search
     quick = min(max_states, QUICK_STATES + QUICK_STATES_PER_OP * len(p.ops)) if zones else max_states
