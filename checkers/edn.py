@@ -9,7 +9,8 @@ Shapes are detected by content, once for the whole file:
 - independent keys: every register op's value is a `[k v]` tuple (a cas's v itself `[old new]`),
   so the key goes to `key` and v to `value`, as our JSONL writes them;
 - Elle transactions: a value that is a vector of micro-ops (`[:append k v]`, `[:r k ...]`,
-  `[:w k v]`) is a transaction, f `txn` whatever the map says.
+  `[:w k v]`) is a transaction, f `txn` whatever the map says. In a list-append history (one with
+  an :append), an ok read of nil read the empty list, as Elle reads it (our JSONL writes `[]`).
 Parsing is `edn_format`'s (no hand-written parser); what does not fit is a one-line `HistoryError`
 naming the line and the form.
 """
@@ -156,10 +157,13 @@ def read_edn_events(path: str | Path) -> list[Event]:
         raise HistoryError(f"{source}: cannot read history: {getattr(exc, 'strerror', None) or exc}") from None
     maps = [(line, form, _plain(m)) for line, form, m in _forms(text, source)]
     independent = _independent(maps)
+    appends = any(_is_txn(m.get("value")) and any(mop[0] == "append" for mop in m["value"]) for _, _, m in maps)
     timed = all(isinstance(m.get("time"), int) for _, _, m in maps)
     events = []
     for ordinal, (line, form, m) in enumerate(maps):
         where = f"{source}:{line}"
+        if appends and m.get("type") == "ok" and _is_txn(m.get("value")):
+            m["value"] = [[f, k, [] if f == "r" and v is None else v] for f, k, v in m["value"]]  # Elle: nil is ()
         events.append(_event(m, where, form, ordinal, line, independent, timed))
     return events
 

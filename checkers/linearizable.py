@@ -43,7 +43,7 @@ from typing import Any
 from checkers.history import History, Op
 from checkers.models import ILLEGAL, Canonicalizer, Guard, Model, NativeSpec, Pruner, get_model
 from checkers.progress import Tracker
-from checkers.register_search import Symmetry, info_shadowed, shadowed
+from checkers.register_search import Symmetry, info_shadowed, shadowed, undecided_window
 from checkers.verdict import UNKNOWN, Verdict, merge_validity
 from checkers.zones import ZoneVerdict
 
@@ -79,6 +79,7 @@ class KeyResult:
     final_state: str | None = None  # state after the longest partial linearization
     stuck: list[dict[str, Any]] = field(default_factory=list)  # ops that could not be linearized next
     method: str = "search"  # "zones": decided by the zone analysis (checkers.zones), else the search
+    undecided: dict[str, Any] = field(default_factory=dict)  # unknown: the window it could not linearize
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -92,6 +93,8 @@ class KeyResult:
         }
         if self.reason:
             out["reason"] = self.reason
+        if self.undecided:
+            out["undecided"] = self.undecided
         if self.valid is not True and self.reason != "not checked":
             out["linearization"] = self.linearization
             out["states_after"] = self.states_after
@@ -517,6 +520,12 @@ def _check_key(
         if t.doomed is not None and out.valid is False:
             out = _longer_partial(native, p, t, deadline, out)
         _explain(model, p, t.fns, t.ifns, t.init, t.doomed, out, result)
+        if out.valid == UNKNOWN:
+            at = {op.id: k for k, op in enumerate(p.ops)}
+            reached = [at[i] for i in result.linearization if i in at] + [
+                at[s["id"]] for s in result.stuck if s["id"] in at
+            ]
+            result.undecided = undecided_window(p.ops, out.node[0], reached, out.states, len(result.linearization))
     result.elapsed = time.monotonic() - started
     return result
 
@@ -784,6 +793,12 @@ def summarize(verdict: Verdict) -> list[str]:
                 f"    searched {r.get('states', 0):,} configurations in {r.get('elapsed', 0):.1f} s; "
                 f"{BUDGET_HINTS[r['reason']]}"
             )
+            u = r.get("undecided")
+            if u:
+                lines.append(
+                    f"    could not linearize the window of {u['window_ops']} ops from op {u['from_op']} to op "
+                    f"{u['to_op']}; at this rate the key needs about {u['estimated_states']:,} configurations"
+                )
         for s in r["stuck"][:3]:
             if s["legal"]:
                 continue

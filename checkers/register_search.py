@@ -107,3 +107,20 @@ def stale_observations(
         if earliest < op.invoke_time:
             found.append(Stale(i, a, w2, [w[2] for w in ws[:k] if w[2] >= 0]))
     return found
+
+
+def undecided_window(ops: Sequence[Op], lo: int, reached: Sequence[int], states: int, depth: int) -> dict[str, Any]:
+    """What an undecided key's search learned, for the report: the window it could not linearize,
+    from the first op it had not linearized (`lo`) to the last op its longest partial linearization
+    took or got stuck at (`reached`), and about how many configurations deciding the key may take,
+    its rate (configurations per op linearized) extrapolated over the whole key. An estimate: the
+    hard spots are not spread evenly."""
+    if lo >= len(ops):
+        return {}
+    last = max([lo, *reached])
+    return {
+        "from_op": ops[lo].id,
+        "to_op": ops[last].id,
+        "window_ops": last - lo + 1,
+        "estimated_states": int(states * len(ops) / max(depth, 1)),
+    }

@@ -151,6 +151,28 @@ def test_elle_list_append_micro_ops_are_detected_by_content(tmp_path, verdict):
     assert list_append_from_args(e, args).valid is list_append_from_args(j, args).valid is verdict
 
 
+@pytest.mark.parametrize(("model", "verdict"), [("snapshot-isolation", True), ("serializable", False)])
+def test_an_ok_read_of_nil_in_list_append_read_the_empty_list_as_elle_says(tmp_path, model, verdict):
+    """Write skew: each reads the other's list empty, then appends to its own (G2-item)."""
+    edn = "\n".join(
+        [
+            "{:process 0, :type :invoke, :f :txn, :value [[:r :x nil] [:append :y 1]], :time 1}",
+            "{:process 1, :type :invoke, :f :txn, :value [[:r :y nil] [:append :x 1]], :time 2}",
+            "{:process 0, :type :ok, :f :txn, :value [[:r :x nil] [:append :y 1]], :time 3}",
+            "{:process 1, :type :ok, :f :txn, :value [[:r :y nil] [:append :x 1]], :time 4}",
+        ]
+    )
+    jsonl = [
+        {"process": 0, "type": "invoke", "f": "txn", "value": [["r", "x", None], ["append", "y", 1]], "time": 1},
+        {"process": 1, "type": "invoke", "f": "txn", "value": [["r", "y", None], ["append", "x", 1]], "time": 2},
+        {"process": 0, "type": "ok", "f": "txn", "value": [["r", "x", []], ["append", "y", 1]], "time": 3},
+        {"process": 1, "type": "ok", "f": "txn", "value": [["r", "y", []], ["append", "x", 1]], "time": 4},
+    ]
+    e, j = _both(tmp_path, edn, jsonl)
+    args = type("Args", (), {"consistency_model": model})()
+    assert list_append_from_args(e, args).valid is list_append_from_args(j, args).valid is verdict
+
+
 @pytest.mark.parametrize("verdict", [True, False])
 def test_elle_rw_register_micro_ops(tmp_path, verdict):
     seen = 2 if verdict else 1  # 1 was overwritten by 2 before this read began: stale

@@ -7,8 +7,9 @@ import pytest
 
 from checkers.gen import cas_register_history
 from checkers.history import pair, read_events
-from checkers.linearizable import check, check_key
+from checkers.linearizable import check, check_key, summarize
 from checkers.models import RegisterModel
+from checkers.verdict import UNKNOWN
 from tests.checkers.lin_helpers import history
 
 MODEL = RegisterModel()
@@ -109,3 +110,17 @@ def _split(ops):
     det = [o for o in ops if o.complete_time is not None and MODEL.keep(o)]
     info = [o for o in ops if o.complete_time is None and MODEL.keep(o)]
     return sorted(det, key=lambda o: o.invoke_time), sorted(info, key=lambda o: o.invoke_time)
+
+
+def test_an_undecided_key_names_the_window_it_could_not_linearize_and_a_budget():
+    gen = cas_register_history(2000, processes=30, values=10, seed=1)
+    h = pair(read_events(gen.events))
+    verdict = check(h, "register", max_states=2_000)
+    assert verdict.valid == UNKNOWN
+    (res,) = verdict.details["results"]
+    window = res["undecided"]
+    ids = [op.id for op in h.ops]
+    assert ids.index(window["from_op"]) <= ids.index(window["to_op"])
+    assert window["window_ops"] >= 2
+    assert window["estimated_states"] > res["states"]
+    assert any("could not linearize the window of" in line for line in summarize(verdict))
