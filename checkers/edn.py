@@ -34,8 +34,8 @@ JEPSEN_FAIL = "did not happen (Jepsen :fail)"
 
 
 def is_edn(path: str | Path) -> bool:
-    """Whether a history file is EDN: by its name, or by its first character (`{` of a map would be
-    JSON too, so a map whose first key is a keyword, or a vector)."""
+    """Whether a history file is EDN: by its name, or by how it starts (`{` of a map would be JSON
+    too, so a map whose first key is a keyword, a vector, a tagged record or a comment)."""
     if str(path).endswith(".edn"):
         return True
     if str(path).endswith(".jsonl"):
@@ -45,7 +45,7 @@ def is_edn(path: str | Path) -> bool:
             head = handle.read(64).lstrip()
     except OSError:
         return False
-    return head.startswith((b"[", b"{:"))
+    return head.startswith((b"[", b"{:", b"#", b";"))
 
 
 def _plain(value: Any) -> Any:

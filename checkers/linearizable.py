@@ -279,7 +279,7 @@ def _native_search(
     (and observer shortcut stays on either way, as in `_search`); `guard`: the unique-value guard."""
     code, states, order = _lincore.search(
         p.inv, p.ret, spec.kind, spec.a, spec.b, spec.pure, p.iinv, spec.ikind, spec.ia, spec.ib, spec.blind,
-        spec.values, prune, guard, deadline, max_states, *((prune and spec.symmetric,) if spec.symmetric else ()),
+        spec.values, prune, guard, deadline, max_states, *_symmetry_flag(prune and spec.symmetric),
     )  # fmt: skip
     valid, reason = _RESULTS[code]
     path = None
@@ -296,6 +296,11 @@ def _native_search(
         lo += 1
     dmask = sum(1 << (c - lo) for c in done if c > lo)
     return _Outcome(valid, reason, states, path, (lo, dmask, info, None))
+
+
+def _symmetry_flag(on: bool) -> tuple[bool, ...]:
+    """The compiled search's symmetry argument; a build older than it (no `SYMMETRY`) gets none."""
+    return (on,) if on and hasattr(_lincore, "SYMMETRY") else ()
 
 
 EXPLAIN_SECONDS = 0.5  # extra search for a longer partial linearization of a bad key

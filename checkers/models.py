@@ -326,7 +326,7 @@ class RegisterModel(Model):
             fast = _lincore.register_spec(ops, info, hashable)
             if fast is not None:
                 spec = NativeSpec(*fast)
-                spec.symmetric = not spec.unique and hasattr(_lincore, "SYMMETRY")  # an older build: no
+                spec.symmetric = not spec.unique
                 return spec
         ids: dict[Any, int] = {None: 0}
         intern = ids.setdefault
@@ -348,7 +348,7 @@ class RegisterModel(Model):
             pure=pure,
             blind=blind,
             unique=unique,
-            symmetric=not unique and hasattr(_lincore, "SYMMETRY"),
+            symmetric=not unique,
         )
 
     def symmetry(self, ops: list[Op], info: list[Op]) -> Symmetry | None:

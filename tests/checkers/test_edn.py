@@ -123,6 +123,18 @@ def test_a_failed_cas_means_it_did_not_happen_as_in_jepsen(tmp_path):
     assert check(e, "register").valid is True  # as a compare observation it would be invalid
 
 
+def test_newer_jepsen_op_records_and_the_file_sniffed_without_an_edn_name(tmp_path):
+    text = (
+        "#jepsen.history.Op{:index 0, :time 1, :type :invoke, :process 0, :f :write, :value 1}\n"
+        "#jepsen.history.Op{:index 1, :time 2, :type :ok, :process 0, :f :write, :value 1}\n"
+        "#jepsen.history.Op{:index 2, :time 3, :type :invoke, :process 1, :f :read, :value nil}\n"
+        "#jepsen.history.Op{:index 3, :time 4, :type :ok, :process 1, :f :read, :value 2}\n"
+    )
+    h = load_history(_write(tmp_path, "history", text))
+    assert [(o.f, o.value) for o in h.ops] == [("write", 1), ("read", 2)]
+    assert check(h, "register").valid is False
+
+
 LIST_APPEND = {
     True: "[[:append :x 1] [:r :y [1]]]",
     False: "[[:append :x 1] [:r :y [2]]]",  # reads an append nobody made
