@@ -69,6 +69,7 @@ typedef struct {
     int *kind, *a, *b, *ikind, *ia, *ib;
     char *pure, *blind;
     int use_pruner, use_guard;
+    int symmetric;          /* skip an op while an identical one that may go first is pending */
     /* per value: csr lists */
     int *needs;             /* per det op: value it must observe, or NONE_VALUE */
     int *wr_off, *wr;       /* determinate setters of each value, ascending */
@@ -118,6 +119,28 @@ static int blocked(S *s, int state, int lo, const u64 *dm, int c) {
     for (int k = s->kp_off[state]; k < s->kp_off[state + 1]; k++) {
         int x = s->kp[k];
         if (x >= lo && x != c && !bit(dm, s->W, x - lo)) return 1;
+    }
+    return 0;
+}
+
+/* Symmetry (issue 29): ops x and c with the same step (kind, a, b), x invoked no later and returning
+   no later than c, can swap places in any linearization that has c first and it stays one (x may go
+   where c was: it was invoked by then; c may go where x was: it has not returned by then). So c need
+   not be tried while x is pending; with small repeated values this cuts the orders of equal writes. */
+static int shadowed(S *s, const int *cands, size_t nc, int c) {
+    for (size_t i = 0; i < nc; i++) {
+        int x = cands[i];
+        if (x < c && s->ret[x] <= s->ret[c] && s->kind[x] == s->kind[c] && s->a[x] == s->a[c] && s->b[x] == s->b[c])
+            return 1;
+    }
+    return 0;
+}
+
+/* The same for indeterminate ops (open to the end): the earliest invoked of equal ones goes first. */
+static int info_shadowed(S *s, const int *avail, size_t upto, int j) {
+    for (size_t i = 0; i < upto; i++) {
+        int x = avail[i];
+        if (s->ikind[x] == s->ikind[j] && s->ia[x] == s->ia[j] && s->ib[x] == s->ib[j]) return 1;
     }
     return 0;
 }
@@ -223,6 +246,7 @@ static int info_children(S *s, Ints *ar, const int *cands, size_t nc, const u64 
         }
     for (size_t i = 0; i < navail; i++) {
         int j = scratch->v[i];
+        if (s->symmetric && info_shadowed(s, scratch->v, i, j)) continue;
         int sj = step(s->ikind[j], s->ia[j], s->ib[j], state);
         if (sj == ILL || sj == state) continue;
         for (size_t t = navail; t < scratch->n; t++) {
@@ -322,6 +346,7 @@ static int search(S *s, double deadline, i64 max_states, int **best_out, int *be
         size_t ch_off = ar.n, nch = 0;
         for (size_t i = 0; i < nc; i++) {
             int c = ar.v[cands_off + i];
+            if (s->symmetric && shadowed(s, ar.v + cands_off, nc, c)) continue;
             int ns = step(s->kind[c], s->a[c], s->b[c], state);
             if (ns == ILL) continue;
             if (s->pure[c]) {
@@ -460,11 +485,11 @@ static int build_csr(int nv, int count, const int *val_of, int **off_out, int **
 static PyObject *py_search(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *inv, *ret, *kind, *a, *b, *pure, *iinv, *ikind, *ia, *ib, *blind;
-    int nv, use_pruner, use_guard;
+    int nv, use_pruner, use_guard, symmetric = 0;
     double deadline;
     long long max_states;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOiiidL", &inv, &ret, &kind, &a, &b, &pure, &iinv, &ikind, &ia, &ib,
-                          &blind, &nv, &use_pruner, &use_guard, &deadline, &max_states))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOiiidL|i", &inv, &ret, &kind, &a, &b, &pure, &iinv, &ikind, &ia, &ib,
+                          &blind, &nv, &use_pruner, &use_guard, &deadline, &max_states, &symmetric))
         return NULL;
     S s;
     memset(&s, 0, sizeof s);
@@ -505,7 +530,7 @@ static PyObject *py_search(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto out;
     }
-    s.use_pruner = use_pruner; s.use_guard = use_guard;
+    s.use_pruner = use_pruner; s.use_guard = use_guard; s.symmetric = symmetric;
     /* the window: a linearized op beyond `lo` was invoked before `lo` returned */
     int width = 1;
     for (Py_ssize_t i = 0, j = 0; i < n; i++) {
@@ -1126,6 +1151,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__lincore(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
+    /* search() takes the symmetry flag (issue 29): an older build does not, and says so by lacking this */
+    if (PyModule_AddIntConstant(m, "SYMMETRY", 1) < 0) { Py_DECREF(m); return NULL; }
     PyObject *names = PyTuple_New(F_COUNT);
     if (!names) { Py_DECREF(m); return NULL; }
     for (int i = 0; i < F_COUNT; i++) {

@@ -196,3 +196,134 @@ def _make_stale(events: list[dict[str, Any]], count: int, rng: random.Random) ->
         ok["value"] = rng.choice(stale)
         chosen.append(inv["index"])
     return chosen
+
+
+def cas_register_history(
+    n_ops: int,
+    *,
+    processes: int = 30,
+    values: int = 10,
+    mix: tuple[float, float, float] = (0.25, 0.5, 0.25),
+    crash_rate: float = 0.01,
+    gap_ms: tuple[int, int] = (1, 50),
+    duration_ms: tuple[int, int] = (5, 400),
+    stale_read: bool = False,
+    seed: int = 0,
+) -> Generated:
+    """Jepsen's cas-register shape on one key (issue 29): small repeated values, ops back to back
+    per process, crashed writes and cas (half of them applied, at some instant after their invoke).
+
+    Built in three passes: each worker's timeline (invoke, completion, the instant it takes effect),
+    then the register applied in effect order, then the events in time order. With `stale_read`, one
+    value is kept out of the writes for a stretch in the middle (and out of crashed ops, which may
+    land any time), and one ok read in that stretch returns it although a write of another value
+    completed before the read began: provably not linearizable. Without it, the same draw,
+    linearizable. Times are in nanoseconds, as our histories carry them.
+    """
+    rng = random.Random(seed)
+    ms = 1_000_000
+    quiet_value = rng.randrange(values)
+    per_worker = -(-n_ops // processes) + 1
+    timeline: list[tuple[int, int, int]] = []  # (invoke, done, worker)
+    for w in range(processes):
+        t = rng.randint(*gap_ms) * ms
+        for _ in range(per_worker):
+            done = t + rng.randint(*duration_ms) * ms
+            timeline.append((t, done, w))
+            t = done + rng.randint(*gap_ms) * ms
+    timeline.sort()
+    timeline = timeline[:n_ops]
+    middle = timeline[len(timeline) // 2][0]
+    quiet = [middle, middle + 3 * duration_ms[1] * ms]
+    ops: list[_Pending] = []
+    times: list[tuple[int, int, int | None]] = []  # (invoke, done, effect or None)
+    for inv, done, w in timeline:
+        roll = rng.random()
+        crashed = roll >= mix[0] and rng.random() < crash_rate
+        if roll < mix[0]:
+            f, value = "read", None
+        else:
+            while True:  # a crashed op may land any time: none writes the quiet value
+                v = rng.randrange(values)
+                if v != quiet_value or values == 1 or not (crashed or quiet[0] <= inv <= quiet[1]):
+                    break
+            f, value = ("write", v) if roll < mix[0] + mix[1] else ("cas", [rng.randrange(values), v])
+        op = _Pending(-1, w, None, f, value, crashed=crashed)
+        effect: int | None = rng.randint(inv + 1, done - 1)
+        if crashed:
+            effect = rng.randint(inv + 1, done + 2 * duration_ms[1] * ms) if rng.random() < 0.5 else None
+        ops.append(op)
+        times.append((inv, done, effect))
+    state: Any = None
+    for k in sorted((k for k in range(len(ops)) if times[k][2] is not None), key=lambda k: times[k][2]):
+        op = ops[k]
+        if op.f == "read":
+            op.result = state
+        elif op.f == "write":
+            state = op.value
+        elif state == op.value[0]:
+            state = op.value[1]
+        else:
+            op.outcome = "fail"
+    raw: list[tuple[int, int, int, str]] = []  # (time, order, op, type): completions before invokes
+    for k, (inv, done, _) in enumerate(times):
+        raw.append((inv, 1, k, "invoke"))
+        raw.append((done, 0, k, "info" if ops[k].crashed else ops[k].outcome))
+    raw.sort()
+    proc_of = list(range(processes))
+    next_proc = processes
+    events: list[dict[str, Any]] = []
+    for t, _, k, kind in raw:
+        op = ops[k]
+        if kind == "invoke":
+            op.process = proc_of[op.process]  # the worker's current process
+        ev = {"index": len(events), "time": t, "process": op.process, "type": kind, "f": op.f}
+        ev["value"] = op.result if kind == "ok" and op.f == "read" else op.value
+        if kind == "info":
+            ev["error"] = "timeout"
+            worker = next(w for w in range(processes) if proc_of[w] == op.process)
+            proc_of[worker] = next_proc  # Jepsen: a crashed process never comes back
+            next_proc += 1
+        events.append(ev)
+    gen = Generated(events=events, keys=[None])
+    if stale_read:
+        gen.stale_reads = [_make_quiet_read_stale(events, quiet_value, quiet)]
+    return gen
+
+
+def _make_quiet_read_stale(events: list[dict[str, Any]], v: int, quiet: list[int]) -> int:
+    """Make one ok read inside the quiet stretch return `v`: a write of another value completed
+    after every op that could write v had completed (or failed) and before the read began, and no
+    op that may write v (crashed ones included) was invoked before the read ended."""
+    start, end = quiet
+    invokes: dict[Any, dict[str, Any]] = {}
+    ops = []
+    for ev in events:
+        if ev["type"] == "invoke":
+            invokes[ev["process"]] = ev
+        else:
+            ops.append((invokes.pop(ev["process"]), ev))
+
+    def writes_v(inv: dict[str, Any], done: dict[str, Any]) -> bool:
+        if done["type"] == "fail" or inv["f"] == "read":
+            return False
+        return (inv["value"] if inv["f"] == "write" else inv["value"][1]) == v
+
+    writers = [
+        (inv["time"], done["time"] if done["type"] != "info" else None) for inv, done in ops if writes_v(inv, done)
+    ]
+    for inv, done in ops:
+        if inv["f"] != "read" or done["type"] != "ok" or not start < inv["time"] < end or done["value"] == v:
+            continue
+        before = [w for w in writers if w[0] < done["time"]]
+        if any(r is None for _, r in before):
+            continue  # a crashed writer of v may land any time
+        last_v = max((r for _, r in before), default=-1)
+        overwritten = any(
+            d["type"] == "ok" and i["f"] in ("write", "cas") and i["time"] > last_v and d["time"] < inv["time"]
+            for i, d in ops
+        )
+        if overwritten:
+            done["value"] = v
+            return inv["index"]
+    raise ValueError("no read in the quiet stretch can be made provably stale (try another seed)")

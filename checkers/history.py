@@ -368,8 +368,13 @@ def _fast_loader() -> Any:
 
 
 def load_history(path: str | Path) -> History:
-    """Read and pair a history.jsonl file (a fast path equivalent to `pair(read_events(path))`)."""
+    """Read and pair a history.jsonl file (a fast path equivalent to `pair(read_events(path))`), or
+    a Jepsen history.edn (`checkers.edn`)."""
     source = str(path)
+    from checkers.edn import is_edn, load_edn  # here: checkers.edn imports this module
+
+    if is_edn(path):
+        return load_edn(path)
     was_enabled = gc.isenabled()
     gc.disable()  # a million acyclic ops: full collections while loading would cost O(n²)
     try:

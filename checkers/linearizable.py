@@ -43,6 +43,7 @@ from typing import Any
 from checkers.history import History, Op
 from checkers.models import ILLEGAL, Canonicalizer, Guard, Model, NativeSpec, Pruner, get_model
 from checkers.progress import Tracker
+from checkers.register_search import Symmetry, info_shadowed, shadowed, undecided_window
 from checkers.verdict import UNKNOWN, Verdict, merge_validity
 from checkers.zones import ZoneVerdict
 
@@ -78,6 +79,7 @@ class KeyResult:
     final_state: str | None = None  # state after the longest partial linearization
     stuck: list[dict[str, Any]] = field(default_factory=list)  # ops that could not be linearized next
     method: str = "search"  # "zones": decided by the zone analysis (checkers.zones), else the search
+    undecided: dict[str, Any] = field(default_factory=dict)  # unknown: the window it could not linearize
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -91,6 +93,8 @@ class KeyResult:
         }
         if self.reason:
             out["reason"] = self.reason
+        if self.undecided:
+            out["undecided"] = self.undecided
         if self.valid is not True and self.reason != "not checked":
             out["linearization"] = self.linearization
             out["states_after"] = self.states_after
@@ -155,6 +159,7 @@ def _search(
     deadline: float,
     max_states: int,
     guard: Guard | None = None,
+    sym: Symmetry | None = None,
 ) -> _Outcome:
     """Depth-first just-in-time linearization; see the module docstring for the pruning rules."""
     inv, ret, iinv = p.inv, p.ret, p.iinv
@@ -203,6 +208,8 @@ def _search(
             cands = []
             forced = True  # dead end: not even indeterminate ops can save it
         for c in cands:
+            if sym is not None and shadowed(sym, ret, cands, c):
+                continue
             ns = fns[c](state)
             if ns is ILLEGAL:
                 continue
@@ -225,7 +232,7 @@ def _search(
                     continue
                 fr[9] = True  # determinate candidates exhausted: now try indeterminate ops
                 if guard is None or not guard(fr[5], fr[2], fr[3], -1):
-                    children.extend(_info_children(fns, ifns, blind, iinv, fr[10], fr[4], fr[5], fr[8], n))
+                    children.extend(_info_children(fns, ifns, blind, iinv, fr[10], fr[4], fr[5], fr[8], n, sym))
                 continue
             fr[1] = k + 1
             c, ns = children[k]
@@ -272,7 +279,7 @@ def _native_search(
     (and observer shortcut stays on either way, as in `_search`); `guard`: the unique-value guard."""
     code, states, order = _lincore.search(
         p.inv, p.ret, spec.kind, spec.a, spec.b, spec.pure, p.iinv, spec.ikind, spec.ia, spec.ib, spec.blind,
-        spec.values, prune, guard, deadline, max_states,
+        spec.values, prune, guard, deadline, max_states, *_symmetry_flag(prune and spec.symmetric),
     )  # fmt: skip
     valid, reason = _RESULTS[code]
     path = None
@@ -289,6 +296,11 @@ def _native_search(
         lo += 1
     dmask = sum(1 << (c - lo) for c in done if c > lo)
     return _Outcome(valid, reason, states, path, (lo, dmask, info, None))
+
+
+def _symmetry_flag(on: bool) -> tuple[bool, ...]:
+    """The compiled search's symmetry argument; a build older than it (no `SYMMETRY`) gets none."""
+    return (on,) if on and hasattr(_lincore, "SYMMETRY") else ()
 
 
 EXPLAIN_SECONDS = 0.5  # extra search for a longer partial linearization of a bad key
@@ -328,6 +340,7 @@ def _info_children(
     state: Any,
     minret: float,
     n: int,
+    sym: Symmetry | None = None,
 ) -> list[tuple[int, Any]]:
     """The indeterminate ops worth linearizing next, with the states they lead to.
 
@@ -338,7 +351,9 @@ def _info_children(
     avail = [j for j in range(len(iinv)) if iinv[j] <= minret and not (imask >> j) & 1]
     nexts = [fns[y] for y in cands if not blind[y]] + [ifns[k] for k in avail if not blind[n + k]]
     out = []
-    for j in avail:
+    for i, j in enumerate(avail):
+        if sym is not None and info_shadowed(sym, avail, i, j):
+            continue
         sj = ifns[j](state)
         if sj is ILLEGAL or sj == state:
             continue
@@ -432,6 +447,7 @@ class _Tools:
     doomed: Pruner | None
     canon: Canonicalizer | None
     guard: Guard | None
+    sym: Symmetry | None = None
 
 
 def _tools(model: Model, p: _Prepared, prune: bool) -> _Tools:
@@ -445,6 +461,7 @@ def _tools(model: Model, p: _Prepared, prune: bool) -> _Tools:
         model.pruner(p.ops, p.info) if prune else None,
         model.canonicalizer(p.ops, p.info) if prune else None,
         model.guard(p.ops, p.info) if prune else None,
+        model.symmetry(p.ops, p.info) if prune else None,
     )
 
 
@@ -476,7 +493,7 @@ def _check_key(
         if native is not None:
             return _native_search(p, native, prune, prune and native.unique, until, states)
         t = tools()
-        return _search(p, t.fns, t.ifns, t.init, t.pure, t.blind, t.doomed, t.canon, until, states, t.guard)
+        return _search(p, t.fns, t.ifns, t.init, t.pure, t.blind, t.doomed, t.canon, until, states, t.guard, t.sym)
 
     zones = zones and type(model).zones is not Model.zones  # no zones to fall back on: no quick search
     quick = min(max_states, QUICK_STATES + QUICK_STATES_PER_OP * len(p.ops)) if zones else max_states
@@ -508,6 +525,12 @@ def _check_key(
         if t.doomed is not None and out.valid is False:
             out = _longer_partial(native, p, t, deadline, out)
         _explain(model, p, t.fns, t.ifns, t.init, t.doomed, out, result)
+        if out.valid == UNKNOWN:
+            at = {op.id: k for k, op in enumerate(p.ops)}
+            reached = [at[i] for i in result.linearization if i in at] + [
+                at[s["id"]] for s in result.stuck if s["id"] in at
+            ]
+            result.undecided = undecided_window(p.ops, out.node[0], reached, out.states, len(result.linearization))
     result.elapsed = time.monotonic() - started
     return result
 
@@ -775,6 +798,12 @@ def summarize(verdict: Verdict) -> list[str]:
                 f"    searched {r.get('states', 0):,} configurations in {r.get('elapsed', 0):.1f} s; "
                 f"{BUDGET_HINTS[r['reason']]}"
             )
+            u = r.get("undecided")
+            if u:
+                lines.append(
+                    f"    could not linearize the window of {u['window_ops']} ops from op {u['from_op']} to op "
+                    f"{u['to_op']}; at this rate the key needs about {u['estimated_states']:,} configurations"
+                )
         for s in r["stuck"][:3]:
             if s["legal"]:
                 continue

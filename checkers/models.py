@@ -19,6 +19,7 @@ try:  # the compiled search and its helpers (setup.py builds it)
     from checkers import _lincore
 except ImportError:  # pragma: no cover - depends on the build
     _lincore = None
+from checkers.register_search import Symmetry, signatures, stale_observations
 from checkers.zones import ZoneVerdict, analyse
 
 ILLEGAL: Any = object()
@@ -43,6 +44,7 @@ class NativeSpec:
     pure: list[bool]  # determinate ops that are observers (`Model.observer`)
     blind: list[bool]  # determinate then indeterminate ops that are blind (`Model.blind`)
     unique: bool  # written values are unique: the guard applies
+    symmetric: bool = False  # equal ops may be tried in one order only (`checkers.register_search`)
 
 
 Guard = Callable[[Any, int, int, int], bool]  # (state, lo, dmask, op about to change it) -> blocked
@@ -142,6 +144,11 @@ class Model:
         `guard(state, lo, dmask, c)` says whether leaving `state` now (by op index `c`, -1 for an
         indeterminate op) is a dead end because some other pending op still needs that state.
         """
+        return None
+
+    def symmetry(self, ops: list[Op], info: list[Op]) -> Symmetry | None:
+        """Optional: each op's step signature, when equal ops are interchangeable (see
+        `checkers.register_search.shadowed`); the search then tries them in one order only."""
         return None
 
     def zones(self, ops: list[Op], info: list[Op]) -> ZoneVerdict | None:
@@ -318,7 +325,9 @@ class RegisterModel(Model):
         if _lincore is not None:  # the same, compiled; None: something unusual, said below
             fast = _lincore.register_spec(ops, info, hashable)
             if fast is not None:
-                return NativeSpec(*fast)
+                spec = NativeSpec(*fast)
+                spec.symmetric = not spec.unique
+                return spec
         ids: dict[Any, int] = {None: 0}
         intern = ids.setdefault
         kinds = {"read": 0, "write": 1, "cas": 2}
@@ -332,14 +341,42 @@ class RegisterModel(Model):
         kind, a_ids, b_ids, ikind = out[0], out[1], out[2], out[3]
         pure = [k == 0 or k == 3 or (k == 2 and x == y) for k, x, y in zip(kind, a_ids, b_ids, strict=True)]
         blind = [k == 1 for k in kind] + [k == 1 for k in ikind]
-        return NativeSpec(*out, values=len(ids), pure=pure, blind=blind, unique=self.unique_values(ops, info))
+        unique = self.unique_values(ops, info)
+        return NativeSpec(
+            *out,
+            values=len(ids),
+            pure=pure,
+            blind=blind,
+            unique=unique,
+            symmetric=not unique,
+        )
+
+    def symmetry(self, ops: list[Op], info: list[Op]) -> Symmetry | None:
+        """With repeated values, equal ops (same f and values) are interchangeable; with unique ones
+        there are too few to pay for the check."""
+        if self.unique_values(ops, info):
+            return None
+        return Symmetry(signatures(ops, self._all_parts(ops)), signatures(info, self._all_parts(info)))
 
     def zones(self, ops: list[Op], info: list[Op]) -> ZoneVerdict | None:
         """Gibbons & Korach zones when written values are unique: decides read/write histories,
         and finds the usual violations (a stale read) of histories with cas without any search."""
         if not self.unique_values(ops, info):
-            return None
+            return self._stale(ops, info)
         return analyse(ops, info, self._all_parts(ops), self._all_parts(info), _short)
+
+    def _stale(self, ops: list[Op], info: list[Op]) -> ZoneVerdict | None:
+        """Repeated values: no zones, but a read (or ok cas) of a value provably overwritten before it
+        began is a proof too (`checkers.register_search.stale_observations`)."""
+        found = stale_observations(ops, self._all_parts(ops), info, self._all_parts(info))
+        if not found:
+            return None
+        first = found[0]
+        why = (
+            f"every op that may set {_short(first.value)} returned before op {ops[first.overwriter].id} "
+            f"set another value, which returned before this op began"
+        )
+        return ZoneVerdict(False, doomed=[first.reader], because=[first.overwriter, *first.setters[-3:]], why=why)
 
     def describe_op(self, op: Op) -> str:
         f, a, b = self._parts(op)

@@ -1,0 +1,126 @@
+"""Registers with small repeated values (issue 29): Jepsen's cas-register shape.
+
+With values drawn from a handful (Jepsen writes `rand-int 5`), many pending ops are equal, the
+unique-value guard and zones do not apply, and the plain search drowns in the orders of equal ops.
+Two things here decide that shape:
+
+- Symmetry: ops with the same step (same f, values and outcome) are interchangeable. If x was invoked
+  no later and returns no later than c, swapping them in a linearization that has c first gives one
+  that has x first (x can stand where c stood: it was invoked by then; c where x stood: it has not
+  returned by then). So the search never tries c while such an x is pending (`shadowed`); for
+  indeterminate ops, open to the end, the earliest invoked of equal ones goes first. Sound for any
+  model whose steps are functions of the signature; used for registers whose values repeat.
+- Read-from witnesses (`stale_observations`): an ok read of v (or an ok cas from v) needs some op
+  that may set v to be linearized before it with nothing in between. If every such op returned
+  before some op certainly setting another value began, and that op returned before the read began,
+  the read is stale whatever the order: invalid without a search, with the ops that prove it.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from checkers.history import Op
+
+
+@dataclass(frozen=True)
+class Symmetry:
+    """Per determinate op and per indeterminate op, a signature; equal signatures, equal steps."""
+
+    sig: list[Any]
+    isig: list[Any]
+
+
+def signatures(ops: Sequence[Op], parts: Sequence[tuple[str, Any, Any]]) -> list[Any]:
+    """A register op's step signature: (f, a, b), and whether a cas failed (a failed cas steps
+    differently from one that succeeded or may have)."""
+    return [(f, a, b, op.type == "fail") for op, (f, a, b) in zip(ops, parts, strict=True)]
+
+
+def shadowed(sym: Symmetry, ret: Sequence[float], cands: Sequence[int], c: int) -> bool:
+    """Whether candidate c waits for an equal candidate invoked (index) and returning no later."""
+    sig, mine, r = sym.sig, sym.sig[c], ret[c]
+    return any(x < c and ret[x] <= r and sig[x] == mine for x in cands)
+
+
+def info_shadowed(sym: Symmetry, avail: Sequence[int], i: int, j: int) -> bool:
+    """Whether indeterminate op j (avail[i]) waits for an equal one available before it."""
+    isig, mine = sym.isig, sym.isig[j]
+    return any(isig[x] == mine for x in avail[:i])
+
+
+@dataclass(frozen=True)
+class Stale:
+    """An observer that no order can satisfy: op `reader` needs `value`; every op that may set it
+    (`setters`) returned before `overwriter` began, which returned before `reader` began."""
+
+    reader: int
+    value: Any
+    overwriter: int
+    setters: list[int]
+
+
+def stale_observations(
+    ops: Sequence[Op], parts: Sequence[tuple[str, Any, Any]], info: Sequence[Op], iparts: Sequence[tuple[str, Any, Any]]
+) -> list[Stale]:
+    """Every read / ok cas whose value was provably overwritten before it began (see the module
+    docstring); indices are search indices (determinate ops by invoke time, info op j is n + j).
+    O(n log n): per value, the latest return of a setter invoked before the reader returns, then
+    the earliest-returning certain setter invoked after that."""
+    n = len(ops)
+    setters: dict[Any, list[tuple[float, float, int]]] = {None: [(float("-inf"), float("-inf"), -1)]}
+    certain: list[tuple[float, float, int]] = []  # (invoke, return, index) of ops that surely set a value
+    for i, (op, (f, a, b)) in enumerate(zip(ops, parts, strict=True)):
+        if f == "write" or (f == "cas" and op.type == "ok"):
+            v = a if f == "write" else b
+            setters.setdefault(v, []).append((op.invoke_time, op.complete_time, i))  # type: ignore[arg-type]
+            certain.append((op.invoke_time, op.complete_time, i))  # type: ignore[arg-type]
+    for j, (op, (f, a, b)) in enumerate(zip(info, iparts, strict=True)):
+        if f in ("write", "cas"):
+            setters.setdefault(a if f == "write" else b, []).append((op.invoke_time, float("inf"), n + j))
+    certain.sort()
+    cinv = [c[0] for c in certain]
+    suffix: list[tuple[float, int]] = [(float("inf"), -1)] * (len(certain) + 1)  # earliest return after
+    for k in range(len(certain) - 1, -1, -1):
+        suffix[k] = min(suffix[k + 1], (certain[k][1], certain[k][2]))
+    by_value: dict[Any, tuple[list[float], list[float], list[tuple[float, float, int]]]] = {}
+    for v, ws in setters.items():
+        ws.sort()
+        running, best = [], float("-inf")
+        for w in ws:
+            best = max(best, w[1])
+            running.append(best)
+        by_value[v] = ([w[0] for w in ws], running, ws)
+    found = []
+    for i, (op, (f, a, _)) in enumerate(zip(ops, parts, strict=True)):
+        if not (f == "read" or (f == "cas" and op.type == "ok")):
+            continue
+        invs, running, ws = by_value.get(a, ([], [], []))
+        k = bisect_right(invs, op.complete_time)  # setters invoked before the reader returned
+        last = running[k - 1] if k else float("-inf")
+        if last == float("inf"):
+            continue  # an indeterminate setter may land any time
+        earliest, w2 = suffix[bisect_right(cinv, last)]
+        if earliest < op.invoke_time:
+            found.append(Stale(i, a, w2, [w[2] for w in ws[:k] if w[2] >= 0]))
+    return found
+
+
+def undecided_window(ops: Sequence[Op], lo: int, reached: Sequence[int], states: int, depth: int) -> dict[str, Any]:
+    """What an undecided key's search learned, for the report: the window it could not linearize,
+    from the first op it had not linearized (`lo`) to the last op its longest partial linearization
+    took or got stuck at (`reached`), and about how many configurations deciding the key may take,
+    its rate (configurations per op linearized) extrapolated over the whole key. An estimate: the
+    hard spots are not spread evenly."""
+    if lo >= len(ops):
+        return {}
+    last = max([lo, *reached])
+    return {
+        "from_op": ops[lo].id,
+        "to_op": ops[last].id,
+        "window_ops": last - lo + 1,
+        "estimated_states": int(states * len(ops) / max(depth, 1)),
+    }
