@@ -73,7 +73,8 @@ def search(p: Prepared, t: Tools, limits: Limits) -> Outcome:
     best_depth, best = -1, (None, (0, 0, 0, t.init))
     nodes = 0
     check_at = CHECK_EVERY
-    clock = time.monotonic
+    # Locals for what the loops use per node (a local is cheaper to look up than a global or a method).
+    clock, illegal, frame, push, lookup = time.monotonic, ILLEGAL, Frame, stack.append, seen.get
     while True:
         # Expand the current configuration.
         if lo == n:
@@ -111,7 +112,7 @@ def search(p: Prepared, t: Tools, limits: Limits) -> Outcome:
             forced = True  # dead end: not even indeterminate ops can save it
         for c in cands:
             ns = fns[c](state)
-            if ns is ILLEGAL:
+            if ns is illegal:
                 continue
             if pure[c]:  # an observer that is legal now: taking it first loses nothing
                 children = [(c, ns)]
@@ -121,7 +122,7 @@ def search(p: Prepared, t: Tools, limits: Limits) -> Outcome:
                 continue  # leaves a value that a pending op still needs, for good
             children.append((c, ns))
         if children or not (forced or not ni):  # a frame with nothing left to try would pop at once
-            stack.append(Frame(children, 0, lo, dmask, imask, state, path, depth, minret, forced or not ni, cands))
+            push(frame(children, 0, lo, dmask, imask, state, path, depth, minret, forced or not ni, cands))
         # Move to the next unexplored child, backtracking as needed.
         while stack:
             fr = stack[-1]
@@ -148,7 +149,7 @@ def search(p: Prepared, t: Tools, limits: Limits) -> Outcome:
             if canon is not None:
                 ns = canon(ns, nlo, ndm)
             key = (nlo, ndm, ns)
-            prev = seen.get(key)
+            prev = lookup(key)
             if prev is None:
                 seen[key] = nim
             elif type(prev) is int:
