@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from checkers import linearizable
 from checkers.history import HistoryError, load_history
 from checkers.progress import ProgressLine, Tracker
 from checkers.registry import CHECKERS, checker_module, get_checker
@@ -31,11 +32,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     seen = set()
     for name in sorted(CHECKERS):
         module = checker_module(name)
-        add = getattr(module, "add_check_arguments", None)
+        add = _FLAGS_HERE.get(module.__name__) or getattr(module, "add_check_arguments", None)
         if add is not None and module.__name__ not in seen:
             seen.add(module.__name__)
             add(parser)
     parser.set_defaults(func=run)
+
+
+def add_linearizable_arguments(parser: argparse.ArgumentParser) -> None:
+    """The linearizable checker's flags (read by `checkers.linearizable.check_from_args`)."""
+    group = parser.add_argument_group("linearizable")
+    timeout, max_states = linearizable.DEFAULT_TIMEOUT_S, linearizable.DEFAULT_MAX_STATES
+    group.add_argument("--model", default="register", help="sequential model: register, kv, ...")
+    group.add_argument(
+        "--timeout",
+        type=float,
+        default=timeout,
+        help=f"seconds before undecided keys are unknown (default {timeout:g}; 0: no limit)",
+    )
+    group.add_argument(
+        "--max-states",
+        type=int,
+        default=max_states,
+        help=f"memoised configurations per key before it is unknown (default {max_states:,})",
+    )
+    group.add_argument("--jobs", type=int, default=None, help="keys checked in parallel (default: all cores)")
+    group.add_argument(
+        "--all-keys", action="store_true", help="decide every key instead of stopping at the first bad one"
+    )
+    group.add_argument("--ignore-f", action="append", help="leave out ops with this f (repeatable), e.g. read-broker")
+
+
+# Checker modules whose `kchaos check` flags live here rather than in the module (in the group order
+# of the loop above: sorted by checker name).
+_FLAGS_HERE = {"checkers.linearizable": add_linearizable_arguments}
 
 
 def run(args: argparse.Namespace) -> int:

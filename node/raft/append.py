@@ -7,68 +7,53 @@ one batch. Each is answered once the high watermark passes it (`high_watermark.p
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
 
 from node.protocol.errors import ErrorCode
 from node.raft.actions import AppendBatches, AppendFailed, Flush
 from node.raft.base import NEVER, RaftNodeBase
-from node.raft.quorum_state import Leader
+from node.raft.quorum_state import Leader, expect_role
 from node.raft.records import MAX_BATCH_BYTES, RecordBatch
+from node.raft.waiting import PendingAppend, WrittenAppend
 
-
-@dataclass(slots=True)
-class PendingAppend:
-    handle: Hashable
-    records: tuple[bytes, ...]
-    size: int
-    received_ms: int
-
-
-@dataclass(slots=True)
-class WrittenAppend:
-    """An append that is in the log and waits for the high watermark to pass it."""
-
-    handle: Hashable
-    base_offset: int
-    last_offset: int
-    epoch: int
-    received_ms: int
+# The bytes a batch adds to its records (header and framing), counted against MAX_BATCH_BYTES.
+BATCH_OVERHEAD_BYTES = 64
 
 
 class AppendMixin(RaftNodeBase):
     def _on_append(self, now: int, handle: Hashable, records: tuple[bytes, ...]) -> None:
-        if not isinstance(self.state, Leader):
+        leader = self.state
+        if not isinstance(leader, Leader):
             self._out.append(AppendFailed(handle, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), "not the leader"))
             return
         if not records:
             self._out.append(AppendFailed(handle, int(ErrorCode.INVALID_REQUEST), "no records"))
             return
         size = sum(4 + len(r) for r in records)
-        if size + 64 > MAX_BATCH_BYTES or len(records) > self.config.append_max_records:
+        if size + BATCH_OVERHEAD_BYTES > MAX_BATCH_BYTES or len(records) > self.config.append_max_records:
             self._out.append(
                 AppendFailed(handle, int(ErrorCode.MESSAGE_TOO_LARGE), f"{len(records)} records, {size} bytes")
             )
             return
-        self._pending.append(PendingAppend(handle, tuple(records), size, now))
+        leader.pending.append(PendingAppend(handle, tuple(records), size, now))
         if not self._flush_in_flight:
             self._write_pending(now)
 
     def _write_pending(self, now: int) -> None:
         """Group every waiting append into one batch, one write and one fsync."""
-        assert isinstance(self.state, Leader)
-        if not self._pending:
+        pending = expect_role(self.state, Leader, "writing appends").pending
+        if not pending:
             return
         records: list[bytes] = []
         size = 0
         group: list[PendingAppend] = []
-        while self._pending:
-            nxt = self._pending[0]
+        while pending:
+            nxt = pending[0]
             if group and (
-                size + nxt.size + 64 > MAX_BATCH_BYTES
+                size + nxt.size + BATCH_OVERHEAD_BYTES > MAX_BATCH_BYTES
                 or len(records) + len(nxt.records) > self.config.append_max_records
             ):
                 break
-            self._pending.popleft()
+            pending.popleft()
             group.append(nxt)
             records.extend(nxt.records)
             size += nxt.size
@@ -99,14 +84,15 @@ class AppendMixin(RaftNodeBase):
         self._flush_cap = NEVER
         if isinstance(self.state, Leader):
             self._maybe_advance_leader_hwm(now)
-            if self._pending:
+            if self.state.pending:
                 self._write_pending(now)
             else:
                 self._request_flush()
         else:
             self._request_flush()
 
-    def _fail_pending(self, error: ErrorCode, message: str) -> None:
-        while self._pending:
-            item = self._pending.popleft()
+    def _fail_pending(self, leader: Leader, error: ErrorCode, message: str) -> None:
+        """Answer the appends a leader never wrote (it is leaving the role)."""
+        while leader.pending:
+            item = leader.pending.popleft()
             self._out.append(AppendFailed(item.handle, int(error), message))

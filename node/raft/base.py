@@ -1,9 +1,13 @@
 """What every section of the node shares: its state, and the plumbing of requests and answers.
 
 `RaftNode` (node.py) is assembled from one mixin per KIP-595 section; each mixin subclasses
-`RaftNodeBase`, so the attributes below are the whole of the node's state and every section reads
-the same ones. `RaftNode.__init__` sets them. Outgoing requests go through `_send` (one in flight
-per destination, with a timeout) and failed ones through `_back_off`.
+`RaftNodeBase`, so the attributes below are the node's state that outlives a role (the log, the
+flushes, the snapshots, the requests in flight). What only one role keeps lives in its role object
+(`quorum_state`): a leader's parked Fetches, read barriers and unwritten appends, a follower's
+snapshot copy. `RaftNode.__init__` sets the attributes. Outgoing requests go through `_send` (one
+in flight per destination, with a timeout) and failed ones through `_back_off`.
+
+This module imports none of the sections: they import it (and `waiting`, for the records they keep).
 """
 
 from __future__ import annotations
@@ -12,23 +16,16 @@ import random
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from node.protocol.errors import ErrorCode
-from node.protocol.messages import Request, Response
+from node.protocol.messages import Request, Response, SnapshotId
 from node.raft.actions import Action, Respond, SendRequest, Warn
 from node.raft.config import RaftConfig
 from node.raft.log import RaftLog
 from node.raft.metrics import RaftMetrics
 from node.raft.quorum_state import QuorumStateData, RoleState
 from node.raft.storage import LoadedSnapshot, TrimmedLog
-
-if TYPE_CHECKING:
-    from node.protocol.messages import SnapshotId
-    from node.raft.append import PendingAppend, WrittenAppend
-    from node.raft.fetch import ParkedFetch
-    from node.raft.read_barrier import Barrier
-    from node.raft.snapshots import PendingSnapshot, SnapshotFetch
+from node.raft.waiting import PendingSnapshot, WrittenAppend
 
 NEVER = 1 << 62
 INT32_MAX = (1 << 31) - 1  # epochs and replica ids are int32 on the wire
@@ -56,24 +53,20 @@ class RaftNodeBase:
     quorum_state: QuorumStateData
     _election_started_ms: int | None
     _shutting_down: bool  # Resign was asked: a resigned leader never stands again
-    # --- log, flushes and the high watermark (append.py, high_watermark.py)
+    # --- log, flushes and the high watermark (append.py, high_watermark.py); the appends still
+    # waiting for a flush are the leader's (`Leader.pending`)
     log: RaftLog
     _loaded_log: TrimmedLog
     high_watermark: int
-    _pending: deque[PendingAppend]  # appends waiting for the flush in flight
     _written: deque[WrittenAppend]  # appends in the log, waiting for the high watermark
     _flushed_end: int
     _flush_in_flight: bool
     _flush_cap: int  # a truncation during a flush: the flush cannot make more than this durable
     _control_applied: int  # index into log.control_bases of the next unapplied control batch
-    # --- snapshots (snapshots.py)
+    # --- snapshots (snapshots.py); a snapshot being copied is the follower's (`Follower.snapshot_fetch`)
     _snapshot: LoadedSnapshot | None  # the latest durable snapshot; the log starts at its end
     _writing: dict[SnapshotId, PendingSnapshot]
-    _snapshot_fetch: SnapshotFetch | None
     _installing: SnapshotId | None  # a fetched snapshot being written
-    # --- the leader's fetch bookkeeping and read barriers (fetch.py, read_barrier.py)
-    _parked: list[ParkedFetch]
-    _barriers: list[Barrier]
     # --- requests this node sends, and its timer (timers.py)
     _inflight: dict[int, InFlight]
     _backoff_until: dict[int, int]

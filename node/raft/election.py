@@ -3,8 +3,10 @@
 A voter whose election or fetch timeout fires becomes a candidate: it bumps the epoch, persists its
 vote for itself and asks every voter with a VoteRequest; a majority of grants makes it leader, which
 writes a LeaderChange record (and, for a new cluster, the clusterId). The `_become_*` methods are
-every role change of the node (after Kafka's QuorumState); each persists the quorum state before
-anything else is sent. Which timer fires when is in `timers.py`; resignation in `end_quorum_epoch.py`.
+every role change of the node (after Kafka's QuorumState); each goes through `_transition_to`, which
+checks the change against `quorum_state.ENTERED_FROM` and lets the old role answer what it held, and
+each persists the quorum state before anything else is sent. Which timer fires when is in
+`timers.py`; resignation in `end_quorum_epoch.py`.
 """
 
 from __future__ import annotations
@@ -24,10 +26,19 @@ from node.raft.quorum_state import (
     QuorumStateData,
     ReplicaProgress,
     Resigned,
+    RoleState,
     Unattached,
     Voted,
+    check_transition,
+    expect_role,
 )
 from node.raft.records import ClusterIdMessage, LeaderChangeMessage, RecordBatch, encode_control
+
+# A failed election backs off a random time below ELECTION_BACKOFF_BASE_MS doubled once per retry
+# (at most ELECTION_BACKOFF_MAX_DOUBLINGS times, so the shift stays small), capped by
+# quorum.election.backoff.max.ms.
+ELECTION_BACKOFF_BASE_MS = 50
+ELECTION_BACKOFF_MAX_DOUBLINGS = 20
 
 
 class ElectionMixin(RaftNodeBase):
@@ -43,21 +54,26 @@ class ElectionMixin(RaftNodeBase):
         )
         self._out.append(PersistQuorumState(self.quorum_state))
 
+    def _transition_to(self, new: RoleState) -> None:
+        """Every role change: check it is one the node makes (else IllegalStateError, before anything
+        is touched), let the old role answer what it still holds, and take the new role."""
+        check_transition(self.state, new)
+        self._leave_role()
+        self.state = new
+
     def _leave_role(self) -> None:
-        """Clean up what the old role owned before switching to another."""
+        """Answer what the old role still holds; its state object (parked Fetches, barriers, unwritten
+        appends, a snapshot copy) goes with it."""
         old = self.state
         if isinstance(old, Leader):
-            for parked in self._parked:
+            for parked in old.parked:
                 self._respond_fetch_error(parked.reply_to, parked.correlation_id, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            self._parked.clear()
-            self._fail_pending(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership lost before the append was written")
-            for barrier in self._barriers:
+            self._fail_pending(old, ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership lost before the append was written")
+            for barrier in old.barriers:
                 self._out.append(
                     ReadBarrierFailed(barrier.handle, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), "leadership lost")
                 )
-            self._barriers.clear()
         # Requests of the old role are moot; their answers will be ignored.
-        self._snapshot_fetch = None
         self._inflight.clear()
         self._backoff_until.clear()
         self._failures.clear()
@@ -81,14 +97,12 @@ class ElectionMixin(RaftNodeBase):
                 deadline = until if until is not None else deadline
             case _:
                 deadline = now + self._random_election_timeout()
-        self._leave_role()
-        self.state = Unattached(epoch, deadline)
+        self._transition_to(Unattached(epoch, deadline))
         self._persist(NO_ID, NO_ID)
         self._announce()
 
     def _become_voted(self, now: int, epoch: int, candidate_id: int) -> None:
-        self._leave_role()
-        self.state = Voted(epoch, candidate_id, now + self._random_election_timeout())
+        self._transition_to(Voted(epoch, candidate_id, now + self._random_election_timeout()))
         self._persist(NO_ID, candidate_id)
         if "raft-vote-not-persisted" in self.config.bugs:  # the vote lives in memory only
             self._out[-1] = PersistQuorumState(replace(self.quorum_state, voted_id=NO_ID))
@@ -96,8 +110,7 @@ class ElectionMixin(RaftNodeBase):
 
     def _become_follower(self, now: int, epoch: int, leader_id: int) -> None:
         voted = self.quorum_state.voted_id if epoch == self.quorum_state.leader_epoch else NO_ID
-        self._leave_role()
-        self.state = Follower(epoch, leader_id, now + self.config.fetch_timeout_ms)
+        self._transition_to(Follower(epoch, leader_id, now + self.config.fetch_timeout_ms))
         self._persist(leader_id, voted)
         self._announce()
         self._election_finished(now)
@@ -109,28 +122,27 @@ class ElectionMixin(RaftNodeBase):
             self._postpone_election(now)
             return
         retries = self.state.retries + 1 if isinstance(self.state, Candidate | Prospective) else 1
-        self._leave_role()
-        if self._election_started_ms is None:
-            self._election_started_ms = now
-        self.state = Candidate(
+        candidate = Candidate(
             self.state.epoch + 1,
             retries=retries,
             election_deadline=now + self._random_election_timeout(),
             granted={self.node_id},
         )
+        self._transition_to(candidate)
+        if self._election_started_ms is None:
+            self._election_started_ms = now
         # KIP-595: the vote for itself is persisted before any VoteRequest leaves.
         self._persist(NO_ID, self.node_id)
         self._announce()
         self._maybe_win_election(now)
 
     def _become_leader(self, now: int) -> None:
-        assert isinstance(self.state, Candidate)
-        granted = tuple(sorted(self.state.granted))
-        self._leave_role()
-        epoch = self.state.epoch
+        candidate = expect_role(self.state, Candidate, "winning an election")
+        granted = tuple(sorted(candidate.granted))
+        epoch = candidate.epoch
         start = self.log.end_offset
         progress = {v: ReplicaProgress(v) for v in self.voters}
-        self.state = Leader(
+        leader = Leader(
             epoch=epoch,
             epoch_start_offset=start,
             voters=progress,
@@ -139,6 +151,7 @@ class ElectionMixin(RaftNodeBase):
             granted=granted,
             check_quorum_deadline=now + self.config.fetch_timeout_ms,
         )
+        self._transition_to(leader)
         self._persist(self.node_id, self.node_id)
         self._announce()
         self._election_finished(now)
@@ -256,20 +269,21 @@ class ElectionMixin(RaftNodeBase):
                 self._election_failed(now)
 
     def _maybe_win_election(self, now: int) -> None:
-        assert isinstance(self.state, Candidate)
+        candidate = expect_role(self.state, Candidate, "counting votes")
         majority = self.config.majority
         if "raft-election-majority-off-by-one" in self.config.bugs:  # n // 2, not n // 2 + 1
             majority = len(self.voters) // 2
-        if len(self.state.granted) >= majority:
+        if len(candidate.granted) >= majority:
             self._become_leader(now)
 
     def _election_failed(self, now: int) -> None:
-        assert isinstance(self.state, Candidate)
-        if self.state.backing_off_until is not None:
+        candidate = expect_role(self.state, Candidate, "failing an election")
+        if candidate.backing_off_until is not None:
             return
         cap = self.config.election_backoff_max_ms
-        window = min(cap, 50 * (1 << min(self.state.retries, 20)))
-        self.state.backing_off_until = now + self.rng.randint(0, window)
+        doublings = min(candidate.retries, ELECTION_BACKOFF_MAX_DOUBLINGS)
+        window = min(cap, ELECTION_BACKOFF_BASE_MS * (1 << doublings))
+        candidate.backing_off_until = now + self.rng.randint(0, window)
         self._inflight.clear()
 
     # --- What a candidate sends -------------------------------------------------------------------

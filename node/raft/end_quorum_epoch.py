@@ -10,7 +10,7 @@ from __future__ import annotations
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import EndQuorumEpochRequest, EndQuorumEpochResponse
 from node.raft.base import NEVER, RaftNodeBase
-from node.raft.quorum_state import Candidate, Follower, Leader, Prospective, Resigned, Unattached, Voted
+from node.raft.quorum_state import Candidate, Follower, Leader, Prospective, Resigned, Unattached, Voted, expect_role
 
 
 class EndQuorumEpochMixin(RaftNodeBase):
@@ -25,20 +25,19 @@ class EndQuorumEpochMixin(RaftNodeBase):
             self._inflight.clear()  # ask for no more pre-votes, fetch no more (_drive); never stand
 
     def _become_resigned(self, now: int) -> None:
-        assert isinstance(self.state, Leader)
-        leader = self.state
+        leader = expect_role(self.state, Leader, "resigning")
         successors = sorted(
             (v for v in self.voters if v != self.node_id),
             key=lambda v: (-leader.voters[v].end_offset, v),
         )
-        self._leave_role()
-        self.state = Resigned(
+        resigned = Resigned(
             leader.epoch,
             self.node_id,
             now + self._random_election_timeout(),
             tuple(successors),
             unacknowledged=set(successors),
         )
+        self._transition_to(resigned)
         self._announce()
 
     # --- EndQuorumEpoch Request/Response Handling -------------------------------------------------

@@ -10,7 +10,6 @@ A Fetch from a voter acknowledges everything below its offset: the leader's high
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
 from typing import Any
 
 from node.protocol.errors import ErrorCode
@@ -19,14 +18,7 @@ from node.raft.actions import AppendBatches, Fatal, TruncateLog
 from node.raft.base import RaftNodeBase
 from node.raft.quorum_state import Follower, Leader, Prospective, ReplicaProgress
 from node.raft.records import RecordBatch
-
-
-@dataclass(slots=True)
-class ParkedFetch:
-    reply_to: Hashable
-    correlation_id: int
-    request: FetchRequest
-    deadline: int
+from node.raft.waiting import ParkedFetch
 
 
 class ReplicationMixin(RaftNodeBase):
@@ -90,7 +82,7 @@ class ReplicationMixin(RaftNodeBase):
         if self.log.end_offset > req.fetch_offset or req.max_wait_ms <= 0:
             self._complete_fetch(reply_to, cid, req)
         else:
-            self._parked.append(ParkedFetch(reply_to, cid, req, now + req.max_wait_ms))
+            leader.parked.append(ParkedFetch(reply_to, cid, req, now + req.max_wait_ms))
 
     def _respond_fetch_error(self, reply_to: Hashable, cid: int, error: ErrorCode) -> None:
         self._respond(reply_to, cid, FetchResponse(int(error), self.leader_id, self.epoch, self.high_watermark))
@@ -100,7 +92,7 @@ class ReplicationMixin(RaftNodeBase):
         leader.unendorsed.discard(voter)
         leader.fetched_since_check.add(voter)
         if "raft-read-barrier-counts-late-fetches" in self.config.bugs:
-            self._barriers_hear_fetch(voter)
+            self._barriers_hear_fetch(leader, voter)
 
     def _fetch_answer(self, **fields: Any) -> FetchResponse:
         """A successful FetchResponse of this leader, with records, a diverging epoch or a snapshot id."""
@@ -147,15 +139,18 @@ class ReplicationMixin(RaftNodeBase):
         self._respond(reply_to, cid, self._fetch_answer(records=records))
 
     def _complete_parked_fetches(self, now: int, expired_only: bool) -> None:
-        if not self._parked:
+        """Answer the leader's parked Fetches: every one (the log grew or the high watermark moved), or
+        those whose wait is over. A node that is not the leader has none."""
+        leader = self.state
+        if not isinstance(leader, Leader) or not leader.parked:
             return
         keep = []
-        for parked in self._parked:
+        for parked in leader.parked:
             if expired_only and parked.deadline > now:
                 keep.append(parked)
             else:
                 self._complete_fetch(parked.reply_to, parked.correlation_id, parked.request)
-        self._parked = keep
+        leader.parked = keep
 
     # --- Fetch Response Handling (followers and observers) ----------------------------------------
 
@@ -192,7 +187,7 @@ class ReplicationMixin(RaftNodeBase):
         state.fetch_deadline = now + self.config.fetch_timeout_ms
         state.heard_from_leader = True
         if resp.snapshot_id is not None:
-            self._start_snapshot_fetch(now, source, resp)
+            self._start_snapshot_fetch(now, state, resp.snapshot_id, resp)
             return
         if resp.diverging_epoch is not None:
             self._truncate_to_diverging(resp.diverging_epoch)

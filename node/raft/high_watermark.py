@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from node.protocol.errors import ErrorCode
 from node.raft.actions import AppendCompleted, AppendFailed, Fatal, HighWatermarkAdvanced, PersistClusterId
-from node.raft.append import WrittenAppend
 from node.raft.base import RaftNodeBase
-from node.raft.quorum_state import Leader
+from node.raft.quorum_state import Leader, expect_role
 from node.raft.records import ClusterIdMessage, ControlMessage, CorruptBatchError, RecordBatch, decode_control
+from node.raft.waiting import WrittenAppend
 
 
 def control_messages(batch: RecordBatch) -> list[ControlMessage]:
@@ -31,8 +31,7 @@ def control_messages(batch: RecordBatch) -> list[ControlMessage]:
 
 class HighWatermarkMixin(RaftNodeBase):
     def _maybe_advance_leader_hwm(self, now: int) -> None:
-        leader = self.state
-        assert isinstance(leader, Leader)
+        leader = expect_role(self.state, Leader, "advancing the leader's high watermark")
         offsets = sorted(
             (self._flushed_end if v == self.node_id else leader.voters[v].end_offset for v in self.voters),
             reverse=True,

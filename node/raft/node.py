@@ -18,7 +18,9 @@ named after it; this module dispatches every event, request and answer to the se
 - `describe_quorum.py`: the DescribeQuorum answer;
 - `read_barrier.py`: linearizable reads (a majority confirms the leader after the read arrived);
 - `snapshots.py`: KIP-630, making, serving (FetchSnapshot) and installing snapshots;
-- `base.py`: the state every section shares, and the plumbing of outgoing requests.
+- `base.py`: the state every section shares, and the plumbing of outgoing requests; it imports none
+  of the sections (the records they keep while waiting are in `waiting.py`, the roles in
+  `quorum_state.py`, each role object owning what only that role waits on).
 
 Snapshots (KIP-630) are opaque bytes from the state machine above. The log starts at the latest
 durable snapshot's end (`log_start_offset`); a replica fetching below it is sent the snapshot id, copies
@@ -140,7 +142,6 @@ class RaftNode(
             self.log = RaftLog(self._loaded_log.batches, sid.end_offset, sid.epoch)
         self.high_watermark = self.log.start_offset  # a snapshot holds committed records only
         self._writing = {}
-        self._snapshot_fetch = None
         self._installing = None  # a fetched snapshot being written
         self.metrics_state = RaftMetrics()
         self._out = []
@@ -149,10 +150,7 @@ class RaftNode(
         self._inflight = {}
         self._backoff_until = {}
         self._failures = {}
-        self._parked = []
-        self._pending = deque()
         self._written = deque()
-        self._barriers = []
         self._flushed_end = self.log.end_offset  # what storage loaded is durable
         self._flush_in_flight = False
         self._flush_cap = NEVER
@@ -261,7 +259,8 @@ class RaftNode(
     def append_end_offset(self) -> int:
         """The offset after every record appended so far, written or still waiting for the next batch:
         the next `Append` starts here (the controller predicts its records' offsets with it)."""
-        return self.log.end_offset + sum(len(p.records) for p in self._pending)
+        pending = self.state.pending if isinstance(self.state, Leader) else ()
+        return self.log.end_offset + sum(len(p.records) for p in pending)
 
     @property
     def epoch_start_offset(self) -> int:
@@ -412,8 +411,8 @@ class RaftNode(
                 self._send_begin_quorum_epoch(now, state)
             case Follower() if self._installing is not None:
                 pass  # a fetched snapshot is being written; fetching resumes from its end
-            case Follower() if self._snapshot_fetch is not None:
-                self._send_fetch_snapshot(now, state)
+            case Follower(snapshot_fetch=fetch) if fetch is not None:
+                self._send_fetch_snapshot(now, state, fetch)
             case Follower():
                 self._send_fetch(now, state.leader_id)
             case Unattached():

@@ -16,7 +16,7 @@ from __future__ import annotations
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import NO_LEADER, VoteRequest, VoteResponse
 from node.raft.base import RaftNodeBase
-from node.raft.quorum_state import Candidate, Follower, Leader, Prospective, Resigned
+from node.raft.quorum_state import Candidate, Follower, Leader, Prospective, Resigned, expect_role
 
 
 class PreVoteMixin(RaftNodeBase):
@@ -38,10 +38,10 @@ class PreVoteMixin(RaftNodeBase):
         leader = old.leader_id if isinstance(old, Follower | Prospective) else NO_LEADER
         retries = old.retries if isinstance(old, Candidate | Prospective) else 0
         known_leader = self.leader_id
-        self._leave_role()
-        self.state = Prospective(
+        prospective = Prospective(
             old.epoch, leader, retries, now + self._random_election_timeout(), granted={self.node_id}
         )
+        self._transition_to(prospective)
         # Nothing is persisted: the epoch and the vote of the quorum-state file still hold.
         if leader != known_leader:
             self._announce()  # a leader (or a resigned one) that stepped down: nobody leads now
@@ -64,8 +64,7 @@ class PreVoteMixin(RaftNodeBase):
     # --- Pre-vote Response Handling -----------------------------------------------------------------
 
     def _on_pre_vote_response(self, now: int, source: int, resp: VoteResponse) -> None:
-        prospective = self.state
-        assert isinstance(prospective, Prospective)
+        prospective = expect_role(self.state, Prospective, "counting pre-votes")
         if resp.vote_granted and resp.error_code == ErrorCode.NONE and resp.leader_epoch == self.epoch:
             prospective.granted.add(source)
             if len(prospective.granted) >= self.config.majority:

@@ -1,13 +1,20 @@
 """The persisted election state and one state object per role (after Kafka's `QuorumState`).
 
 `QuorumStateData` carries the fields of KIP-595's `QuorumStateMessage`; it is what the quorum-state
-file holds. The role objects hold what each role keeps in memory; the transitions live in `election`.
+file holds. The role objects hold what each role keeps in memory, and that state goes when the role
+goes: a leader's parked Fetches, read barriers and unwritten appends live in its `Leader` object, a
+follower's snapshot copy in its `Follower` object. `check_transition` says which role may follow
+which (`ENTERED_FROM`); the transitions themselves live in `election`.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TypeVar
+
+from node.raft.waiting import Barrier, ParkedFetch, PendingAppend, SnapshotFetch
 
 NO_ID = -1
 
@@ -102,6 +109,10 @@ class Leader:
     # The end of what this leader has sent in Fetch responses: entries at or above it reached no one
     # yet, so a Fetch acknowledging one was sent after now (read_barrier.py).
     shipped_end: int = 0
+    # What only a leader waits on; it vanishes with the leadership (`election._leave_role` answers it).
+    parked: list[ParkedFetch] = field(default_factory=list)  # Fetches with nothing new yet (fetch.py)
+    barriers: list[Barrier] = field(default_factory=list)  # reads waiting for the commit (read_barrier.py)
+    pending: deque[PendingAppend] = field(default_factory=deque)  # appends waiting for the flush (append.py)
     role = Role.LEADER
 
 
@@ -113,6 +124,8 @@ class Follower:
     # A Fetch to the leader succeeded in this epoch (and fetch_deadline has not passed since): the
     # leader is alive, so this voter refuses pre-votes (KIP-996).
     heard_from_leader: bool = False
+    # The leader's snapshot being copied (KIP-630); a new role or epoch starts over from a Fetch.
+    snapshot_fetch: SnapshotFetch | None = None
     role = Role.FOLLOWER
 
 
@@ -129,3 +142,49 @@ class Resigned:
 
 
 RoleState = Unattached | Voted | Prospective | Candidate | Leader | Follower | Resigned
+
+
+class IllegalStateError(RuntimeError):
+    """The core reached a role or state its own code never produces: a bug in this package, never bad
+    input from a peer (that is answered with an error code). Like Kafka's IllegalStateException."""
+
+
+_ANY = frozenset(Role)
+
+# Which roles each role may be entered from (after Kafka's QuorumState, which refuses any other with
+# an IllegalStateException). A newer epoch may reach any role from any role; the rest is narrow.
+ENTERED_FROM: dict[Role, frozenset[Role]] = {
+    Role.UNATTACHED: _ANY,  # a newer epoch; or an observer whose leader went quiet
+    # A grant at the vote's epoch. Voted -> Voted only with the planted bug that grants twice.
+    Role.VOTED: frozenset({Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE}),
+    # An election or fetch timeout, or a check-quorum failure (a prospective re-runs its round in place).
+    Role.PROSPECTIVE: _ANY - {Role.PROSPECTIVE},
+    Role.CANDIDATE: _ANY,  # a won pre-vote, a handed-over leadership, or a timeout without pre-vote
+    Role.LEADER: frozenset({Role.CANDIDATE}),  # a won election
+    Role.FOLLOWER: _ANY,  # a leader named in a message of this or a newer epoch
+    Role.RESIGNED: frozenset({Role.LEADER}),  # a Resign event
+}
+
+# Roles entered without a new epoch, and the one that bumps it by one.
+_SAME_EPOCH = frozenset({Role.PROSPECTIVE, Role.LEADER, Role.RESIGNED})
+
+
+def check_transition(old: RoleState, new: RoleState) -> None:
+    """Raise IllegalStateError unless `new` may follow `old` (role, and epoch where it is fixed)."""
+    if old.role not in ENTERED_FROM[new.role]:
+        raise IllegalStateError(f"illegal role change {old.role.value} -> {new.role.value} in epoch {old.epoch}")
+    if new.role in _SAME_EPOCH and new.epoch != old.epoch:
+        raise IllegalStateError(f"{new.role.value} must keep epoch {old.epoch}, not move to {new.epoch}")
+    if new.role is Role.CANDIDATE and new.epoch != old.epoch + 1:
+        raise IllegalStateError(f"a candidacy must bump epoch {old.epoch} by one, not move to {new.epoch}")
+
+
+R = TypeVar("R", Unattached, Voted, Prospective, Candidate, Leader, Follower, Resigned)
+
+
+def expect_role(state: RoleState, role: type[R], doing: str) -> R:
+    """`state` narrowed to `role`, or IllegalStateError naming what needed it (a real check, not an
+    `assert`, which `python -O` strips)."""
+    if not isinstance(state, role):
+        raise IllegalStateError(f"{doing} needs the {role.role.value} role, not {state.role.value}")
+    return state

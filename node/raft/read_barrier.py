@@ -16,20 +16,13 @@ A burst of reads shares one marker, and reads between writes need none.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass, field
 
 from node.protocol.errors import ErrorCode
 from node.raft.actions import ReadBarrierCompleted, ReadBarrierFailed
 from node.raft.base import RaftNodeBase
 from node.raft.quorum_state import Leader
 from node.raft.records import ReadMarkerMessage, RecordBatch, encode_control
-
-
-@dataclass(slots=True)
-class Barrier:
-    handle: Hashable
-    floor: int  # the first offset unshipped when the barrier arrived: the high watermark must pass it
-    heard: set[int] = field(default_factory=set)  # planted bug only: voters whose Fetch came after it
+from node.raft.waiting import Barrier
 
 
 class ReadBarrierMixin(RaftNodeBase):
@@ -39,7 +32,7 @@ class ReadBarrierMixin(RaftNodeBase):
             self._out.append(ReadBarrierFailed(handle, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), "not the leader"))
             return
         if "raft-read-barrier-counts-late-fetches" in self.config.bugs:
-            self._barriers.append(Barrier(handle, leader.epoch_start_offset))  # no marker: Fetches confirm it
+            leader.barriers.append(Barrier(handle, leader.epoch_start_offset))  # no marker: Fetches confirm it
             self._maybe_complete_barriers()
             return
         if self.config.majority == 1:
@@ -49,29 +42,30 @@ class ReadBarrierMixin(RaftNodeBase):
             # An append waiting for the flush is written at `floor` and unshipped until then: it is
             # the entry to wait for. A marker written first would take the offset promised to it
             # (`append_end_offset`), on which the controller builds its working state (issue 24).
-            if self.log.end_offset <= floor and not self._pending:
+            if self.log.end_offset <= floor and not leader.pending:
                 records = (encode_control(ReadMarkerMessage()),)
                 marker = RecordBatch(self.log.end_offset, leader.epoch, records, control=True, timestamp_ms=now)
                 self._write_batch(marker)  # also answers the parked Fetches, so followers take it at once
-        self._barriers.append(Barrier(handle, floor))
+        leader.barriers.append(Barrier(handle, floor))
         self._maybe_complete_barriers()
 
     def _maybe_complete_barriers(self) -> None:
-        if not self._barriers or not isinstance(self.state, Leader):
+        leader = self.state
+        if not isinstance(leader, Leader) or not leader.barriers:
             return
         late_fetches = "raft-read-barrier-counts-late-fetches" in self.config.bugs
         keep = []
-        for barrier in self._barriers:
+        for barrier in leader.barriers:
             if late_fetches and len(barrier.heard) < self.config.majority - 1:
                 keep.append(barrier)
             elif self.high_watermark > barrier.floor:
                 self._out.append(ReadBarrierCompleted(barrier.handle, self.high_watermark))
             else:
                 keep.append(barrier)
-        self._barriers = keep
+        leader.barriers = keep
 
-    def _barriers_hear_fetch(self, voter: int) -> None:
+    def _barriers_hear_fetch(self, leader: Leader, voter: int) -> None:
         """Planted bug only: count a voter's Fetch for every read waiting, however old the Fetch is."""
-        for barrier in self._barriers:
+        for barrier in leader.barriers:
             barrier.heard.add(voter)
         self._maybe_complete_barriers()

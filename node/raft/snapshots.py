@@ -8,7 +8,6 @@ FetchResponse, copies the snapshot chunk by chunk with FetchSnapshot, and restar
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
 
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, SnapshotId
@@ -23,47 +22,9 @@ from node.raft.actions import (
 )
 from node.raft.base import RaftNodeBase
 from node.raft.log import LogError
-from node.raft.quorum_state import Follower, Leader
+from node.raft.quorum_state import Follower, IllegalStateError, Leader
 from node.raft.storage import LoadedSnapshot
-
-
-@dataclass(frozen=True, slots=True)
-class PendingSnapshot:
-    """A WriteSnapshot that has not reported back yet."""
-
-    data: bytes
-    fetched: bool  # copied from the leader (install it), or made here (advance the log start)
-    cluster_id: str | None = None  # the leader's, for a fetched snapshot
-
-
-@dataclass(slots=True)
-class SnapshotFetch:
-    """A follower copying the leader's snapshot chunk by chunk (KIP-630 FetchSnapshot)."""
-
-    snapshot_id: SnapshotId
-    cluster_id: str | None
-    parts: list[bytes]
-    position: int = 0
-    size: int = -1
-
-    def accept(self, resp: FetchSnapshotResponse) -> str | None:
-        """Add the chunk; returns why it does not fit, if it does not."""
-        if resp.snapshot_id != self.snapshot_id:
-            return f"chunk of snapshot {resp.snapshot_id}, fetching {self.snapshot_id}"
-        if resp.position != self.position:
-            return f"chunk at position {resp.position}, expected {self.position}"
-        if resp.size <= 0 or (self.size >= 0 and resp.size != self.size):
-            return f"snapshot size {resp.size}, expected {self.size}"
-        if not resp.unaligned_records or resp.position + len(resp.unaligned_records) > resp.size:
-            return f"chunk of {len(resp.unaligned_records)} bytes at {resp.position} does not fit {resp.size}"
-        self.size = resp.size
-        self.parts.append(resp.unaligned_records)
-        self.position += len(resp.unaligned_records)
-        return None
-
-    @property
-    def done(self) -> bool:
-        return self.position == self.size
+from node.raft.waiting import PendingSnapshot, SnapshotFetch
 
 
 class SnapshotsMixin(RaftNodeBase):
@@ -163,7 +124,8 @@ class SnapshotsMixin(RaftNodeBase):
         )
 
     def _respond_with_snapshot_id(self, reply_to: Hashable, cid: int) -> None:
-        assert self._snapshot is not None
+        if self._snapshot is None:  # _needs_snapshot is False without one
+            raise IllegalStateError("a Fetch was sent to a snapshot this node does not have")
         answer = self._fetch_answer(snapshot_id=self._snapshot.snapshot_id, cluster_id=self.cluster_id)
         self._respond(reply_to, cid, answer)
 
@@ -199,46 +161,45 @@ class SnapshotsMixin(RaftNodeBase):
 
     # --- FetchSnapshot Response Handling ----------------------------------------------------------
 
-    def _start_snapshot_fetch(self, now: int, source: int, resp: FetchResponse) -> None:
+    def _start_snapshot_fetch(self, now: int, follower: Follower, snapshot_id: SnapshotId, resp: FetchResponse) -> None:
         """The leader says our fetch offset is below its log start: copy its snapshot first."""
-        snapshot_id = resp.snapshot_id
-        assert snapshot_id is not None
         if snapshot_id.end_offset <= max(self._snapshot_end(), self.log.start_offset):
-            self._back_off(now, source)  # not newer than what we hold: a confused or stale answer
+            self._back_off(now, follower.leader_id)  # not newer than what we hold: a confused or stale answer
             return
-        fetch = self._snapshot_fetch
+        fetch = follower.snapshot_fetch
         if fetch is None or fetch.snapshot_id != snapshot_id:
-            self._snapshot_fetch = SnapshotFetch(snapshot_id, resp.cluster_id, [])
+            follower.snapshot_fetch = SnapshotFetch(snapshot_id, resp.cluster_id, [])
 
     def _on_fetch_snapshot_response(self, now: int, source: int, resp: FetchSnapshotResponse) -> None:
         if not self._answer_still_matters(now, source, resp):
             return
         state = self.state
-        fetch = self._snapshot_fetch
-        current = isinstance(state, Follower) and source == state.leader_id and resp.leader_epoch == state.epoch
-        if not current or fetch is None or resp.error_code != ErrorCode.NONE:
-            if resp.error_code in (ErrorCode.SNAPSHOT_NOT_FOUND, ErrorCode.POSITION_OUT_OF_RANGE):
-                self._snapshot_fetch = None  # the leader moved on: the next Fetch names its snapshot
+        follower = state if isinstance(state, Follower) else None
+        fetch = follower.snapshot_fetch if follower is not None else None
+        current = follower is not None and source == follower.leader_id and resp.leader_epoch == follower.epoch
+        if follower is None or not current or fetch is None or resp.error_code != ErrorCode.NONE:
+            if follower is not None and resp.error_code in (
+                ErrorCode.SNAPSHOT_NOT_FOUND,
+                ErrorCode.POSITION_OUT_OF_RANGE,
+            ):
+                follower.snapshot_fetch = None  # the leader moved on: the next Fetch names its snapshot
             if resp.error_code != ErrorCode.NONE:
                 self._back_off(now, source)
             return
-        assert isinstance(state, Follower)
         if fetch.accept(resp) is not None:
-            self._snapshot_fetch = None  # start over from the Fetch
+            follower.snapshot_fetch = None  # start over from the Fetch
             self._back_off(now, source)
             return
-        state.fetch_deadline = now + self.config.fetch_timeout_ms
-        state.heard_from_leader = True
+        follower.fetch_deadline = now + self.config.fetch_timeout_ms
+        follower.heard_from_leader = True
         if fetch.done:
             data = b"".join(fetch.parts)
-            self._snapshot_fetch = None
+            follower.snapshot_fetch = None
             self._installing = fetch.snapshot_id
             self._writing[fetch.snapshot_id] = PendingSnapshot(data, fetched=True, cluster_id=fetch.cluster_id)
             self._out.append(WriteSnapshot(fetch.snapshot_id, data))
 
-    def _send_fetch_snapshot(self, now: int, follower: Follower) -> None:
-        fetch = self._snapshot_fetch
-        assert fetch is not None
+    def _send_fetch_snapshot(self, now: int, follower: Follower, fetch: SnapshotFetch) -> None:
         if self._can_send(now, follower.leader_id):
             self._send(
                 now,

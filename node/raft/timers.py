@@ -85,7 +85,6 @@ class TimersMixin(RaftNodeBase):
     def _next_deadline(self) -> int:
         deadlines = [inflight.deadline for inflight in self._inflight.values()]
         deadlines.extend(until for until in self._backoff_until.values())
-        deadlines.extend(parked.deadline for parked in self._parked)
         match self.state:
             case Unattached(election_deadline=d) | Voted(election_deadline=d):
                 deadlines.append(d)
@@ -95,8 +94,9 @@ class TimersMixin(RaftNodeBase):
                 deadlines.append(d)
             case Candidate() as c:
                 deadlines.append(c.backing_off_until if c.backing_off_until is not None else c.election_deadline)
-            case Leader(check_quorum_deadline=d):
+            case Leader(check_quorum_deadline=d, parked=parked):
                 deadlines.append(d)
+                deadlines.extend(p.deadline for p in parked)
         return min(deadlines, default=NEVER)
 
     def _arm_timer(self, now: int) -> None:

@@ -15,6 +15,7 @@ from checkers import linearizable
 from checkers.gen import register_history
 from checkers.history import load_history, pair, read_events
 from checkers.linearizable import check, check_key
+from checkers.linearizable import native as native_core
 from checkers.models import KVModel, RegisterModel, get_model
 from checkers.verdict import UNKNOWN
 from tests.checkers.lin_helpers import drawn_register_history, history
@@ -26,7 +27,7 @@ MODEL = RegisterModel()
 # `setup.sh test` (CI) builds the extension (pip install -e .) and sets KCHAOS_REQUIRE_NATIVE, so a
 # failed build fails these tests there; elsewhere a tree without the build skips them.
 needs_core = pytest.mark.skipif(
-    linearizable._lincore is None and not (os.environ.get("CI") or os.environ.get("KCHAOS_REQUIRE_NATIVE")),
+    native_core._lincore is None and not (os.environ.get("CI") or os.environ.get("KCHAOS_REQUIRE_NATIVE")),
     reason="checkers._lincore is not built",
 )
 
@@ -100,14 +101,14 @@ def test_models_without_a_compiled_form_use_the_python_search():
 
 def test_without_the_core_the_python_search_runs_with_a_one_line_notice(monkeypatch, capsys):
     h = pair(read_events(register_history(100, processes=3, seed=1).events))
-    monkeypatch.setattr(linearizable, "_lincore", None)
-    monkeypatch.setattr(linearizable, "_NOTICED", [])
+    monkeypatch.setattr(native_core, "_lincore", None)
+    monkeypatch.setattr(native_core, "_NOTICED", [])
     assert check(h).valid is True
     assert check(h).valid is True
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pure-Python search runs" in err and "pip install -e ." in err
     kv = history((0, 0, "invoke", "put", "a", "k"), (1, 0, "ok", "put", "a", "k"))
-    monkeypatch.setattr(linearizable, "_NOTICED", [])
+    monkeypatch.setattr(native_core, "_NOTICED", [])
     assert check(kv, "kv").valid is True  # no notice for a model the core does not know
     assert capsys.readouterr().err == ""
 
@@ -127,7 +128,7 @@ def test_doctor_reports_the_core(monkeypatch):
 
 @needs_core
 def test_the_compiled_key_preparation_matches_the_python_one(monkeypatch):
-    """`_prepare` (keep, split, order) and `RegisterModel.native`, compiled and in Python."""
+    """`prepare` (keep, split, order) and `RegisterModel.native`, compiled and in Python."""
     from checkers import models
 
     hs = [load_history(PORCUPINE / "etcd" / f"etcd_{i:03d}.jsonl") for i in (0, 2, 100)]
@@ -136,15 +137,15 @@ def test_the_compiled_key_preparation_matches_the_python_one(monkeypatch):
             gen = register_history(300, processes=8, crash_rate=0.2, value_range=values, seed=seed)
             hs.append(pair(read_events(gen.events)))
     for h in hs:
-        p = linearizable._prepare(MODEL, h.ops)
+        p = linearizable.prepare(MODEL, h.ops)
         fast = MODEL.native(p.ops, p.info)
         shuffled = list(reversed(h.ops))  # out of invoke order: the compiled split hands it back
         assert MODEL.split(h.ops) is not None and MODEL.split(shuffled) is None
         with monkeypatch.context() as m:
             m.setattr(models, "_lincore", None)
             assert MODEL.native(p.ops, p.info) == fast
-            assert linearizable._prepare(MODEL, h.ops) == p
-            back = linearizable._prepare(MODEL, shuffled)  # (ties in invoke time keep their input order)
+            assert linearizable.prepare(MODEL, h.ops) == p
+            back = linearizable.prepare(MODEL, shuffled)  # (ties in invoke time keep their input order)
             assert (back.inv, back.iinv) == (p.inv, p.iinv)
             assert sorted(o.id for o in back.ops) == sorted(o.id for o in p.ops)
     odd = history((0, 0, "invoke", "cas", [1, 2, 3]), (1, 0, "ok", "cas", [1, 2, 3]))

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from checkers.gen import register_history
 from checkers.history import pair, read_events
-from checkers.linearizable import _prepare, check, check_key
+from checkers.linearizable import check, check_key, prepare
 from checkers.models import RegisterModel
 from checkers.viewer import build_data
 from tests.checkers import oracle
@@ -20,7 +20,7 @@ MODEL = RegisterModel()
 
 
 def zone_verdict(h):
-    p = _prepare(MODEL, h.ops)
+    p = prepare(MODEL, h.ops)
     return MODEL.zones(p.ops, p.info)
 
 
@@ -156,7 +156,7 @@ def test_repeated_values_are_not_for_zones():
 
 
 def _split(h):
-    p = _prepare(MODEL, h.ops)
+    p = prepare(MODEL, h.ops)
     return p.ops, p.info
 
 
