@@ -1,6 +1,8 @@
 """`kchaos` start-up: wall and CPU time of commands that do little beyond starting (printed figures, not a test).
 
-python benchmarks/bench_cli_startup.py [--runs 10]
+python benchmarks/bench_cli_startup.py [--runs 10] [--write-docs]
+
+`--write-docs` rewrites the tables it owns in docs/figures.md (`cli-startup`, `speed-cli`).
 
 Each command runs as a fresh process, as a user types it. The baseline is the same interpreter importing
 every command's module (what `kchaos --help` did before commands were imported lazily); the ratio is
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import time
 
+from harness import docs_tables
 from harness.cli import ALSO_IMPORT, COMMANDS
 
 TARGET_S = 0.3
@@ -53,14 +56,30 @@ def median_of(argv: list[str], runs: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
+    docs_tables.add_option(parser, "the start-up table and the CLI row of the speed table")
     args = parser.parse_args()
     eager_wall, eager_cpu = median_of([sys.executable, "-c", EAGER], args.runs)
     print(f"{'command':32} {'wall s':>8} {'cpu s':>8} {'vs eager':>9}  target <= {TARGET_S} s")
     print(f"{'(every command module imported)':32} {eager_wall:8.3f} {eager_cpu:8.3f} {'1.00':>9}")
+    walls: dict[str, float] = {}
     for label, argv in COMMANDS_TO_TIME.items():
         wall, cpu = median_of([*KCHAOS, *argv], args.runs)
+        walls[label] = wall
         verdict = "ok" if wall <= TARGET_S else "over"
         print(f"{label:32} {wall:8.3f} {cpu:8.3f} {wall / eager_wall:9.2f}  {verdict}")
+    if args.write_docs:
+        rows = [[f"`{label}`", f"{wall:.3f} s", f"{wall / eager_wall:.2f}"] for label, wall in walls.items()]
+        header = ["command", f"wall (median of {args.runs})", f"vs importing every command ({eager_wall:.2f} s)"]
+        docs_tables.write_table("cli-startup", docs_tables.table(header, rows))
+        quick = ("kchaos --help", "kchaos admin topics --help")
+        speed = [
+            "`kchaos --help`, `kchaos admin topics --help` (`bench_cli_startup.py`)",
+            "1.5\u20131.8 s",
+            ", ".join(f"{walls[q]:.3f} s" for q in quick),
+            f"≤ {TARGET_S} s",
+            "yes" if all(walls[q] <= TARGET_S for q in quick) else "no",
+        ]
+        docs_tables.write_table("speed-cli", docs_tables.table(docs_tables.SPEED_HEADER, [speed]))
 
 
 if __name__ == "__main__":

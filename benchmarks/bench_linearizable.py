@@ -2,6 +2,7 @@
 
     python benchmarks/bench_linearizable.py            # every target, each in a fresh process
     python benchmarks/bench_linearizable.py porcupine  # one target
+    python benchmarks/bench_linearizable.py --write-docs  # issue 16's rows, written to docs/figures.md
 
 Targets (issue 3): all Porcupine histories; every key of kv/c50-bad decided (no early exit),
 ≤ 30 s; 100,000 register ops / 100 keys / 50 processes ≤ 10 s; 1,000,000 ops ≤ 60 s and ≤ 4 GB;
@@ -34,6 +35,7 @@ from checkers.gen import register_history
 from checkers.history import load_history, pair, read_events
 from checkers.linearizable import check, check_key, default_jobs
 from checkers.models import get_model
+from harness import docs_tables
 
 INF = float("inf")
 PORCUPINE = Path(os.environ.get("PORCUPINE", "/work/shared/histories/porcupine"))
@@ -167,26 +169,63 @@ def run_one(name: str) -> None:
     print(json.dumps(result))
 
 
+# issue 16's rows of the speed table: (what, before, targets measured, wall limit s, memory limit MB)
+SPEED_ROWS = [
+    (
+        "linearizability, 5,000 ops on one key, 30 processes, crashed writes and cas, good / with a stale read",
+        "no verdict after 180 s",
+        ("issue16-one-key-good", "issue16-one-key-bad"),
+        60.0,
+        4096,
+    ),
+    ("linearizability, 100k ops / 10 keys / 20 processes, good", "4.4 s wall", ("issue16-100k-10-keys",), 0.22, None),
+    ("linearizability, 1M ops / 100 keys / 50 processes, good", "29.5 s", ("issue16-1m-100-keys",), 3.0, None),
+]
+
+
+def speed_rows(results: dict[str, dict]) -> list[list[str]]:
+    """The linearizability rows of the speed table, from the issue16-* targets' results."""
+    rows = []
+    for what, before, names, wall_limit, mb_limit in SPEED_ROWS:
+        measured = [results[n] for n in names]
+        verdicts = " / ".join(f"{'valid' if r['valid'] else 'invalid'} in {r['load_check_s']:.2f} s" for r in measured)
+        peak = max(max(r["peak_rss_mb"], r["peak_worker_rss_mb"]) for r in measured)
+        met = all(r["load_check_s"] <= wall_limit for r in measured) and (mb_limit is None or peak <= mb_limit)
+        target = f"≤ {wall_limit:g} s wall" + (f", ≤ {mb_limit // 1024} GB" if mb_limit else "")
+        rows.append([f"{what} (`bench_linearizable.py`)", before, f"load + check: {verdicts}, {peak} MB", target])
+        rows[-1].append("yes" if met else "no")
+    return rows
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("targets", nargs="*", choices=[*TARGETS, []], default=[])
     p.add_argument("--one", help=argparse.SUPPRESS)  # run one target in this process
+    docs_tables.add_option(p, "the linearizability rows of the speed table (runs the issue16-* targets)")
     a = p.parse_args()
     if a.one:
         run_one(a.one)
         return 0
     print(f"{os.cpu_count()} CPUs, {default_jobs()} worker processes for keys")
-    for name in a.targets or TARGETS:
+    wanted = [n for n in TARGETS if n.startswith("issue16-")] if a.write_docs and not a.targets else a.targets
+    results: dict[str, dict] = {}
+    for name in wanted or TARGETS:
         out = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True, check=False)
         if out.returncode:
             print(f"{name}: FAILED\n{out.stderr}")
             continue
         _, goal, peer = TARGETS[name]
-        result = json.loads(out.stdout)
+        result = results[name] = json.loads(out.stdout)
         if peer.endswith(" s") or peer.startswith(("0.", "1.")):  # a recorded time: our wall / theirs
             result["x_porcupine"] = round(result["load_check_s"] / float(peer.split()[0]), 1)
         peer = f"; Porcupine (recorded): {peer}" if peer else ""
         print(f"{name} [target: {goal}{peer}]: {json.dumps(result)}")
+    if a.write_docs:
+        missing = [n for _, _, names, _, _ in SPEED_ROWS for n in names if n not in results]
+        if missing:
+            print(f"bench_linearizable: not measured: {', '.join(missing)}; docs/figures.md left as it was")
+            return 1
+        docs_tables.write_table("speed-linearizable", docs_tables.table(docs_tables.SPEED_HEADER, speed_rows(results)))
     return 0
 
 

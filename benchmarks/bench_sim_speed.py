@@ -1,6 +1,6 @@
 """The simulator rows of issue 16's speed table, as a user meets them. Prints figures; asserts nothing.
 
-    python benchmarks/bench_sim_speed.py [--seeds 5] [--runs 3]
+    python benchmarks/bench_sim_speed.py [--seeds 5] [--runs 3] [--write-docs]
 
 1. The quorum simulator (`kchaos sim`): 3 voters, default `quorum.*` timeouts, partition, kill, pause
    and clock faults, a client appending every 20 ms (50/s), 300 simulated seconds, one run per seed,
@@ -28,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness import docs_tables
 from node.sim.faults import FaultConfig
 from node.sim.runner import RunConfig, run
 from node.sim.workload import WorkloadConfig
@@ -41,7 +42,7 @@ def spread(values: list[float]) -> str:
     return f"{min(values):7.0f}x {statistics.median(values):7.0f}x {max(values):7.0f}x"
 
 
-def quorum_simulator(seeds: int) -> None:
+def quorum_simulator(seeds: int) -> list[float]:
     print("1. quorum simulator: 3 voters, partition,kill,pause,clock, 50 appends/s, 300 s simulated")
     print(f"   {'seed':>4} {'events':>7} {'acked':>6} {'wall s':>7} {'cpu s':>6} {'x wall':>8} {'x cpu':>8}")
     walls, cpus = [], []
@@ -63,9 +64,10 @@ def quorum_simulator(seeds: int) -> None:
             f"{walls[-1]:>7.0f}x {cpus[-1]:>7.0f}x"
         )
     print(f"   x real time, min / median / max: wall {spread(walls)}   cpu {spread(cpus)}   (target >= 100x)")
+    return walls
 
 
-def whole_test(name: str, flags: list[str], runs: int) -> None:
+def whole_test(name: str, flags: list[str], runs: int) -> list[float]:
     print(f"2. whole test, {name}: kchaos run --backend sim {' '.join(flags)}")
     walls, cpus = [], []
     for seed in range(1, runs + 1):
@@ -93,21 +95,46 @@ def whole_test(name: str, flags: list[str], runs: int) -> None:
         )
     if walls:
         print(f"   x real time, min / median / max: wall {spread(walls)}   cpu {spread(cpus)}   (target >= 20x)")
+    return walls
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5, help="quorum-simulator runs (seeds 1..N)")
     parser.add_argument("--runs", type=int, default=3, help="whole tests of each shape (seeds 1..N)")
+    docs_tables.add_option(parser, "the simulator rows of the speed table")
     args = parser.parse_args()
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
-    quorum_simulator(args.seeds)
-    whole_test("the default test", [], args.runs)
-    whole_test(
+    quorum = quorum_simulator(args.seeds)
+    default = whole_test("the default test", [], args.runs)
+    long = whole_test(
         "3 combined nodes, partition,kill,pause,clock, 300 s",
         ["--nodes", "3", "--nemesis", "partition,kill,pause,clock", "--time-limit", "300"],
         args.runs,
     )
+    if args.write_docs:
+        if not (quorum and default and long):
+            raise SystemExit("bench_sim_speed: a run failed; docs/figures.md left as it was")
+        x = "{:.0f}"
+        rows = [
+            [
+                "simulator, 3 voters, partition/kill/pause/clock, 50 appends/s, 300 s simulated (`bench_sim_speed.py`)",
+                "33\u201338\u00d7",
+                f"{docs_tables.span(quorum, x)}\u00d7 real time (seeds 1\u2013{args.seeds})",
+                "≥ 100\u00d7",
+                "yes" if min(quorum) >= 100 else "no",
+            ],
+            [
+                "whole simulated chaos test, the default `kchaos run --backend sim`, a fresh process "
+                "(`bench_sim_speed.py`)",
+                "14.5\u00d7",
+                f"{docs_tables.span(default, x)}\u00d7 (seeds 1\u2013{args.runs}); "
+                f"300 s tests {docs_tables.span(long, x)}\u00d7",
+                "≥ 20\u00d7",
+                "yes" if min(default) >= 20 else "no",
+            ],
+        ]
+        docs_tables.write_table("speed-simulator", docs_tables.table(docs_tables.SPEED_HEADER, rows))
 
 
 if __name__ == "__main__":

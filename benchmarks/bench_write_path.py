@@ -45,6 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness import docs_tables
 from node.client import AdminClient, AlterConfigOp, ConfigResource
 from node.client import errors as E
 from node.client.results import NewTopic
@@ -286,6 +287,25 @@ def spread(values: list[float], fmt: str = "{:,.0f}") -> str:
     return f"min {low}, median {mid}, max {high}"
 
 
+def write_docs(in_flight: int, ours: list[Window], theirs: list[Window], ratios: list[float], cpu: list[float]) -> None:
+    """The write path's row of the speed table in docs/figures.md."""
+    span = docs_tables.span
+    now = (
+        f"{span([w.per_s for w in ours])}/s (p50 {span([w.p50_ms for w in ours])} ms, "
+        f"p99 {span([w.p99_ms for w in ours])} ms); etcd 3.4: {span([w.per_s for w in theirs])}/s; "
+        f"ratio {span(ratios, '{:.2f}')}; CPU per write {span(cpu, '{:.2f}')}\u00d7 etcd's"
+    )
+    row = [
+        f"committed config changes through a broker, 3 voters, fsync, {in_flight} in flight "
+        "(`bench_write_path.py`, etcd in the same run)",
+        "1,954\u20132,874/s",
+        now,
+        "≥ 5,000/s",
+        "yes" if min(w.per_s for w in ours) >= 5000 else "no",
+    ]
+    docs_tables.write_table("speed-write-path", docs_tables.table(docs_tables.SPEED_HEADER, [row]))
+
+
 async def run(args: argparse.Namespace, etcd: str | None) -> None:
     with contextlib.ExitStack() as stack:
         base = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-write-path-")))
@@ -326,6 +346,8 @@ async def run(args: argparse.Namespace, etcd: str | None) -> None:
                 # CPU per write moves far less with the machine's load than writes/s do.
                 cpu = [sum(a.cpu_ms_per_1000()) / sum(b.cpu_ms_per_1000()) for a, b in zip(ours, theirs, strict=True)]
                 print(f"CPU per write (servers + client) ours/etcd: {spread(cpu, '{:.2f}')}")
+                if args.write_docs:
+                    write_docs(args.in_flight, ours, theirs, ratios, cpu)
         finally:
             await client.__aexit__(None, None, None)
             for conn in connections:
@@ -338,7 +360,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each measured window")
     parser.add_argument("--runs", type=int, default=3, help="measured windows per system")
     parser.add_argument("--skip-etcd", action="store_true", help="measure ours only (no ratio)")
+    docs_tables.add_option(parser, "the write path's row of the speed table (needs etcd)")
     args = parser.parse_args()
+    if args.write_docs and args.skip_etcd:
+        print("bench_write_path: --write-docs needs etcd (the row compares with it); drop --skip-etcd", file=sys.stderr)
+        return 2
     if args.in_flight < 1 or args.seconds <= 0 or args.runs < 1:
         print("bench_write_path: --in-flight, --seconds and --runs must be positive", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@
     kchaos bugs --bug raft-vote-not-persisted --sweep 0 --all
     kchaos bugs --list                           # the catalogue, no runs
     kchaos bugs --json > matrix.json
+    kchaos bugs --jobs 2 --sweep 20 --write-docs # also rewrite docs/figures.md's bug-matrix table
 
 Each bug runs cells (workload x nemesis profile x seed, every registered workload and fault kind by
 default) until its first catch or its budget of simulated time; then the correct cluster runs
@@ -118,6 +119,11 @@ def bugs_command(args: argparse.Namespace) -> int:
         print(json.dumps(to_json(result), indent=2, default=str))
     else:
         print(markdown(result), end="")
+    if args.write_docs:
+        from harness import docs_tables
+
+        docs_tables.write_table("bug-matrix", markdown(result))
+        say(f"wrote the bug-matrix table of {docs_tables.FIGURES}")
     return result.exit_code
 
 
@@ -150,4 +156,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--keep-all", action="store_true", help="keep every run directory (default: catches and alarms)")
     p.add_argument("--list", action="store_true", help="print the catalogue of planted bugs and exit")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="also rewrite the bug-matrix table in docs/figures.md (between its markers) with this run's table",
+    )
     p.set_defaults(func=bugs_command)

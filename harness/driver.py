@@ -1,8 +1,10 @@
 """Drives a generator against clients and a nemesis on a `Scheduler`: the heart of a run's run phase.
 
 One code path for both backends: the scheduler is the simulator's queue (virtual time) or an asyncio
-loop (real time); clients and the nemesis are `Handler`s that complete ops by callback. Semantics
-(Jepsen's, BRIEF §3.3):
+loop (real time); clients and the nemesis are `Handler`s that complete ops by callback. The loop
+itself (asking the generator, reserving workers, recording, ending the phase) is
+`harness.generators.interpreter.Loop`, the same one `run_virtual` drives the combinator tests with;
+this module adds the handlers, timeouts and faults nobody asked for. Semantics (Jepsen's, BRIEF §3.3):
 
 - `concurrency` client workers plus the nemesis worker. A worker busy with an op gets no other op.
 - An op due in the future keeps its worker reserved until then; `sleep` ops are not recorded.
@@ -24,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.generators import EXHAUSTED, NEMESIS, PENDING, Op, WorkerPool, prepare
-from harness.generators.interpreter import event_of
+from harness.generators import NEMESIS, Op, WorkerPool
+from harness.generators.interpreter import Loop, event_of
 from harness.invocation import Completion, Handler, error_text
 from harness.schedulers import Scheduler
 
@@ -63,14 +65,9 @@ class Driver:
         self.op_timeout_ns = int(op_timeout_s * 1e9)
         self.on_event = on_event
         self.stats = DriverStats()
-        self.gen: Any = None
-        self._busy = 0  # reserved workers
+        self.loop = Loop(scheduler, self.pool, self._record, self._dispatch, on_end=self._ended)
         self._pending: dict[int, Op] = {}  # token -> invoked op
         self._next_token = 0
-        self._pumping = False
-        self._pump_again = False
-        self._exhausted = False
-        self._finished = True
         self._nemesis_busy = False
         self._external: list[tuple[str, Any]] = []  # (f, value) waiting for the nemesis op to complete
 
@@ -78,62 +75,13 @@ class Driver:
 
     def run(self, gen: Any, seed: int) -> DriverStats:
         """Run `gen` (seeded with `seed`) until it ends; returns the cumulative stats."""
-        self.gen = prepare(gen, seed)
-        self._exhausted = False
-        self._finished = False
-        self.scheduler.call_at(self.scheduler.now(), self._pump)
+        self.loop.start(gen, seed)
         self.scheduler.run()
-        self._finished = True
+        self.loop.finished = True
         return self.stats
 
-    def _pump(self) -> None:
-        """Hand out every op the generator has for the free workers; end the phase when it is over."""
-        if self._finished:
-            return
-        if self._pumping:
-            self._pump_again = True
-            return
-        self._pumping = True
-        try:
-            while True:
-                self._pump_again = False
-                self._hand_out()
-                if not self._pump_again:
-                    break
-        finally:
-            self._pumping = False
-        if self._busy == 0:  # exhausted, or pending with nothing that could change its mind: stuck
-            self.stats.stuck = not self._exhausted
-            self._finished = True
-            self.scheduler.finish()
-
-    def _hand_out(self) -> None:
-        pool, scheduler = self.pool, self.scheduler
-        while True:
-            now = scheduler.now()
-            step = self.gen.op(pool.context(now))
-            if step is PENDING:
-                return
-            if step is EXHAUSTED:
-                self._exhausted = True
-                return
-            op, self.gen = step
-            worker = pool.worker_of(op.process)
-            pool.reserve(worker)
-            self._busy += 1
-            at = max(op.time if op.time is not None else now, now)
-            if op.type == "sleep":
-                scheduler.call_at(at + int(op.value), self._wake, worker)
-            else:
-                scheduler.call_at(at, self._invoke, op)
-
-    def _wake(self, worker: Any) -> None:
-        self._release(worker)
-        self._pump()
-
-    def _release(self, worker: Any) -> None:
-        self.pool.release(worker)
-        self._busy -= 1
+    def _ended(self, stuck: bool) -> None:
+        self.stats.stuck = stuck
 
     # --- ops -------------------------------------------------------------------------------------
 
@@ -142,12 +90,9 @@ class Driver:
         if self.on_event is not None:
             self.on_event(event)
 
-    def _invoke(self, op: Op) -> None:
+    def _dispatch(self, op: Op) -> None:
+        """Start an invoked op: the nemesis's on the nemesis, a client's on the client with a timeout."""
         now = self.scheduler.now()
-        op = op.at(now)
-        ctx = self.pool.context(now)
-        self._record(event_of(op, "invoke", now, op.value))
-        self.gen = self.gen.update(ctx, op)
         self.stats.invoked += 1
         token = self._next_token
         self._next_token += 1
@@ -162,7 +107,6 @@ class Driver:
             handler.invoke(op, lambda completion, token=token: self._complete(token, completion))  # type: ignore[union-attr]
         except Exception as exc:  # an op whose fate we cannot know
             self._complete(token, Completion("info", error=error_text(exc)))
-        self._pump()
 
     def _timed_out(self, token: int) -> None:
         if token in self._pending:
@@ -173,21 +117,14 @@ class Driver:
         op = self._pending.pop(token, None)
         if op is None:
             return  # completed already (a late answer after the harness's own timeout)
-        now = self.scheduler.now()
-        ctx = self.pool.context(now)
         kind = completion.type if completion.type in ("ok", "fail", "info") else "info"
         value = completion.value if kind == "ok" or op.process == NEMESIS else _failed_value(op, completion)
-        self._record(event_of(op, kind, now, value, completion.node, completion.error))
-        self.gen = self.gen.update(ctx, Op(op.f, value, op.process, kind, now, op.key))
+        self.loop.complete(op, kind, value, completion.node, completion.error)
         self.stats.completed[kind] += 1
-        worker = self.pool.worker_of(op.process)
-        if kind == "info":
-            self.pool.crash(worker)
         if op.process == NEMESIS:
             self._nemesis_busy = False
             self._flush_external()
-        self._release(worker)
-        self._pump()
+        self.loop.pump()
 
     # --- faults nobody asked for -------------------------------------------------------------------
 

@@ -55,6 +55,47 @@ def _soonest(candidates: Iterable[tuple[Any, Gen, Context] | None]) -> Any:
     return best
 
 
+class Wrapper(Gen):
+    """A combinator around one child generator, its `gen` field: the single place where such a
+    combinator asks its child, passes PENDING/EXHAUSTED up, and rebuilds itself around the child's
+    next generator (on an op, and on an event that changed the child).
+
+    A subclass says what it does differently: `sees` (the context its child sees; None = exhausted),
+    `emit` (what it makes of the child's op), and `rewrap` (itself around another child)."""
+
+    __slots__ = ()
+    gen: Gen
+
+    def rewrap(self, gen: Gen) -> Gen:
+        raise NotImplementedError
+
+    def sees(self, ctx: Context) -> Context | None:
+        return ctx
+
+    def emit(self, ctx: Context, op: Op, after: Gen) -> Step | None:
+        """The step for the child's `op` (`after` its next generator); None drops the op and asks
+        `after` instead."""
+        return op, self.rewrap(after)
+
+    def op(self, ctx: Context) -> Step:
+        sub = self.sees(ctx)
+        if sub is None:
+            return EXHAUSTED
+        gen = self.gen
+        while True:
+            step = gen.op(sub)
+            if step is EXHAUSTED or step is PENDING:
+                return step
+            op, gen = step
+            out = self.emit(ctx, op, gen)
+            if out is not None:
+                return out
+
+    def update(self, ctx: Context, event: Op) -> Gen:
+        gen = self.gen.update(ctx, event)
+        return self if gen is self.gen else self.rewrap(gen)
+
+
 # --- leaves ----------------------------------------------------------------------------------------
 
 
@@ -144,19 +185,18 @@ def seq(*gens: Any) -> Seq:
 
 
 @dataclass(frozen=True, slots=True)
-class Synchronize(Gen):
+class Synchronize(Wrapper):
     """Waits until every worker it can see is free, then behaves as `gen` (worker barrier)."""
 
     gen: Gen
+
+    def rewrap(self, gen: Gen) -> Gen:
+        return Synchronize(gen)
 
     def op(self, ctx: Context) -> Step:
         if not ctx.all_free():
             return PENDING
         return self.gen.op(ctx)  # once an op is out, the barrier is gone: `after` is unwrapped
-
-    def update(self, ctx: Context, event: Op) -> Gen:
-        gen = self.gen.update(ctx, event)
-        return self if gen is self.gen else Synchronize(gen)
 
 
 def synchronize(gen: Any) -> Synchronize:
@@ -216,19 +256,23 @@ def cycle(gen: Any, times: int | None = None) -> Cycle:
 
 
 @dataclass(frozen=True, slots=True)
-class Repeat(Gen):
+class Repeat(Wrapper):
     """Emits the first op of `gen` again and again without advancing it; `times` None = forever."""
 
     gen: Gen
     times: int | None = None
 
-    def op(self, ctx: Context) -> Step:
-        if self.times is not None and self.times <= 0:
-            return EXHAUSTED
-        step = self.gen.op(ctx)
-        if step is EXHAUSTED or step is PENDING:
-            return step
-        return step[0], Repeat(self.gen, None if self.times is None else self.times - 1)
+    def rewrap(self, gen: Gen) -> Gen:
+        return Repeat(gen, self.times)
+
+    def sees(self, ctx: Context) -> Context | None:
+        return None if self.times is not None and self.times <= 0 else ctx
+
+    def emit(self, ctx: Context, op: Op, after: Gen) -> Step:
+        return op, Repeat(self.gen, None if self.times is None else self.times - 1)
+
+    def update(self, ctx: Context, event: Op) -> Gen:
+        return self  # the child is never advanced, so it is not told either
 
 
 def repeat(gen: Any, times: int | None = None) -> Repeat:
@@ -295,27 +339,24 @@ def any_of(*gens: Any) -> AnyOf:
 
 
 @dataclass(frozen=True, slots=True)
-class OnWorkers(Gen):
+class OnWorkers(Wrapper):
     """`gen` sees only the workers `keep` accepts, and only their events."""
 
     keep: Callable[[Worker], bool]
     gen: Gen
 
-    def op(self, ctx: Context) -> Step:
+    def rewrap(self, gen: Gen) -> Gen:
+        return OnWorkers(self.keep, gen)
+
+    def sees(self, ctx: Context) -> Context | None:
         sub = ctx.restrict(self.keep)
-        if not sub.workers:
-            return EXHAUSTED
-        step = self.gen.op(sub)
-        if step is EXHAUSTED or step is PENDING:
-            return step
-        return step[0], OnWorkers(self.keep, step[1])
+        return sub if sub.workers else None
 
     def update(self, ctx: Context, event: Op) -> Gen:
         worker = ctx.worker_of(event.process) if event.process is not None else None
         if worker is None or not self.keep(worker):
             return self
-        gen = self.gen.update(ctx.restrict(self.keep), event)
-        return self if gen is self.gen else OnWorkers(self.keep, gen)
+        return Wrapper.update(self, ctx.restrict(self.keep), event)
 
 
 def is_client(worker: Worker) -> bool:
@@ -398,23 +439,20 @@ def each_worker(gen: Any) -> EachProcess:
 
 
 @dataclass(frozen=True, slots=True)
-class Limit(Gen):
+class Limit(Wrapper):
     """At most `n` ops."""
 
     n: int
     gen: Gen
 
-    def op(self, ctx: Context) -> Step:
-        if self.n <= 0:
-            return EXHAUSTED
-        step = self.gen.op(ctx)
-        if step is EXHAUSTED or step is PENDING:
-            return step
-        return step[0], Limit(self.n - 1, step[1])
+    def rewrap(self, gen: Gen) -> Gen:
+        return Limit(self.n, gen)
 
-    def update(self, ctx: Context, event: Op) -> Gen:
-        gen = self.gen.update(ctx, event)
-        return self if gen is self.gen else Limit(self.n, gen)
+    def sees(self, ctx: Context) -> Context | None:
+        return ctx if self.n > 0 else None
+
+    def emit(self, ctx: Context, op: Op, after: Gen) -> Step:
+        return op, Limit(self.n - 1, after)
 
 
 def limit(n: int, gen: Any) -> Limit:
@@ -422,20 +460,20 @@ def limit(n: int, gen: Any) -> Limit:
 
 
 @dataclass(frozen=True, slots=True)
-class TimeLimit(Gen):
+class TimeLimit(Wrapper):
     """Ops due before `dt` ns after the first op's time; exhausted from then on."""
 
     dt: int
     gen: Gen
     cutoff: int | None = None
 
-    def op(self, ctx: Context) -> Step:
-        if self.cutoff is not None and ctx.time >= self.cutoff:
-            return EXHAUSTED
-        step = self.gen.op(ctx)
-        if step is EXHAUSTED or step is PENDING:
-            return step
-        op, after = step
+    def rewrap(self, gen: Gen) -> Gen:
+        return TimeLimit(self.dt, gen, self.cutoff)
+
+    def sees(self, ctx: Context) -> Context | None:
+        return None if self.cutoff is not None and ctx.time >= self.cutoff else ctx
+
+    def emit(self, ctx: Context, op: Op, after: Gen) -> Step:
         cutoff = self.cutoff if self.cutoff is not None else op.time + self.dt
         if op.time >= cutoff:
             # Too late; but a busy worker's completion may still bring an earlier op (e.g. clients
@@ -443,17 +481,13 @@ class TimeLimit(Gen):
             return EXHAUSTED if ctx.all_free() else PENDING
         return op, TimeLimit(self.dt, after, cutoff)
 
-    def update(self, ctx: Context, event: Op) -> Gen:
-        gen = self.gen.update(ctx, event)
-        return self if gen is self.gen else TimeLimit(self.dt, gen, self.cutoff)
-
 
 def time_limit(secs: float, gen: Any) -> TimeLimit:
     return TimeLimit(seconds(secs), as_gen(gen))
 
 
 @dataclass(frozen=True, slots=True)
-class Stagger(Gen):
+class Stagger(Wrapper):
     """Spaces ops by random delays, uniform in [0, 2·dt) (mean dt), across all workers: ~1/dt ops/s
     when workers keep up. With `jitter` False the spacing is exactly dt (`delay`)."""
 
@@ -463,20 +497,15 @@ class Stagger(Gen):
     next_time: int | None = None
     rand: int = 0
 
-    def op(self, ctx: Context) -> Step:
-        step = self.gen.op(ctx)
-        if step is EXHAUSTED or step is PENDING:
-            return step
-        op, after = step
+    def rewrap(self, gen: Gen) -> Gen:
+        return Stagger(self.dt, gen, self.jitter, self.next_time, self.rand)
+
+    def emit(self, ctx: Context, op: Op, after: Gen) -> Step:
         if self.next_time is not None and self.next_time > op.time:
             op = op.at(self.next_time)
         rng = Rng(self.rand)
         gap = int(rng.random() * 2 * self.dt) if self.jitter else self.dt
         return op, Stagger(self.dt, after, self.jitter, op.time + gap, rng.state)
-
-    def update(self, ctx: Context, event: Op) -> Gen:
-        gen = self.gen.update(ctx, event)
-        return self if gen is self.gen else Stagger(self.dt, gen, self.jitter, self.next_time, self.rand)
 
 
 def stagger(secs: float, gen: Any) -> Stagger:
@@ -496,25 +525,17 @@ def delay(secs: float, gen: Any) -> Stagger:
 
 
 @dataclass(frozen=True, slots=True)
-class Filter(Gen):
+class Filter(Wrapper):
     """Only the ops `pred` accepts (others are dropped; an infinite source never accepted spins)."""
 
     pred: Callable[[Op], bool]
     gen: Gen
 
-    def op(self, ctx: Context) -> Step:
-        gen = self.gen
-        while True:
-            step = gen.op(ctx)
-            if step is EXHAUSTED or step is PENDING:
-                return step
-            op, gen = step
-            if self.pred(op):
-                return op, Filter(self.pred, gen)
+    def rewrap(self, gen: Gen) -> Gen:
+        return Filter(self.pred, gen)
 
-    def update(self, ctx: Context, event: Op) -> Gen:
-        gen = self.gen.update(ctx, event)
-        return self if gen is self.gen else Filter(self.pred, gen)
+    def emit(self, ctx: Context, op: Op, after: Gen) -> Step | None:
+        return (op, Filter(self.pred, after)) if self.pred(op) else None
 
 
 def filter_ops(pred: Callable[[Op], bool], gen: Any) -> Filter:
@@ -522,21 +543,17 @@ def filter_ops(pred: Callable[[Op], bool], gen: Any) -> Filter:
 
 
 @dataclass(frozen=True, slots=True)
-class Map(Gen):
+class Map(Wrapper):
     """Each op transformed by `fn` (which must keep its process and not move its time earlier)."""
 
     fn: Callable[[Op], Op]
     gen: Gen
 
-    def op(self, ctx: Context) -> Step:
-        step = self.gen.op(ctx)
-        if step is EXHAUSTED or step is PENDING:
-            return step
-        return self.fn(step[0]), Map(self.fn, step[1])
+    def rewrap(self, gen: Gen) -> Gen:
+        return Map(self.fn, gen)
 
-    def update(self, ctx: Context, event: Op) -> Gen:
-        gen = self.gen.update(ctx, event)
-        return self if gen is self.gen else Map(self.fn, gen)
+    def emit(self, ctx: Context, op: Op, after: Gen) -> Step:
+        return self.fn(op), Map(self.fn, after)
 
 
 def map_ops(fn: Callable[[Op], Op], gen: Any) -> Map:

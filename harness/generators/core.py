@@ -60,10 +60,15 @@ class Op:
     time: int | None = None  # ns since run start; in a template: "not before", None = "now"
     key: Any = None
 
+    def due(self, now: int) -> int:
+        """When this op is to happen, asked at `now`: its own time if later, else now (None = now).
+        The one reading of `time` that templates and both drivers share."""
+        time = self.time
+        return now if time is None or time < now else time
+
     def bind(self, process: Process, now: int) -> Op:
-        """This template as an emitted op: given its process, due at `now` or its own later time."""
-        time = now if self.time is None or self.time < now else self.time
-        return Op(self.f, self.value, process, self.type, time, self.key)
+        """This template as an emitted op: given its process, due at `self.due(now)`."""
+        return Op(self.f, self.value, process, self.type, self.due(now), self.key)
 
     def at(self, time: int) -> Op:
         return Op(self.f, self.value, self.process, self.type, time, self.key)
@@ -90,17 +95,50 @@ def _worker_order(worker: Worker) -> tuple[int, Any]:
     return (0, worker) if isinstance(worker, int) else (1, str(worker))
 
 
+class Workers(tuple[tuple[Worker, Process], ...]):
+    """(worker, current process) pairs in worker order, with the views routing asks of them.
+
+    Drivers hand the same `Workers` to every context until a process changes, and routing
+    combinators ask the same questions of it on every query; so each view is computed once and kept
+    on the tuple it was computed from (it goes when the tuple goes)."""
+
+    _by_process: dict[Process, Worker]
+    _restricted: dict[Callable[[Worker], bool], Workers]
+
+    def by_process(self) -> dict[Process, Worker]:
+        try:
+            return self._by_process
+        except AttributeError:
+            self._by_process = {process: worker for worker, process in self}
+            return self._by_process
+
+    def restricted(self, keep: Callable[[Worker], bool]) -> Workers:
+        """The pairs whose worker `keep` accepts."""
+        try:
+            views = self._restricted
+        except AttributeError:
+            views = self._restricted = {}
+        found = views.get(keep)
+        if found is None:
+            found = views[keep] = Workers(wp for wp in self if keep(wp[0]))
+        return found
+
+
+def _views(workers: tuple[tuple[Worker, Process], ...]) -> Workers:
+    return workers if type(workers) is Workers else Workers(workers)
+
+
 @dataclass(frozen=True, slots=True)
 class Context:
     """What a generator may look at: the time and which workers (and their processes) are free."""
 
     time: int
-    workers: tuple[tuple[Worker, Process], ...]  # (worker, current process), in worker order
+    workers: Workers  # (worker, current process), in worker order (a plain tuple works, uncached)
     free: frozenset[Worker]
 
     @staticmethod
     def of(time: int, workers: dict[Worker, Process], free: Iterable[Worker]) -> Context:
-        ordered = tuple(sorted(workers.items(), key=lambda wp: _worker_order(wp[0])))
+        ordered = Workers(sorted(workers.items(), key=lambda wp: _worker_order(wp[0])))
         return Context(time, ordered, frozenset(free))
 
     def first_free(self) -> tuple[Worker, Process] | None:
@@ -114,47 +152,13 @@ class Context:
         return all(worker in self.free for worker, _ in self.workers)
 
     def restrict(self, keep: Callable[[Worker], bool]) -> Context:
-        return Context(self.time, _restricted(self.workers, keep), self.free)
+        return Context(self.time, _views(self.workers).restricted(keep), self.free)
 
     def only(self, worker: Worker, process: Process) -> Context:
-        return Context(self.time, ((worker, process),), self.free)
+        return Context(self.time, Workers(((worker, process),)), self.free)
 
     def worker_of(self, process: Process) -> Worker | None:
-        return _by_process(self.workers).get(process)
-
-
-# Routing restricts the same workers tuple on every query; drivers reuse that tuple until a process
-# changes, so the filtered tuple is remembered by the tuple's identity (checked, so a recycled id
-# cannot return a stale answer).
-_RESTRICTED: dict[tuple[int, Any], tuple[Any, tuple[tuple[Worker, Process], ...]]] = {}
-
-
-def _restricted(
-    workers: tuple[tuple[Worker, Process], ...], keep: Callable[[Worker], bool]
-) -> tuple[tuple[Worker, Process], ...]:
-    key = (id(workers), keep)
-    hit = _RESTRICTED.get(key)
-    if hit is not None and hit[0] is workers:
-        return hit[1]
-    result = tuple(wp for wp in workers if keep(wp[0]))
-    if len(_RESTRICTED) > 256:
-        _RESTRICTED.clear()
-    _RESTRICTED[key] = (workers, result)
-    return result
-
-
-_BY_PROCESS: dict[int, tuple[Any, dict[Process, Worker]]] = {}
-
-
-def _by_process(workers: tuple[tuple[Worker, Process], ...]) -> dict[Process, Worker]:
-    hit = _BY_PROCESS.get(id(workers))
-    if hit is not None and hit[0] is workers:
-        return hit[1]
-    result = {process: worker for worker, process in workers}
-    if len(_BY_PROCESS) > 256:
-        _BY_PROCESS.clear()
-    _BY_PROCESS[id(workers)] = (workers, result)
-    return result
+        return _views(self.workers).by_process().get(process)
 
 
 # --- the pure random stream ----------------------------------------------------------------------

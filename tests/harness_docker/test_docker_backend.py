@@ -3,6 +3,7 @@ carry every fault, a whole chaos run is valid, and what a SIGKILLed harness leav
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -10,7 +11,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,19 +40,37 @@ REPO = Path(__file__).resolve().parents[2]
 NODES = ["n1", "n2", "n3"]
 
 
-def _engine_objects(tag: str) -> set[str]:
-    """Containers and networks labelled with the run's tag, if an engine still answers."""
-    from harness.backends.docker_engine import client, reachable
+@contextlib.contextmanager
+def _engine() -> Iterator[Any]:
+    """A client of the Docker engine, started for the occasion if none runs (and stopped again after,
+    as a run stops the engine it started). When no engine can be asked the test fails: an engine that
+    does not answer says nothing about what is left in it."""
+    from harness.backends.docker_engine import ensure_engine
+    from harness.backends.ledger import Ledger
+    from harness.backends.shell import BackendError
 
-    if not reachable():
-        return set()
-    c = client()
+    where = Path(os.environ.get("TMPDIR", "/tmp")) / f"kchaos-engine-{os.getpid()}-{time.monotonic_ns()}"
+    where.mkdir()
     try:
+        try:
+            c = ensure_engine(Ledger.create(where / LEDGER_NAME), where)
+        except BackendError as exc:
+            pytest.fail(f"cannot ask the Docker engine what is left: {exc}")
+        try:
+            yield c
+        finally:
+            c.close()
+    finally:
+        heal(where / LEDGER_NAME)
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def _engine_objects(tag: str) -> set[str]:
+    """Containers and networks labelled with the run's tag, asked of the engine (see `_engine`)."""
+    with _engine() as c:
         filters = {"label": f"{LABEL}={tag}"}
         names = {f"container {x.name}" for x in c.containers.list(all=True, filters=filters)}
         return names | {f"network {x.name}" for x in c.networks.list(filters=filters)}
-    finally:
-        c.close()
 
 
 def _leftovers(tag: str) -> set[str]:
@@ -210,24 +231,23 @@ def test_the_heal_of_an_unlabelled_container_is_refused(tmp_path):
         undo_container({"name": name, "run": "feedbeef"})
 
 
-class _foreign_container:
+@contextlib.contextmanager
+def _foreign_container() -> Iterator[str]:
     """A container of someone else's (no kchaos label), on an engine started for the test if needed."""
+    from harness.backends.docker_image import ensure_image
 
-    def __enter__(self) -> str:
-        from harness.backends.docker_engine import ensure_engine
-        from harness.backends.docker_image import ensure_image
-        from harness.backends.ledger import Ledger
+    with _engine() as c:
+        name = f"not-kchaos-{os.getpid()}"
+        c.containers.create(ensure_image(c), ["true"], name=name)
+        try:
+            yield name
+        finally:
+            c.containers.get(name).remove(force=True)
 
-        self.dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"kchaos-foreign-{os.getpid()}-{time.monotonic_ns()}"
-        self.dir.mkdir()
-        self.ledger = Ledger.create(self.dir / LEDGER_NAME)
-        self.client = ensure_engine(self.ledger, self.dir)
-        self.name = f"not-kchaos-{os.getpid()}"
-        self.client.containers.create(ensure_image(self.client), ["true"], name=self.name)
-        return self.name
 
-    def __exit__(self, *exc: object) -> None:
-        self.client.containers.get(self.name).remove(force=True)
-        self.client.close()
-        heal(self.dir / LEDGER_NAME)
-        shutil.rmtree(self.dir, ignore_errors=True)
+def test_the_leak_check_fails_when_no_engine_can_be_asked(monkeypatch, tmp_path):
+    """An engine that cannot be reached must not read as "nothing leaked" (it did before: the check
+    listed nothing from a dead engine and passed)."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
+    with pytest.raises(pytest.fail.Exception, match="cannot ask the Docker engine what is left: no Docker engine"):
+        _leftovers("feedbeef")
