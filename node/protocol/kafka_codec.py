@@ -47,6 +47,7 @@ from node.protocol.admin import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResource,
     MetadataRequest,
+    MetadataResponse,
 )
 from node.protocol.errors import ErrorCode
 from node.protocol.fields import FrameError
@@ -136,6 +137,19 @@ class KafkaCodec:
         elif header.api_key in (3, 60):  # (75 names no controller)
             body["ControllerId"] = self._reported_controller(body)
         return _frame(header, response_layout, request_layout.is_flexible(header.api_version), body)
+
+    def closes_instead(self, message: Any) -> bool:
+        """Whether to close the connection instead of sending `message`: a broker that does not serve
+        clients yet (not unfenced) refuses Metadata with no brokers and no cluster id. Kafka's broker
+        processes no request before it is unfenced; librdkafka takes an empty answer as the truth until
+        its periodic broker-list refresh (measured: ~18 s after a whole-cluster restart), while a
+        closed connection makes it reconnect and ask again within its reconnect backoff."""
+        return (
+            self.controllers is None
+            and isinstance(message, MetadataResponse)
+            and not message.brokers
+            and message.cluster_id is None
+        )
 
     def _reported_controller(self, body: dict[str, Any]) -> int:
         """The "controller" a Kafka client sends its admin requests to. As in Kafka's KRaft mode, that is

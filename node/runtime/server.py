@@ -712,6 +712,9 @@ class NodeServer:
         header = kafka.pending.pop(our_id, None)
         if header is None and not isinstance(message, bytes):
             return
+        if kafka.codec.closes_instead(message):  # a broker not serving clients yet (kafka_codec.py)
+            self._close_inbound(conn)
+            return
         try:
             frame = message if isinstance(message, bytes) else kafka.codec.encode_response(header, message)
         except Exception as exc:  # an answer this framing cannot carry must not stop the node: drop the client

@@ -136,6 +136,18 @@ def test_a_controller_listener_lists_the_voters_and_the_active_controller():
         assert r.int("int32") == reported
 
 
+def test_a_broker_not_serving_yet_closes_instead_of_an_empty_metadata_answer():
+    """librdkafka would believe an empty Metadata answer for ~18 s; a broker listener closes instead."""
+    from node.broker.refusals import UNAVAILABLE, refuse
+
+    refusal = refuse(MetadataRequest(None), UNAVAILABLE)
+    assert CODEC.closes_instead(refusal)
+    assert not CODEC.closes_instead(MetadataResponse((MetadataResponseBroker(4, "h", 9092),), "c", 4, ()))
+    assert not CODEC.closes_instead(MetadataResponse((), "c", -1, ()))  # an answer, not a refusal
+    controllers = KafkaCodec(BROKER_API_KEYS, node_id=1, controllers=[(1, "a", 9093)])
+    assert not controllers.closes_instead(refusal)
+
+
 def test_create_topics_v7_both_ways():
     w = Writer()
     w.uvarint(2)
