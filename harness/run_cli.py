@@ -60,6 +60,11 @@ def _options(pairs: list[str] | None) -> dict[str, Any] | None:
     return out
 
 
+def _with_client(options: dict[str, Any] | None, client: str | None) -> dict[str, Any] | None:
+    """`--client NAME` is the workload option `client` (workloads/kafka_client.py)."""
+    return options if client is None else {**(options or {}), "client": client}
+
+
 def _nemesis_options(pairs: list[str] | None) -> dict[str, dict[str, Any]] | None:
     """`KIND.KEY=VALUE` pairs (VALUE a TOML value such as -90000, [1, 2] or "EIO"; a bare word is a
     string) grouped by kind."""
@@ -120,7 +125,7 @@ def resolve(args: argparse.Namespace) -> Any:
         "test_count": args.test_count,
         "leave_db_running": True if args.leave_db_running else None,
         "recovery_s": args.recovery,
-        "workload_options": _options(args.workload_option),
+        "workload_options": _with_client(_options(args.workload_option), args.client),
         "nemesis_options": _nemesis_options(args.nemesis_option),
         "nemesis_max_active": args.nemesis_max_active,
         "nemesis_buggify": False if args.no_buggify else None,
@@ -206,6 +211,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--recovery", help="recovery window after the heal: clients run on, a write must commit (10s)")
     p.add_argument("--name", help="test name (default: <workload>-<nemesis kinds>)")
     p.add_argument("--workload-option", action="append", metavar="KEY=VALUE", help="workload option (repeatable)")
+    p.add_argument(
+        "--client",
+        choices=("kraft-chaos", "confluent-kafka"),
+        help="the config workloads' client: ours (default) or confluent-kafka's AdminClient (workload option client)",
+    )
     p.add_argument(
         "--bug", action="append", metavar="NAME", help="switch a planted bug on in every node (repeatable; kchaos bugs)"
     )

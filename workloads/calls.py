@@ -156,6 +156,12 @@ class RealCalls(Calls):
 
 
 def make_calls(env: Any, timeout_ms: int) -> Calls:
+    """The run's `Calls`: the simulator's, ours on a real backend, or confluent-kafka's when the
+    `client` workload option asks for it (workloads/kafka_client.py)."""
+    from workloads.kafka_client import CONFLUENT, KafkaCalls, client_choice
+
+    if client_choice(env) == CONFLUENT:
+        return KafkaCalls(env, timeout_ms)
     return SimCalls(env, timeout_ms) if env.db.sim is not None else RealCalls(env, timeout_ms)
 
 

@@ -46,6 +46,7 @@ from workloads import Workload, WorkloadEnv, register_workload
 from workloads.calls import Answer, Calls, CallsWorkloadRun, create_topics, failed
 from workloads.config_reads import BROKER_READ, broker_read, controller_read, image_read_invocation, requested
 from workloads.config_requests import alter_errors, alter_request, key_of, split_key
+from workloads.kafka_client import client_choice
 
 NAME = "config-append"
 TOPIC_PREFIX = "append-"
@@ -188,6 +189,7 @@ class ConfigAppend(CallsWorkloadRun):
         self.broker_read_fraction = float(env.option("broker_read_fraction", 0.3))
         self.controller_write_fraction = float(env.option("controller_write_fraction", 0.2))
         self.timeout_ms = int(env.option("request_timeout_ms", 5_000))
+        client_choice(env)  # an unknown `client` stops the run before it starts
         self._generations = 0
 
     def setup(self) -> None:

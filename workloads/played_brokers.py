@@ -87,6 +87,12 @@ class Options:
                 raise UserError(f"{workload}: workload option {name} must be >= {low}, got {number}")
             return number
 
+        client = env.option("client", "kraft-chaos")
+        if client != "kraft-chaos":  # not silently ignored: see docs/internals/kafka-protocol.md
+            raise UserError(
+                f"{workload}: workload option client={client!r} is not supported: its metadata and "
+                "describe-cluster observations need the image's metadata offset, which Kafka's answers do not carry"
+            )
         brokers = integer("brokers", 4, 1)
         slack = env.option("fence_slack_ms", None)
         return Options(

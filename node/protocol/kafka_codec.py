@@ -15,7 +15,7 @@ server speaks flexible headers).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,7 @@ from node.protocol.admin import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResource,
     MetadataRequest,
+    MetadataResponse,
 )
 from node.protocol.errors import ErrorCode
 from node.protocol.fields import FrameError
@@ -86,8 +87,13 @@ class KafkaRequest:
 class KafkaCodec:
     """Decodes Kafka request frames and encodes the answers, for the APIs in `api_keys`."""
 
-    def __init__(self, api_keys: frozenset[int], node_id: int) -> None:
+    def __init__(
+        self, api_keys: frozenset[int], node_id: int, controllers: Sequence[tuple[int, str, int]] | None = None
+    ) -> None:
         self.node_id = node_id
+        # On a controller listener: the voters (id, host, port) that Metadata and DescribeCluster list
+        # instead of the brokers (see `_controllers_view`); None on a broker listener.
+        self.controllers = tuple(controllers) if controllers is not None else None
         served = set(api_keys) | {key for key, via in ANSWERED_AS.items() if via in api_keys}
         self.layouts = {key: layouts for key, layouts in LAYOUTS.items() if key in served}
 
@@ -126,9 +132,24 @@ class KafkaCodec:
         """The whole response frame answering `header` with our response dataclass `message`."""
         request_layout, response_layout = self.layouts[header.api_key]
         body = _FROM_RESPONSE[header.api_key](message, header.api_version)
-        if header.api_key in (3, 60):  # (75 names no controller)
+        if header.api_key in (3, 60) and self.controllers is not None:
+            self._controllers_view(header.api_key, body)
+        elif header.api_key in (3, 60):  # (75 names no controller)
             body["ControllerId"] = self._reported_controller(body)
         return _frame(header, response_layout, request_layout.is_flexible(header.api_version), body)
+
+    def closes_instead(self, message: Any) -> bool:
+        """Whether to close the connection instead of sending `message`: a broker that does not serve
+        clients yet (not unfenced) refuses Metadata with no brokers and no cluster id. Kafka's broker
+        processes no request before it is unfenced; librdkafka takes an empty answer as the truth until
+        its periodic broker-list refresh (measured: ~18 s after a whole-cluster restart), while a
+        closed connection makes it reconnect and ask again within its reconnect backoff."""
+        return (
+            self.controllers is None
+            and isinstance(message, MetadataResponse)
+            and not message.brokers
+            and message.cluster_id is None
+        )
 
     def _reported_controller(self, body: dict[str, Any]) -> int:
         """The "controller" a Kafka client sends its admin requests to. As in Kafka's KRaft mode, that is
@@ -138,6 +159,18 @@ class KafkaCodec:
         if not ids:
             return -1
         return self.node_id if self.node_id in ids else min(ids)
+
+    def _controllers_view(self, api_key: int, body: dict[str, Any]) -> None:
+        """A client that bootstraps from the controller listeners talks to the controllers, as KIP-919's
+        `bootstrap.controllers` clients do: the nodes listed are the voters at their controller
+        listeners, and the "controller" is the active one this node knows (-1 while none is), so a
+        Kafka client sends its admin requests, DescribeConfigs included, to the active controller,
+        which answers a read after a read barrier (linearizable)."""
+        id_field = "NodeId" if api_key == 3 else "BrokerId"
+        assert self.controllers is not None
+        body["Brokers"] = [{id_field: i, "Host": h, "Port": p, "Rack": None} for i, h, p in self.controllers]
+        if body["ControllerId"] not in {i for i, _, _ in self.controllers}:
+            body["ControllerId"] = -1
 
     def _api_versions_frame(self, header: KafkaHeader, error: int, version: int) -> bytes:
         body = {"ErrorCode": int(error), "ApiKeys": self.api_versions()}

@@ -153,7 +153,8 @@ class NodeServer:
         self.broker_codec = BinaryCodec(config.max_frame_bytes, api_keys=broker_keys)
         self.codec = BinaryCodec(config.max_frame_bytes)  # outbound: whatever the peer answers
         # Kafka's own framing, for the admin APIs of each kind of listener (docs/internals/kafka-protocol.md)
-        self.controller_kafka_codec = KafkaCodec(CONTROLLER_API_KEYS, config.node_id)
+        voters = [(v.node_id, v.host, v.port) for v in config.voters]
+        self.controller_kafka_codec = KafkaCodec(CONTROLLER_API_KEYS, config.node_id, controllers=voters)
         self.broker_kafka_codec = KafkaCodec(broker_keys, config.node_id)
         self.rng = rng or random.Random()
         self.storage: FileStorage | None = None
@@ -710,6 +711,9 @@ class NodeServer:
         assert kafka is not None
         header = kafka.pending.pop(our_id, None)
         if header is None and not isinstance(message, bytes):
+            return
+        if kafka.codec.closes_instead(message):  # a broker not serving clients yet (kafka_codec.py)
+            self._close_inbound(conn)
             return
         try:
             frame = message if isinstance(message, bytes) else kafka.codec.encode_response(header, message)

@@ -310,7 +310,8 @@ def test_unsupported_version_and_garbage(cluster):
 
 
 def test_a_controller_listener_speaks_kafka_too(cluster):
-    """Kafka serves the admin APIs on its controllers' listener (KIP-919); so does the cluster."""
+    """Kafka serves the admin APIs on its controllers' listener (KIP-919); so does the cluster, and its
+    Metadata there lists the controllers, not the brokers."""
     host, port = cluster.voters[0].address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as s:
         s.sendall(kafka_request(18, 3, 5, b"\x01\x01\x00", flexible=True))
@@ -319,7 +320,27 @@ def test_a_controller_listener_speaks_kafka_too(cluster):
         s.sendall(kafka_request(3, 1, 6, struct.pack(">i", -1)))  # Metadata v1, every topic
         answer = read_frame(s)
         assert struct.unpack_from(">i", answer) == (6,)
-        assert struct.unpack_from(">i", answer, 4)[0] == len(cluster.brokers)  # the brokers, not the controllers
+        assert struct.unpack_from(">i", answer, 4)[0] == len(cluster.voters)  # the voters (KIP-919's view)
+
+
+def test_confluent_kafka_bootstrapped_on_the_controllers_talks_to_the_active_one(cluster):
+    """The config workloads' linearizable reads through librdkafka (workloads/kafka_client.py): an
+    AdminClient bootstrapped on the controller listeners sees the voters and the active controller,
+    so its DescribeConfigs goes to the controller that answers after a read barrier."""
+    admin = ck_admin.AdminClient({"bootstrap.servers": ",".join(v.address for v in cluster.voters)})
+    leader = find_leader(cluster.voters)["leader_id"]
+    described = admin.describe_cluster().result(10)
+    assert {n.id: f"{n.host}:{n.port}" for n in described.nodes} == {v.node_id: v.address for v in cluster.voters}
+    assert described.controller.id == leader
+    topic = TOPIC_PREFIX + "via-controllers"
+    assert admin.create_topics([ck_admin.NewTopic(topic, 1, 1)])[topic].result(10) is None
+    resource = ck_admin.ConfigResource(ck_admin.ResourceType.TOPIC, topic)
+    resource.add_incremental_config(
+        ck_admin.ConfigEntry("retention.ms", "4321", incremental_operation=ck_admin.AlterConfigOpType.SET)
+    )
+    assert admin.incremental_alter_configs([resource])[resource].result(10) is None
+    [read] = admin.describe_configs([ck_admin.ConfigResource(ck_admin.ResourceType.TOPIC, topic)]).values()
+    assert read.result(10)["retention.ms"].value == "4321"  # at the active controller: no image lag
 
 
 def test_answers_leave_in_request_order(cluster):

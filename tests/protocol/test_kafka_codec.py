@@ -122,6 +122,32 @@ def test_metadata_response_v12_is_flexible_and_reports_a_broker_as_controller():
     assert r.int("int32") == 4  # this node, a listed broker; never controller 1, which clients cannot reach
 
 
+def test_a_controller_listener_lists_the_voters_and_the_active_controller():
+    """KIP-919's view: a client bootstrapped on the controllers sees the voters at their controller
+    listeners and the active controller as "the controller", so it sends DescribeConfigs there."""
+    codec = KafkaCodec(BROKER_API_KEYS, node_id=2, controllers=[(1, "a", 9093), (2, "b", 9093), (3, "c", 9093)])
+    brokers = (MetadataResponseBroker(4, "h", 9092),)
+    for leader, reported in ((3, 3), (-1, -1), (4, -1)):  # the leader it knows; none; not a voter
+        header = codec.decode_request(request(3, 1, struct.pack(">i", -1), flexible=False)).header
+        r = Reader(codec.encode_response(header, MetadataResponse(brokers, "c", leader, ())), 4)
+        assert r.int("int32") == 42
+        listed = [(r.int("int32"), r.string(False), r.int("int32"), r.string(False)) for _ in range(r.int("int32"))]
+        assert listed == [(1, "a", 9093, None), (2, "b", 9093, None), (3, "c", 9093, None)]
+        assert r.int("int32") == reported
+
+
+def test_a_broker_not_serving_yet_closes_instead_of_an_empty_metadata_answer():
+    """librdkafka would believe an empty Metadata answer for ~18 s; a broker listener closes instead."""
+    from node.broker.refusals import UNAVAILABLE, refuse
+
+    refusal = refuse(MetadataRequest(None), UNAVAILABLE)
+    assert CODEC.closes_instead(refusal)
+    assert not CODEC.closes_instead(MetadataResponse((MetadataResponseBroker(4, "h", 9092),), "c", 4, ()))
+    assert not CODEC.closes_instead(MetadataResponse((), "c", -1, ()))  # an answer, not a refusal
+    controllers = KafkaCodec(BROKER_API_KEYS, node_id=1, controllers=[(1, "a", 9093)])
+    assert not controllers.closes_instead(refusal)
+
+
 def test_create_topics_v7_both_ways():
     w = Writer()
     w.uvarint(2)
