@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any
 
-from harness.errors import UserError
+from vocab.errors import UserError
 
 
 def _seconds(text: str, flag: str, *, positive: bool = True) -> float:

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from harness import store
-from harness.errors import UserError
-from harness.generators.schedule import TimedFault
-from nemesis.catalogue import TARGETED_KIND
 from nemesis.nemesis import REPLAY
+from vocab.errors import UserError
+from vocab.faults.catalogue import TARGETED_KIND
+from vocab.generators.schedule import TimedFault
 
 
 @dataclass

@@ -20,7 +20,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
+from vocab.errors import UserError
 
 # The reference cluster: 3 controllers + 2 brokers, so client writes go through forwarding brokers.
 DEFAULT_NODES = "3+2"
@@ -83,7 +83,7 @@ def registries() -> Any:
     """The names a test may use: what the backends, adapters, workloads and nemesis implement."""
     from harness.db import SUTS
     from harness.test_spec import BACKENDS, Registries
-    from nemesis.catalogue import FAULT_KINDS
+    from vocab.faults.catalogue import FAULT_KINDS
     from workloads import workload_names
 
     return Registries(backends=BACKENDS, suts=tuple(SUTS), workloads=workload_names(), nemeses=FAULT_KINDS)

@@ -26,9 +26,9 @@ from checkers.registry import CHECKERS, checker_module, get_checker
 from checkers.verdict import UNKNOWN, Validity, Verdict, exit_code, merge_validity
 from harness import plots, store
 from harness.db import SUT_CHECKS  # importing it registers the adapters' own checkers (image-replay)
-from harness.errors import UserError
 from reports import metrics
 from reports.html_report import STYLE
+from vocab.errors import UserError
 
 # workload -> checkers run on its history, for workloads the registry (workloads/) does not know
 DEFAULT_CHECKERS: dict[str, tuple[str, ...]] = {"config-register": ("linearizable",)}

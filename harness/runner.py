@@ -31,12 +31,18 @@ from pathlib import Path
 from typing import Any
 
 from harness import store
-from harness.backends import Backend
 from harness.backends.shell import BackendError
-from harness.db import DB, DBError, make_db
+from harness.db import make_db
 from harness.driver import Driver, DriverStats
-from harness.errors import EXIT_ERROR, EXIT_INVALID, UserError
-from harness.generators import (
+from harness.history_writer import HistoryWriter
+from harness.progress import Progress
+from nemesis.nemesis import Nemesis
+from vocab.backend import Backend
+from vocab.db import DB, DBError
+from vocab.errors import EXIT_ERROR, EXIT_INVALID, UserError
+from vocab.faults.catalogue import HEAL_ORDER, TARGETED_KIND
+from vocab.faults.options import all_options
+from vocab.generators import (
     clients,
     fault_timeline,
     heal_all,
@@ -47,13 +53,8 @@ from harness.generators import (
     rate,
     time_limit,
 )
-from harness.generators.schedule import TimedFault
-from harness.history_writer import HistoryWriter
-from harness.progress import Progress
-from harness.schedulers import RealtimeScheduler, Scheduler, VirtualScheduler
-from nemesis.catalogue import HEAL_ORDER, TARGETED_KIND
-from nemesis.nemesis import Nemesis
-from nemesis.options import all_options
+from vocab.generators.schedule import TimedFault
+from vocab.schedulers import RealtimeScheduler, Scheduler, VirtualScheduler
 from workloads import WorkloadEnv, WorkloadRun, get_workload
 
 READY_TIMEOUT_S = 90.0

@@ -8,7 +8,7 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     inventory = "hosts.toml"         # ssh only: the hosts (harness/backends/inventory.py)
     sut = "kraft"                    # system under test adapter (SUTS): kraft | etcd (not on sim)
     workload = "config-register"     # the workload registry (workloads/__init__.py)
-    nemesis = ["partition", "kill"]  # fault kinds (nemesis.catalogue); [] = no faults
+    nemesis = ["partition", "kill"]  # fault kinds (vocab.faults.catalogue); [] = no faults
     nemesis_interval_s = 10          # a fault starts this long after the previous start (or stop, when full)
     nemesis_duration_s = 10          # and lasts this long
     nemesis_max_active = 0           # faults active at once; 0 = every kind may be
@@ -55,8 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
-from nemesis.catalogue import FAULT_KINDS, check_option, mode_choices
+from vocab.errors import UserError
+from vocab.faults.catalogue import FAULT_KINDS, check_option, mode_choices
 
 # test.json's schema version (results/SCHEMA.md); equal to reports.schema.SCHEMA_VERSION, not imported
 # from there because that module loads pyarrow, which every CLI start would then pay for.

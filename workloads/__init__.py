@@ -2,7 +2,7 @@
 
 A `Workload` is registered by name in `WORKLOADS`; for one run it makes a `WorkloadRun` that sets the
 cluster up for it (topics...), gives the client generator of the main phase, of the recovery window
-after the final heal and of the final reads, and the client (a `harness.invocation.Handler`) that
+after the final heal and of the final reads, and the client (a `vocab.invocation.Handler`) that
 carries ops out on the run's backend. The workload names the checkers that judge its history and
 their options (as `kchaos check` flags, attribute names); the harness adds the end-of-run checks
 every run gets (harness/run_report.py `END_CHECKS`).
@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.backends import Backend
-from harness.db import DB
-from harness.invocation import Handler
-from harness.schedulers import Scheduler
+from vocab.backend import Backend
+from vocab.db import DB
+from vocab.invocation import Handler
+from vocab.schedulers import Scheduler
 
 
 def client_login(db: Any) -> dict[str, str]:

@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.invocation import Completion, error_text
 from node.client.errors import KafkaError
 from node.protocol.errors import ErrorCode
+from vocab.invocation import Completion, error_text
 from workloads import WorkloadRun, client_login
 
 

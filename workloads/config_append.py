@@ -39,9 +39,9 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.generators import Op, Rng, as_gen, seq
-from harness.invocation import Completion, DoneFn, Handler
 from node.protocol.admin import ConfigOperation
+from vocab.generators import Op, Rng, as_gen, seq
+from vocab.invocation import Completion, DoneFn, Handler
 from workloads import Workload, WorkloadEnv, register_workload
 from workloads.calls import Answer, Calls, CallsWorkloadRun, create_topics, failed
 from workloads.config_reads import BROKER_READ, broker_read, controller_read, image_read_invocation, requested

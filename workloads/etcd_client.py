@@ -28,7 +28,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.invocation import Completion, DoneFn, error_text
+from vocab.invocation import Completion, DoneFn, error_text
 from workloads import WorkloadRun
 
 CLIENT_PORT = 2379

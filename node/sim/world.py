@@ -23,7 +23,6 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.backends.faults import PacketFault, RedeliverFault
 from node.bugs import NO_BUGS
 from node.process.actions import MetadataApplied, ShutDown
 from node.process.events import BeginShutdown, InboundRequest
@@ -57,6 +56,7 @@ from node.sim.network import DegradedLinks, LinkModel, Network
 from node.sim.scheduler import EventQueue
 from node.sim.trace import Trace, summarize
 from node.sim.workload import AppendClient, WorkloadConfig
+from vocab.faults.kinds import PacketFault, RedeliverFault
 
 _LOG_ACTIONS = (act.AppendBatches, act.TruncateLog, act.DeleteLogBefore, act.ResetLog)
 # Events one node may handle within one virtual millisecond before the run counts as a livelock (say a
@@ -1060,7 +1060,7 @@ class Simulation:
 
     # ------------------------------------------------------------------ storage: disk faults, corruption
     def set_disk_fault(self, node_id: int, fault: Any) -> None:
-        """Replace the node's disk fault (a `harness.backends.faults.DiskFault`). A stall delays the
+        """Replace the node's disk fault (a `vocab.faults.kinds.DiskFault`). A stall delays the
         completion of every flush by `delay_ms` (for "fsync" or "write": a flush waits for both; the
         synchronous writes of quorum-state and snapshots take no virtual time here). A failure makes
         the matching calls in the node's FileStorage raise OSError (EIO or ENOSPC, with `probability`);

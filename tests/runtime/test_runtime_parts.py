@@ -7,7 +7,6 @@ import asyncio
 
 import pytest
 
-from harness.errors import UserError
 from node.protocol.codec import BinaryCodec
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse, ReplicaState
@@ -19,6 +18,7 @@ from node.runtime.metrics import RuntimeMetrics, Window, parse_prometheus, rende
 from node.runtime.peers import Backoff, PeerLink
 from node.runtime.quorum_cli import format_replication, format_status, parse_servers, replication_rows
 from node.runtime.server import AppendError
+from vocab.errors import UserError
 
 
 def test_window_forgets_samples_older_than_the_window():

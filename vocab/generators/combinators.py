@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.generators.core import (
+from vocab.generators.core import (
     EXHAUSTED,
     NEMESIS,
     PENDING,

@@ -249,7 +249,7 @@ def prepare(gen: Any, seed: int) -> Gen:
 def as_gen(value: Any) -> Gen:
     """Coerce: a Gen stays; an Op template is emitted once; a list/tuple runs its items in sequence;
     a callable `fn(rng, i) -> Op | None` is called for each op (i counts its ops; None ends it)."""
-    from harness.generators import combinators as c  # the leaves live there
+    from vocab.generators import combinators as c  # the leaves live there
 
     if isinstance(value, Gen):
         return value
