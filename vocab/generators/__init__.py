@@ -3,6 +3,7 @@
 from vocab.generators.combinators import (
     EMPTY,
     any_of,
+    as_gen,
     clients,
     cycle,
     delay,
@@ -16,6 +17,7 @@ from vocab.generators.combinators import (
     on_workers,
     once,
     phases,
+    prepare,
     rate,
     repeat,
     seq,
@@ -25,7 +27,7 @@ from vocab.generators.combinators import (
     then,
     time_limit,
 )
-from vocab.generators.core import EXHAUSTED, NEMESIS, PENDING, Context, Gen, Op, Rng, as_gen, prepare, seconds
+from vocab.generators.core import EXHAUSTED, NEMESIS, PENDING, Context, Gen, Op, Rng, seconds
 from vocab.generators.interpreter import Outcome, WorkerPool, run_virtual
 from vocab.generators.schedule import (
     FAULT_KINDS,

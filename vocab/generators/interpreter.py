@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from vocab.generators.core import EXHAUSTED, NEMESIS, PENDING, Context, Op, Process, Rng, Worker, prepare
+from vocab.generators.combinators import prepare
+from vocab.generators.core import EXHAUSTED, NEMESIS, PENDING, Context, Op, Process, Rng, Worker
 
 
 class WorkerPool:
