@@ -49,7 +49,8 @@ from node.raft.storage import LoadedState, StorageError
 from node.runtime.corruption import Corruption, corrupt_data_dir, restore_corruption
 from node.runtime.file_storage import snapshot_name
 from node.sim.clock import NodeClock
-from node.sim.cluster import ClusterConfig, ComponentBuilder, Roles, build_process, inbound_context, incarnation_id
+from node.sim.cluster import ClusterConfig, ComponentBuilder, Roles, inbound_context, incarnation_id
+from node.sim.components import build_process
 from node.sim.disk import SIM_SEGMENT_BYTES, SimDisk
 from node.sim.invariants import ImageAgreement, InvariantChecker, InvariantViolation
 from node.sim.network import DegradedLinks, LinkModel, Network
