@@ -82,9 +82,9 @@ def _nemesis_options(pairs: list[str] | None) -> dict[str, dict[str, Any]] | Non
 def registries() -> Any:
     """The names a test may use: what the backends, adapters, workloads and nemesis implement."""
     from harness.db import SUTS
+    from harness.plugins import workload_names
     from harness.test_spec import BACKENDS, Registries
     from vocab.faults.catalogue import FAULT_KINDS
-    from workloads import workload_names
 
     return Registries(backends=BACKENDS, suts=tuple(SUTS), workloads=workload_names(), nemeses=FAULT_KINDS)
 
@@ -135,7 +135,7 @@ def run_command(args: argparse.Namespace) -> int:
     import dataclasses
 
     if args.list_nemeses:
-        from nemesis.cli import print_catalogue
+        from harness.plugins import print_catalogue
 
         return print_catalogue(as_json=False)
 

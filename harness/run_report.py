@@ -67,10 +67,9 @@ class Analysis:
 
 def _registered_workload(name: Any) -> Any:
     """The workload registry's entry (workloads/), or None for a name it does not know."""
-    from workloads import WORKLOADS, workload_names
+    from harness.plugins import find_workload
 
-    workload_names()  # loads the built-in workloads
-    return WORKLOADS.get(str(name))
+    return find_workload(str(name))
 
 
 def workload_checkers(test: Mapping[str, Any], mapping: Mapping[str, Sequence[str]] | None = None) -> list[str]:

@@ -35,8 +35,8 @@ from harness.backends.shell import BackendError
 from harness.db import make_db
 from harness.driver import Driver, DriverStats
 from harness.history_writer import HistoryWriter
+from harness.plugins import get_workload, make_nemesis
 from harness.progress import Progress
-from nemesis.nemesis import Nemesis
 from vocab.backend import Backend
 from vocab.db import DB, DBError
 from vocab.errors import EXIT_ERROR, EXIT_INVALID, UserError
@@ -55,7 +55,7 @@ from vocab.generators import (
 )
 from vocab.generators.schedule import TimedFault
 from vocab.schedulers import RealtimeScheduler, Scheduler, VirtualScheduler
-from workloads import WorkloadEnv, WorkloadRun, get_workload
+from vocab.workload import WorkloadEnv, WorkloadRun
 
 READY_TIMEOUT_S = 90.0
 RECOVER_TIMEOUT_S = 90.0
@@ -210,7 +210,7 @@ class Run:
         assert scheduler is not None and db is not None and workload is not None and self.backend is not None
         self.writer = HistoryWriter(self.run.history_jsonl)
         options = all_options(spec.nemesis, spec.nemesis_modes, spec.nemesis_options)
-        the_nemesis = Nemesis(self.backend, db, scheduler, spec.seed, options) if spec.nemesis else None
+        the_nemesis = make_nemesis(self.backend, db, scheduler, spec.seed, options) if spec.nemesis else None
         timeout = int(spec.workload_options.get("request_timeout_ms", 5_000)) / 1000 + OP_TIMEOUT_MARGIN_S
         forger = self._forger()
         scheduler.reset()

@@ -70,7 +70,7 @@ NEMESES: tuple[str, ...] = FAULT_KINDS
 
 def registered_workloads() -> tuple[str, ...]:
     """The workload registry's names (workloads/__init__.py): the allowed `workload` values."""
-    from workloads import workload_names
+    from harness.plugins import workload_names
 
     return workload_names()
 
@@ -566,7 +566,7 @@ def _sut_problem(values: Mapping[str, Any]) -> str | None:
     sut = values.get("sut", TestSpec.sut)
     workload = values.get("workload", TestSpec.workload)
     try:
-        from workloads import get_workload
+        from harness.plugins import get_workload
 
         suts: tuple[str, ...] | None = get_workload(workload).suts
     except KeyError:

@@ -29,7 +29,7 @@ from vocab.backend import Backend
 from vocab.db import DB
 from vocab.faults import partitions
 from vocab.faults.catalogue import FAULT_KINDS, TARGETED_KIND, spec
-from vocab.faults.kinds import ClockFault, DiskFault, FaultNotSupported, Links, PacketFault, RedeliverFault
+from vocab.faults.kinds import REPLAY, ClockFault, DiskFault, FaultNotSupported, Links, PacketFault, RedeliverFault
 from vocab.faults.options import KindOptions, kind_options
 from vocab.faults.targets import ClusterView, NoTarget, choose
 from vocab.generators import Op
@@ -37,9 +37,6 @@ from vocab.invocation import Completion, DoneFn, error_text
 from vocab.schedulers import Scheduler
 
 DOWN_KINDS = ("kill", "lose_unsynced", "corrupt")  # kinds that take nodes down until their stop
-# A start's value may carry what an earlier run's start did (`kchaos reproduce`): targets, parameters,
-# a partition's grudge. The nemesis then does that again instead of choosing.
-REPLAY = "replay"
 # Aimed by role, a replayed fault is aimed by role again (the leader of the new run, which another
 # backend may have elected differently); aimed otherwise, at the recorded nodes by name.
 ROLE_TARGET_MODES = frozenset({"leader", "follower"})

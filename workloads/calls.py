@@ -24,7 +24,7 @@ from typing import Any
 from node.client.errors import KafkaError
 from node.protocol.errors import ErrorCode
 from vocab.invocation import Completion, error_text
-from workloads import WorkloadRun, client_login
+from vocab.workload import WorkloadRun, client_login
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from typing import Any
 
 from vocab.generators import Op, Rng, as_gen, seq
 from vocab.invocation import Completion, DoneFn, Handler
-from workloads import Workload, WorkloadEnv, register_workload
+from vocab.workload import Workload, WorkloadEnv, register_workload
 from workloads.etcd_client import (
     EtcdError,
     EtcdWorkloadRun,

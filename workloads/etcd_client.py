@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vocab.invocation import Completion, DoneFn, error_text
-from workloads import WorkloadRun
+from vocab.workload import WorkloadRun
 
 CLIENT_PORT = 2379
 # gRPC status codes the gateway returns in {"code": N, "message": ...}

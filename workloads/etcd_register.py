@@ -26,7 +26,7 @@ from typing import Any
 
 from vocab.generators import Op, Rng, as_gen, seq
 from vocab.invocation import Completion, DoneFn, Handler
-from workloads import Workload, WorkloadEnv, register_workload
+from vocab.workload import Workload, WorkloadEnv, register_workload
 from workloads.etcd_client import EtcdWorkloadRun, GatewayHandler, compare_value, put_op
 
 NAME = "register"

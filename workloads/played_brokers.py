@@ -51,7 +51,7 @@ from node.protocol.messages import DescribeQuorumRequest
 from vocab.errors import UserError
 from vocab.generators import Op, seq
 from vocab.invocation import Completion, DoneFn, error_text
-from workloads import WorkloadEnv, WorkloadRun, client_login
+from vocab.workload import WorkloadEnv, WorkloadRun, client_login
 from workloads.fleet_gen import ACTIONS, READS, FleetGen, Params, Part, Remembered, Slot, incarnation_id
 
 SETUP_TIMEOUT_S = 60.0

@@ -17,7 +17,7 @@ from tests.harness_run.helpers import END_OF_RUN, history_lines, sim_spec
 from vocab.errors import EXIT_INVALID, EXIT_VALID
 from vocab.generators import Op
 from vocab.invocation import Completion, DoneFn
-from workloads import WORKLOADS, Workload, register_workload
+from vocab.workload import WORKLOADS, Workload, register_workload
 from workloads.config_append import BROKER_READ, GENERATION, WORKLOAD, ConfigAppend
 
 CHECKERS = {"elle-list-append", "committed-loss", "image-reads"} | END_OF_RUN

@@ -13,7 +13,7 @@ from tests.harness_run.helpers import END_OF_RUN, history_lines, sim_spec
 from vocab.errors import EXIT_INVALID, EXIT_VALID
 from vocab.generators import Op
 from vocab.invocation import Completion, DoneFn
-from workloads import WORKLOADS, Workload, register_workload
+from vocab.workload import WORKLOADS, Workload, register_workload
 from workloads.config_register import WORKLOAD as REGISTER
 from workloads.config_register import ConfigRegister
 

@@ -123,8 +123,8 @@ def test_the_nightly_suite_uses_netns_and_every_real_fault() -> None:
     """suites/nightly.toml is for the nightly machine (root, netns): here it is loaded and checked,
     not run. Every workload, every fault kind netns carries out, all on netns, within one night."""
     from harness.gate import gate_config
+    from harness.plugins import workload_names
     from vocab.faults.kinds import BACKEND_FAULTS
-    from workloads import workload_names
 
     root = Path(__file__).resolve().parents[2] / "suites"
     nightly = load_suite(root / "nightly.toml")
