@@ -7,7 +7,7 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     backend = "sim"                  # sim | netns | ssh  (BACKENDS)
     inventory = "hosts.toml"         # ssh only: the hosts (harness/backends/inventory.py)
     sut = "kraft"                    # system under test adapter (SUTS): kraft | etcd (not on sim)
-    workload = "config-register"     # the workload registry (workloads/__init__.py)
+    workload = "config-register"     # the workload registry (vocab/workload.py, harness/plugins.py)
     nemesis = ["partition", "kill"]  # fault kinds (vocab.faults.catalogue); [] = no faults
     nemesis_interval_s = 10          # a fault starts this long after the previous start (or stop, when full)
     nemesis_duration_s = 10          # and lasts this long
@@ -69,7 +69,8 @@ NEMESES: tuple[str, ...] = FAULT_KINDS
 
 
 def registered_workloads() -> tuple[str, ...]:
-    """The workload registry's names (workloads/__init__.py): the allowed `workload` values."""
+    """The workload registry's names (vocab/workload.py, loaded by harness/plugins.py): the allowed
+    `workload` values."""
     from harness.plugins import workload_names
 
     return workload_names()
