@@ -109,11 +109,15 @@ def import_edges(modules: Mapping[str, Path], root: Path = ROOT) -> list[Edge]:
     return edges
 
 
+def _package(module: str) -> str:
+    return module.partition(".")[0]
+
+
 def upward_edges(edges: Iterable[Edge]) -> list[Edge]:
     """Edges from a package to one of a higher layer or of its own layer."""
     bad = []
     for edge in edges:
-        src, dst = edge.source.partition(".")[0], edge.target.partition(".")[0]
+        src, dst = _package(edge.source), _package(edge.target)
         if src != dst and LAYER_OF[dst] >= LAYER_OF[src]:
             bad.append(edge)
     return bad
@@ -124,7 +128,7 @@ def plugin_door_edges(edges: Iterable[Edge]) -> list[Edge]:
     return [
         e
         for e in edges
-        if e.source.startswith("harness") and e.source != PLUGIN_DOOR and e.target.partition(".")[0] in PLUGIN_PACKAGES
+        if _package(e.source) == "harness" and e.source != PLUGIN_DOOR and _package(e.target) in PLUGIN_PACKAGES
     ]
 
 
