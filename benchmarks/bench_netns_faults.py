@@ -28,10 +28,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.backends import clocks, disks
-from harness.backends.faults import ClockFault, DiskFault, PacketFault
 from harness.backends.netns import NetnsBackend
 from harness.db.kraft import METRICS_PORT, KraftDB
 from harness.test_spec import Cluster
+from vocab.faults.kinds import ClockFault, DiskFault, PacketFault
 
 CALLS_CHILD = """
 import os, sys, time

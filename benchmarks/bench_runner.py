@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 from harness.driver import Driver
-from harness.generators import Op, clients, time_limit
 from harness.history_writer import HistoryWriter
-from harness.invocation import Completion, DoneFn
 from harness.runner import run_test
-from harness.schedulers import RealtimeScheduler
 from harness.test_spec import Cluster, TestSpec
+from vocab.generators import Op, clients, time_limit
+from vocab.invocation import Completion, DoneFn
+from vocab.schedulers import RealtimeScheduler
 from workloads.config_register import op_maker
 
 

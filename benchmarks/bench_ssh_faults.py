@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.backends.faults import ClockFault
 from harness.backends.ssh import SshBackend
 from tests.harness_ssh.sshd_hosts import PYTHON, sshd_hosts
+from vocab.faults.kinds import ClockFault
 
 
 def cpu_s() -> float:

@@ -12,7 +12,7 @@ from checkers.history import HistoryError, load_history
 from checkers.progress import ProgressLine, Tracker
 from checkers.registry import CHECKERS, checker_module, get_checker
 from checkers.verdict import Verdict, compose, exit_code
-from harness.errors import UserError
+from vocab.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

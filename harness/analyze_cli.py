@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from checkers.registry import CHECKERS
-from harness.errors import UserError
 from harness.run_report import analyze_run, checker_summary, verdict_word
+from vocab.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

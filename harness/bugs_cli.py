@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any
 
-from harness.errors import UserError
+from vocab.errors import UserError
 
 
 def _seconds(text: str, flag: str, *, positive: bool = True) -> float:
@@ -42,9 +42,9 @@ def _count(text: str, flag: str, minimum: int) -> int:
 def config_from(args: argparse.Namespace) -> Any:
     """The MatrixConfig the flags ask for; bad names or values raise UserError (one line)."""
     from harness.bug_matrix import MatrixConfig, default_nemeses
+    from harness.plugins import workload_names
     from harness.run_cli import registries
     from node.bugs import BY_NAME, parse_bugs
-    from workloads import workload_names
 
     known = registries()
     try:

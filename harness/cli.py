@@ -14,7 +14,7 @@ import importlib
 import sys
 from typing import NamedTuple
 
-from harness.errors import EXIT_ERROR, OneLineParser, UserError
+from vocab.errors import EXIT_ERROR, OneLineParser, UserError
 
 
 class Command(NamedTuple):

@@ -30,7 +30,7 @@ from harness.backends.netns import free_subnet
 from harness.backends.resources import create_netns
 from harness.backends.shell import BackendError, run
 from harness.backends.signals import deferred_termination, exit_on_termination
-from harness.errors import EXIT_ERROR
+from vocab.errors import EXIT_ERROR
 
 # Ports the real runtime listens on when nodes share loopback instead of having namespaces of their own.
 LOOPBACK_PORTS = (9092, 9093, 9400)

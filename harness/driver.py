@@ -3,7 +3,7 @@
 One code path for both backends: the scheduler is the simulator's queue (virtual time) or an asyncio
 loop (real time); clients and the nemesis are `Handler`s that complete ops by callback. The loop
 itself (asking the generator, reserving workers, recording, ending the phase) is
-`harness.generators.interpreter.Loop`, the same one `run_virtual` drives the combinator tests with;
+`vocab.generators.interpreter.Loop`, the same one `run_virtual` drives the combinator tests with;
 this module adds the handlers, timeouts and faults nobody asked for. Semantics (Jepsen's, BRIEF §3.3):
 
 - `concurrency` client workers plus the nemesis worker. A worker busy with an op gets no other op.
@@ -26,10 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.generators import NEMESIS, Op, WorkerPool
-from harness.generators.interpreter import Loop, event_of
-from harness.invocation import Completion, Handler, error_text
-from harness.schedulers import Scheduler
+from vocab.generators import NEMESIS, Op, WorkerPool
+from vocab.generators.interpreter import Loop, event_of
+from vocab.invocation import Completion, Handler, error_text
+from vocab.schedulers import Scheduler
 
 Sink = Callable[[dict[str, Any]], Any]
 

@@ -49,7 +49,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.db.kraft import FORGER_USER, NODE_USER
-from harness.schedulers import NS_PER_S, Scheduler
 from node.client.admin import _error_codes  # every error code of a response, nested ones included
 from node.client.errors import AMBIGUOUS_CODES, code_name
 from node.protocol.acls import AclCreation, AclOperation, AclPermissionType, CreateAclsRequest, PatternType
@@ -75,6 +74,7 @@ from node.protocol.broker_api import (
 from node.protocol.codec import BinaryCodec
 from node.protocol.forwarding import wrap
 from node.protocol.messages import BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest, VoteRequest
+from vocab.schedulers import NS_PER_S, Scheduler
 
 FORGER_PROCESS = "forger"
 FORGER_PRINCIPAL = "User:mallory"

@@ -10,7 +10,7 @@ import argparse
 import secrets
 from typing import Any
 
-from harness.errors import UserError
+from vocab.errors import UserError
 
 
 def fuzz_command(args: argparse.Namespace) -> int:

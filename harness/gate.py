@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UserError
 from harness.suite import DIMENSIONS, RunRecord, SuiteCell, SuiteResult
+from vocab.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, UserError
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.ledger import LEDGER_NAME, Ledger, LedgerError, heal
-from harness.errors import EXIT_ERROR, UserError
+from vocab.errors import EXIT_ERROR, UserError
 
 DEFAULT_RUN_DIR = "results/latest"
 

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
+from vocab.errors import UserError
 
 
 def build_command(args: argparse.Namespace) -> int:

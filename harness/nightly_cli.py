@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Any
 
-from harness.errors import EXIT_INVALID, EXIT_VALID, UserError
+from vocab.errors import EXIT_INVALID, EXIT_VALID, UserError
 
 DEFAULT_SUITE = "suites/nightly.toml"
 

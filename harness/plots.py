@@ -26,8 +26,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import LogFormatter
 
-from nemesis.catalogue import KIND_COLORS, OTHER_COLOR
 from reports.metrics import NS_PER_S
+from vocab.faults.catalogue import KIND_COLORS, OTHER_COLOR
 
 LATENCY_RAW = "latency-raw.png"
 LATENCY_QUANTILES = "latency-quantiles.png"

@@ -1,7 +1,7 @@
 """Reproduce a stored run: the same test (seed, workload, cluster shape, options) and the same faults.
 
 A run's faults are its history's nemesis ops. Replayed, each is invoked at the same offset from the
-run's start, and each start that did something carries what it did (`nemesis.nemesis.REPLAY`: its
+run's start, and each start that did something carries what it did (`vocab.faults.kinds.REPLAY`: its
 targets, parameters and a partition's grudge), so the new run's nemesis hits the same nodes the same
 way instead of choosing. Starts that failed (they opened no fault) are left out; the simulator's
 targeted faults (`buggify`) exist only there and are not replayed elsewhere.
@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from harness import store
-from harness.errors import UserError
-from harness.generators.schedule import TimedFault
-from nemesis.catalogue import TARGETED_KIND
-from nemesis.nemesis import REPLAY
+from vocab.errors import UserError
+from vocab.faults.catalogue import TARGETED_KIND
+from vocab.faults.kinds import REPLAY
+from vocab.generators.schedule import TimedFault
 
 
 @dataclass

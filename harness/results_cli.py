@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness import store
-from harness.errors import UserError
+from vocab.errors import UserError
 
 VERDICT_STYLES = {
     "valid": "green",

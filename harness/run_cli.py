@@ -20,7 +20,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
+from vocab.errors import UserError
 
 # The reference cluster: 3 controllers + 2 brokers, so client writes go through forwarding brokers.
 DEFAULT_NODES = "3+2"
@@ -87,9 +87,9 @@ def _nemesis_options(pairs: list[str] | None) -> dict[str, dict[str, Any]] | Non
 def registries() -> Any:
     """The names a test may use: what the backends, adapters, workloads and nemesis implement."""
     from harness.db import SUTS
+    from harness.plugins import workload_names
     from harness.test_spec import BACKENDS, Registries
-    from nemesis.catalogue import FAULT_KINDS
-    from workloads import workload_names
+    from vocab.faults.catalogue import FAULT_KINDS
 
     return Registries(backends=BACKENDS, suts=tuple(SUTS), workloads=workload_names(), nemeses=FAULT_KINDS)
 
@@ -140,7 +140,7 @@ def run_command(args: argparse.Namespace) -> int:
     import dataclasses
 
     if args.list_nemeses:
-        from nemesis.cli import print_catalogue
+        from harness.plugins import print_catalogue
 
         return print_catalogue(as_json=False)
 

@@ -26,9 +26,9 @@ from checkers.registry import CHECKERS, checker_module, get_checker
 from checkers.verdict import UNKNOWN, Validity, Verdict, exit_code, merge_validity
 from harness import plots, store
 from harness.db import SUT_CHECKS  # importing it registers the adapters' own checkers (image-replay)
-from harness.errors import UserError
 from reports import metrics
 from reports.html_report import STYLE
+from vocab.errors import UserError
 
 # workload -> checkers run on its history, for workloads the registry (workloads/) does not know
 DEFAULT_CHECKERS: dict[str, tuple[str, ...]] = {"config-register": ("linearizable",)}
@@ -67,10 +67,9 @@ class Analysis:
 
 def _registered_workload(name: Any) -> Any:
     """The workload registry's entry (workloads/), or None for a name it does not know."""
-    from workloads import WORKLOADS, workload_names
+    from harness.plugins import find_workload
 
-    workload_names()  # loads the built-in workloads
-    return WORKLOADS.get(str(name))
+    return find_workload(str(name))
 
 
 def workload_checkers(test: Mapping[str, Any], mapping: Mapping[str, Sequence[str]] | None = None) -> list[str]:

@@ -31,12 +31,18 @@ from pathlib import Path
 from typing import Any
 
 from harness import store
-from harness.backends import Backend
 from harness.backends.shell import BackendError
-from harness.db import DB, DBError, make_db
+from harness.db import make_db
 from harness.driver import Driver, DriverStats
-from harness.errors import EXIT_ERROR, EXIT_INVALID, UserError
-from harness.generators import (
+from harness.history_writer import HistoryWriter
+from harness.plugins import get_workload, make_nemesis
+from harness.progress import Progress
+from vocab.backend import Backend
+from vocab.db import DB, DBError
+from vocab.errors import EXIT_ERROR, EXIT_INVALID, UserError
+from vocab.faults.catalogue import HEAL_ORDER, TARGETED_KIND
+from vocab.faults.options import all_options
+from vocab.generators import (
     clients,
     fault_timeline,
     heal_all,
@@ -47,14 +53,9 @@ from harness.generators import (
     rate,
     time_limit,
 )
-from harness.generators.schedule import TimedFault
-from harness.history_writer import HistoryWriter
-from harness.progress import Progress
-from harness.schedulers import RealtimeScheduler, Scheduler, VirtualScheduler
-from nemesis.catalogue import HEAL_ORDER, TARGETED_KIND
-from nemesis.nemesis import Nemesis
-from nemesis.options import all_options
-from workloads import WorkloadEnv, WorkloadRun, get_workload
+from vocab.generators.schedule import TimedFault
+from vocab.schedulers import RealtimeScheduler, Scheduler, VirtualScheduler
+from vocab.workload import WorkloadEnv, WorkloadRun
 
 READY_TIMEOUT_S = 90.0
 RECOVER_TIMEOUT_S = 90.0
@@ -209,7 +210,7 @@ class Run:
         assert scheduler is not None and db is not None and workload is not None and self.backend is not None
         self.writer = HistoryWriter(self.run.history_jsonl)
         options = all_options(spec.nemesis, spec.nemesis_modes, spec.nemesis_options)
-        the_nemesis = Nemesis(self.backend, db, scheduler, spec.seed, options) if spec.nemesis else None
+        the_nemesis = make_nemesis(self.backend, db, scheduler, spec.seed, options) if spec.nemesis else None
         timeout = int(spec.workload_options.get("request_timeout_ms", 5_000)) / 1000 + OP_TIMEOUT_MARGIN_S
         forger = self._forger()
         scheduler.reset()

@@ -25,7 +25,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from checkers.history import History, HistoryError, pair, read_events
-from harness.errors import UserError
 from reports.schema import (
     HISTORY_ARROW_SCHEMA,
     HISTORY_COLUMNS,
@@ -36,6 +35,7 @@ from reports.schema import (
     SCHEMA_VERSION,
     TEST_FILE,
 )
+from vocab.errors import UserError
 
 ENV_ROOT = "KCHAOS_RESULTS"
 DEFAULT_ROOT = "results"

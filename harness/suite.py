@@ -52,8 +52,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import test_spec
-from harness.errors import UserError
 from harness.test_spec import Registries, TestSpec
+from vocab.errors import UserError
 
 SUITE_FILE = "suite.json"
 JOURNAL = "runs.jsonl"
@@ -334,8 +334,8 @@ def load_suite(
 
 
 def _check_support(nemeses: Mapping[str, tuple[str, ...]], backends: Sequence[str], where: str) -> None:
-    """Every fault kind of the matrix must be one each backend of it carries out (nemesis.catalogue)."""
-    from nemesis.catalogue import backend_support
+    """Every fault kind of the matrix must be one each backend of it carries out (vocab.faults.catalogue)."""
+    from vocab.faults.catalogue import backend_support
 
     support = backend_support([b for b in backends if b in ("sim", "netns", "docker", "ssh")])
     for backend, kinds in support.items():

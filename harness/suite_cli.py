@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
+from vocab.errors import UserError
 
 
 def add_arguments(p: argparse.ArgumentParser, default_file: str | None = None) -> None:

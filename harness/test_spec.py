@@ -7,8 +7,8 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     backend = "sim"                  # sim | netns | ssh  (BACKENDS)
     inventory = "hosts.toml"         # ssh only: the hosts (harness/backends/inventory.py)
     sut = "kraft"                    # system under test adapter (SUTS): kraft | etcd (not on sim)
-    workload = "config-register"     # the workload registry (workloads/__init__.py)
-    nemesis = ["partition", "kill"]  # fault kinds (nemesis.catalogue); [] = no faults
+    workload = "config-register"     # the workload registry (vocab/workload.py, harness/plugins.py)
+    nemesis = ["partition", "kill"]  # fault kinds (vocab.faults.catalogue); [] = no faults
     nemesis_interval_s = 10          # a fault starts this long after the previous start (or stop, when full)
     nemesis_duration_s = 10          # and lasts this long
     nemesis_max_active = 0           # faults active at once; 0 = every kind may be
@@ -55,8 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
-from nemesis.catalogue import FAULT_KINDS, check_option, mode_choices
+from vocab.errors import UserError
+from vocab.faults.catalogue import FAULT_KINDS, check_option, mode_choices
 
 # test.json's schema version (results/SCHEMA.md); equal to reports.schema.SCHEMA_VERSION, not imported
 # from there because that module loads pyarrow, which every CLI start would then pay for.
@@ -69,8 +69,9 @@ NEMESES: tuple[str, ...] = FAULT_KINDS
 
 
 def registered_workloads() -> tuple[str, ...]:
-    """The workload registry's names (workloads/__init__.py): the allowed `workload` values."""
-    from workloads import workload_names
+    """The workload registry's names (vocab/workload.py, loaded by harness/plugins.py): the allowed
+    `workload` values."""
+    from harness.plugins import workload_names
 
     return workload_names()
 
@@ -566,7 +567,7 @@ def _sut_problem(values: Mapping[str, Any]) -> str | None:
     sut = values.get("sut", TestSpec.sut)
     workload = values.get("workload", TestSpec.workload)
     try:
-        from workloads import get_workload
+        from harness.plugins import get_workload
 
         suts: tuple[str, ...] | None = get_workload(workload).suts
     except KeyError:

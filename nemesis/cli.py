@@ -11,8 +11,8 @@ import json
 import sys
 from typing import Any
 
-from harness.errors import EXIT_VALID
-from nemesis.catalogue import CATALOGUE, TARGETED_KIND, TARGETS_DOC, KindSpec, backend_support
+from vocab.errors import EXIT_VALID
+from vocab.faults.catalogue import CATALOGUE, TARGETED_KIND, TARGETS_DOC, KindSpec, backend_support
 
 
 def catalogue_json() -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """The nemesis: turns the schedule's `start-<kind>` / `stop-<kind>` ops into backend and DB calls.
 
-The schedule names the kind and a mode; the nemesis chooses the targets (`nemesis.targets`) and the
-parameters (`nemesis.options`) from a seeded RNG and the cluster's current leader, so a simulated
+The schedule names the kind and a mode; the nemesis chooses the targets (`vocab.faults.targets`) and the
+parameters (`vocab.faults.options`) from a seeded RNG and the cluster's current leader, so a simulated
 run does the same thing every time. Rules (results/SCHEMA.md, "Nemesis events"):
 
 - A start completes `info` with `{"kind", "mode", "targets", <parameters>…}`: the fault window opens
@@ -25,20 +25,18 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.backends import Backend, ClockFault, DiskFault, FaultNotSupported, Links, PacketFault, RedeliverFault
-from harness.db import DB
-from harness.generators import Op
-from harness.invocation import Completion, DoneFn, error_text
-from harness.schedulers import Scheduler
-from nemesis import partitions
-from nemesis.catalogue import FAULT_KINDS, TARGETED_KIND, spec
-from nemesis.options import KindOptions, kind_options
-from nemesis.targets import ClusterView, NoTarget, choose
+from vocab.backend import Backend
+from vocab.db import DB
+from vocab.faults import partitions
+from vocab.faults.catalogue import FAULT_KINDS, TARGETED_KIND, spec
+from vocab.faults.kinds import REPLAY, ClockFault, DiskFault, FaultNotSupported, Links, PacketFault, RedeliverFault
+from vocab.faults.options import KindOptions, kind_options
+from vocab.faults.targets import ClusterView, NoTarget, choose
+from vocab.generators import Op
+from vocab.invocation import Completion, DoneFn, error_text
+from vocab.schedulers import Scheduler
 
 DOWN_KINDS = ("kill", "lose_unsynced", "corrupt")  # kinds that take nodes down until their stop
-# A start's value may carry what an earlier run's start did (`kchaos reproduce`): targets, parameters,
-# a partition's grudge. The nemesis then does that again instead of choosing.
-REPLAY = "replay"
 # Aimed by role, a replayed fault is aimed by role again (the leader of the new run, which another
 # backend may have elected differently); aimed otherwise, at the recorded nodes by name.
 ROLE_TARGET_MODES = frozenset({"leader", "follower"})

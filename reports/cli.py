@@ -9,8 +9,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from harness.errors import EXIT_VALID, UserError
 from reports import ingest, metrics
+from vocab.errors import EXIT_VALID, UserError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -19,7 +19,6 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from harness.errors import UserError
 from reports.metrics import HistoryError, read_jsonl_history
 from reports.schema import (
     HISTORY_JSONL,
@@ -30,6 +29,7 @@ from reports.schema import (
     TEST_FILE,
     parquet_schema_problem,
 )
+from vocab.errors import UserError
 
 
 @dataclass

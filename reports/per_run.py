@@ -12,9 +12,9 @@ from typing import Any
 
 import pandas as pd
 
-from harness.errors import UserError
 from reports import charts, metrics
 from reports.ingest import vet_run
+from vocab.errors import UserError
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:

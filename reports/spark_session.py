@@ -9,7 +9,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from harness.errors import UserError
+from vocab.errors import UserError
 
 # Defaults a user can override with --conf.
 DEFAULT_CONF = {

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.errors import EXIT_ERROR, UserError
 from reports.cli import add_arguments, run
+from vocab.errors import EXIT_ERROR, UserError
 
 
 def main(argv: list[str] | None = None) -> int:

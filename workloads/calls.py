@@ -21,10 +21,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.invocation import Completion, error_text
 from node.client.errors import KafkaError
 from node.protocol.errors import ErrorCode
-from workloads import WorkloadRun, client_login
+from vocab.invocation import Completion, error_text
+from vocab.workload import WorkloadRun, client_login
 
 
 @dataclass(frozen=True, slots=True)

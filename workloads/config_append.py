@@ -39,10 +39,10 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.generators import Op, Rng, as_gen, seq
-from harness.invocation import Completion, DoneFn, Handler
 from node.protocol.admin import ConfigOperation
-from workloads import Workload, WorkloadEnv, register_workload
+from vocab.generators import Op, Rng, as_gen, seq
+from vocab.invocation import Completion, DoneFn, Handler
+from vocab.workload import Workload, WorkloadEnv, register_workload
 from workloads.calls import Answer, Calls, CallsWorkloadRun, create_topics, failed
 from workloads.config_reads import BROKER_READ, broker_read, controller_read, image_read_invocation, requested
 from workloads.config_requests import alter_errors, alter_request, key_of, split_key

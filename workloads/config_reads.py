@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.invocation import Completion, DoneFn
+from vocab.invocation import Completion, DoneFn
 from workloads.calls import Answer, Calls, failed
 from workloads.config_requests import MissingValue, describe_request, described_values
 

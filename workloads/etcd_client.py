@@ -28,8 +28,8 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.invocation import Completion, DoneFn, error_text
-from workloads import WorkloadRun
+from vocab.invocation import Completion, DoneFn, error_text
+from vocab.workload import WorkloadRun
 
 CLIENT_PORT = 2379
 # gRPC status codes the gateway returns in {"code": N, "message": ...}

@@ -20,9 +20,9 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from harness.generators import Op, Rng, as_gen, seq
-from harness.invocation import Completion, DoneFn, Handler
-from workloads import Workload, WorkloadEnv, register_workload
+from vocab.generators import Op, Rng, as_gen, seq
+from vocab.invocation import Completion, DoneFn, Handler
+from vocab.workload import Workload, WorkloadEnv, register_workload
 from workloads.etcd_client import EtcdWorkloadRun, GatewayHandler
 
 NAME = "watch"

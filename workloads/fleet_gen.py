@@ -1,7 +1,7 @@
 """The generator of the played-broker workloads (registrations, isr-changes): a pure state machine.
 
 It plays a few brokers through their life (KIP-631) and, for isr-changes, leads their partitions
-(KIP-497). Like every generator (`harness.generators.core`) it is an immutable value: `op(ctx)` names
+(KIP-497). Like every generator (`vocab.generators.core`) it is an immutable value: `op(ctx)` names
 the next op from the state and the time; `update(ctx, event)` folds invocations and completions back
 in, so the same seed and the same answers give the same ops. Every op's invoke value holds all that
 the client sends, so the history says what was asked even when the outcome is unknown.
@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.generators import EXHAUSTED, PENDING, Context, Gen, Op, Rng
+from vocab.generators import EXHAUSTED, PENDING, Context, Gen, Op, Rng
 
 MS = 1_000_000
 SETUP = "setup"

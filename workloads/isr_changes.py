@@ -15,7 +15,7 @@ Checkers: `partition-cas` (linearizability of the compare-and-sets per partition
 
 from __future__ import annotations
 
-from workloads import Workload, register_workload
+from vocab.workload import Workload, register_workload
 from workloads.played_brokers import PLAYED_BROKER_CHECKER_OPTIONS, PlayedBrokersRun
 
 NAME = "isr-changes"

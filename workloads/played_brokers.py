@@ -26,9 +26,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import UserError
-from harness.generators import Op, seq
-from harness.invocation import Completion, DoneFn, error_text
 from node.broker.config import DEFAULT_FEATURES
 from node.client.errors import KafkaError, server_error
 from node.protocol.admin import (
@@ -51,7 +48,10 @@ from node.protocol.broker_api import (
 )
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import DescribeQuorumRequest
-from workloads import WorkloadEnv, WorkloadRun, client_login
+from vocab.errors import UserError
+from vocab.generators import Op, seq
+from vocab.invocation import Completion, DoneFn, error_text
+from vocab.workload import WorkloadEnv, WorkloadRun, client_login
 from workloads.fleet_gen import ACTIONS, READS, FleetGen, Params, Part, Remembered, Slot, incarnation_id
 
 SETUP_TIMEOUT_S = 60.0

@@ -14,7 +14,7 @@ made of the partitions).
 
 from __future__ import annotations
 
-from workloads import Workload, register_workload
+from vocab.workload import Workload, register_workload
 from workloads.played_brokers import PLAYED_BROKER_CHECKER_OPTIONS, PlayedBrokersRun
 
 NAME = "registrations"

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends import native
-from harness.backends.faults import ClockFault
 from harness.backends.ledger import Ledger, register_undo
 from harness.backends.shell import BackendError
+from vocab.faults.kinds import ClockFault
 
 LIBFAKETIME_GLOBS = (
     "/usr/lib/*/faketime/libfaketime.so.1",

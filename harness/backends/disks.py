@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends import native
-from harness.backends.faults import DiskFault
 from harness.backends.ledger import Ledger, register_undo
+from vocab.faults.kinds import DiskFault
 
 CONTROL_BYTES = 64
 OP_BITS = {"fsync": 1, "write": 2}

@@ -29,7 +29,6 @@ from typing import Any
 
 from harness.backends.docker_engine import LABEL, ensure_engine
 from harness.backends.docker_image import CODE_ROOT, cache_dir, ensure_image
-from harness.backends.faults import BACKEND_FAULTS
 from harness.backends.firewall import allow_bridge_forwarding, firewall_named
 from harness.backends.ledger import HealReport, Ledger, register_undo
 from harness.backends.native import cache_dir as native_cache_dir
@@ -37,6 +36,7 @@ from harness.backends.netns import NetnsBackend, NodeHost, ProcessSpec, free_sub
 from harness.backends.resources import kill_all, link_names, netns_names, netns_pids, with_killed
 from harness.backends.shell import BackendError, run
 from harness.backends.signals import deferred_termination
+from vocab.faults.kinds import BACKEND_FAULTS
 
 NODE_PYTHON = "python3"
 # What of the harness's own environment a node container gets (the rest is the host's business).

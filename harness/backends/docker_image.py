@@ -28,7 +28,7 @@ from harness.backends.shell import BackendError
 SUITE = "bookworm"
 # faketime: libfaketime, for clock faults; etcd-server: for `--sut etcd`
 PACKAGES = ("python3", "iproute2", "iptables", "procps", "faketime", "etcd-server")
-PROJECT_PACKAGES = ("harness", "node", "nemesis", "workloads", "checkers", "reports")
+PROJECT_PACKAGES = ("vocab", "harness", "node", "nemesis", "workloads", "checkers", "reports")
 PROJECT_SUFFIXES = (".py", ".c", ".html", ".js", ".css", ".toml")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CODE_ROOT = "/opt/kchaos"

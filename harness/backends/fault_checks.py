@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from harness.backends import clocks, disks, native
-from harness.backends.faults import DiskFault
 from harness.backends.packets import QUEUE, TREE_ROOT
 from harness.backends.shell import BackendError, run
+from vocab.faults.kinds import DiskFault
 
 CLOCK_SKEW_S = 3600
 PROBE_DELAY_MS = 60

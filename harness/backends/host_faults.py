@@ -17,11 +17,11 @@ from pathlib import Path
 from harness.backends import clocks, disks, native
 from harness.backends.clocks import ClockControl
 from harness.backends.disks import DiskControl
-from harness.backends.faults import FaultNotSupported
 from harness.backends.ledger import Ledger
 from harness.backends.packets import PacketFaults
 from harness.backends.pauses import Pauses
 from harness.backends.shell import BackendError
+from vocab.faults.kinds import FaultNotSupported
 
 log = logging.getLogger("kchaos.backends")
 DISK_KINDS = frozenset({"disk_stall", "disk_fail"})

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
+from vocab.errors import UserError
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 HOST_KEY_CHECKING = ("yes", "accept-new", "no")

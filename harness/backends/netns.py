@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from harness.backends import Backend, Grudge, check_grudge
-from harness.backends.faults import BACKEND_FAULTS, ClockFault, DiskFault, FaultNotSupported, Links, PacketFault
 from harness.backends.firewall import Firewall, allow_bridge_forwarding, firewall_named, record_block
 from harness.backends.host_faults import HostFaults
 from harness.backends.lazyfs.nodes import NodeDisks
@@ -37,6 +35,8 @@ from harness.backends.procs import kill_verified, remove_faketime_files, start_t
 from harness.backends.resources import create_bridge, create_netns, create_veth, link_names, netns_names
 from harness.backends.shell import BackendError, run
 from harness.backends.signals import TeardownOnTermination, deferred_termination
+from vocab.backend import Backend, check_grudge
+from vocab.faults.kinds import BACKEND_FAULTS, ClockFault, DiskFault, FaultNotSupported, Grudge, Links, PacketFault
 
 NODE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
 # Candidate /24s: 10.200.0.0 to 10.207.255.0 first, then 172.16.0.0 to 172.31.255.0 (rarely used by anything else).

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.backends.faults import PacketFault
 from harness.backends.ledger import Ledger, register_undo
 from harness.backends.procs import kill_verified, start_time, wait_gone
 from harness.backends.resources import netns_names
 from harness.backends.shell import BackendError, run, succeeds
+from vocab.faults.kinds import PacketFault
 
 CHAIN = "KCHAOS_PKT"
 QUEUE = 4242

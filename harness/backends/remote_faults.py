@@ -29,10 +29,10 @@ from typing import Any
 from harness.backends import disks
 from harness.backends.clocks import TRUE_TIME, ClockControl
 from harness.backends.disks import DiskControl, encode_params
-from harness.backends.faults import DiskFault
 from harness.backends.inventory import Host
 from harness.backends.ledger import Ledger, register_undo
 from harness.backends.remote_shell import Remote
+from vocab.faults.kinds import DiskFault
 
 # Live connections of this process, so an undo during teardown rides the open connection.
 _LIVE: dict[tuple[str, str, int, str], Remote] = {}

@@ -19,13 +19,13 @@ import logging
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from harness.backends import Backend, ClockFault, DiskFault, Grudge, Links, PacketFault, RedeliverFault, check_grudge
-from harness.backends.faults import BACKEND_FAULTS
-from harness.schedulers import VirtualScheduler
 from node.bugs import warning_lines
 from node.sim.buggify import Buggify, Listener
 from node.sim.cluster import ClusterConfig, host_address
 from node.sim.world import SimConfig, Simulation
+from vocab.backend import Backend, check_grudge
+from vocab.faults.kinds import BACKEND_FAULTS, ClockFault, DiskFault, Grudge, Links, PacketFault, RedeliverFault
+from vocab.schedulers import VirtualScheduler
 
 # Runs exercise the whole node (issue 13): a snapshot every this many committed records, so that a node
 # that was cut off or down for a fault window catches up from a snapshot (KIP-630 FetchSnapshot) in

@@ -33,8 +33,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.backends import Backend, ClockFault, DiskFault, FaultNotSupported, Grudge, check_grudge, native
-from harness.backends.faults import BACKEND_FAULTS
+from harness.backends import native
 from harness.backends.host_faults import DISK_KINDS
 from harness.backends.inventory import Host, Inventory, load_inventory
 from harness.backends.ledger import LEDGER_NAME, HealReport, Ledger
@@ -51,6 +50,8 @@ from harness.backends.remote_faults import (
 from harness.backends.remote_shell import Remote, each
 from harness.backends.shell import BackendError
 from harness.backends.signals import TeardownOnTermination, deferred_termination
+from vocab.backend import Backend, check_grudge
+from vocab.faults.kinds import BACKEND_FAULTS, ClockFault, DiskFault, FaultNotSupported, Grudge
 
 LATENCY_FILE = "ssh-latency.json"
 LIBFAKETIME_GLOBS = "/usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1"

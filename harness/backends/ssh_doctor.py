@@ -13,7 +13,7 @@ from typing import Any
 from harness.backends.inventory import Host, load_inventory
 from harness.backends.remote_shell import Remote, each
 from harness.backends.shell import BackendError
-from harness.errors import UserError
+from vocab.errors import UserError
 
 PROVISION = "vagrant/provision.sh on the host (apt-get install python3 python3-venv nftables faketime)"
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UserError
+from vocab.errors import UserError
 
 DEFAULT_SUBNET = "192.168.56"
 FIRST_HOST = 10  # kcN gets SUBNET.(FIRST_HOST + N), as in vagrant/Vagrantfile

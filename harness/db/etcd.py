@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.backends import Backend
-from harness.db import DB, DBError
+from vocab.backend import Backend
+from vocab.db import DB, DBError
 
 CLIENT_PORT = 2379
 PEER_PORT = 2380

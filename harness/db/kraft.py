@@ -39,14 +39,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.backends import Backend, FaultNotSupported
 from harness.backends.sim import ADMIN_PRINCIPAL, RUN_SNAPSHOT_EVERY_RECORDS, SimBackend, sim_layout
-from harness.db import DB, DBError
 from harness.db.kraft_tap import LogTap
 from node.bugs import BUGS_KEY, TEST_CLUSTER_KEY
 from node.runtime.corruption import Corruption, NothingToCorrupt, corrupt_data_dir, restore_corruption
 from node.runtime.fs import OS_FS
 from node.runtime.local_cluster import sasl_settings
+from vocab.backend import Backend
+from vocab.db import DB, DBError
+from vocab.faults.kinds import FaultNotSupported
 
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093

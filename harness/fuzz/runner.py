@@ -240,7 +240,7 @@ class HarnessTarget:
 
     def __init__(self, seed: int, workdir: Path) -> None:
         from checkers.history import HistoryError
-        from harness.errors import UserError
+        from vocab.errors import UserError
 
         self.workdir = workdir
         self.inputs = _harness_inputs(workdir)

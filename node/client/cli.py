@@ -18,7 +18,6 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.errors import UserError
 from node.client import cli_output as out
 from node.client.errors import KafkaError
 from node.client.results import (
@@ -39,6 +38,7 @@ from node.protocol.acls import (
     ResourceType,
 )
 from node.protocol.admin import ConfigResourceType
+from vocab.errors import UserError
 
 PASSWORD_ENV = "KCHAOS_ADMIN_PASSWORD"
 DEFAULT_TIMEOUT_MS = 30_000

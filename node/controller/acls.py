@@ -9,8 +9,7 @@ filter that matched it. All records of one request are one batch.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from node.controller.context import ControllerContext, Reply
 from node.metadata.describe import acl_filter_error, acl_filter_matches
 from node.metadata.records import AccessControlEntryRecord, MetadataRecord, RemoveAccessControlEntryRecord
 from node.process.ports import RequestContext
@@ -30,9 +29,6 @@ from node.protocol.acls import (
     ResourceType,
 )
 from node.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from node.controller.controller import QuorumController, Reply
 
 _CONCRETE_RESOURCES = frozenset(range(ResourceType.TOPIC, ResourceType.USER + 1))
 _CONCRETE_OPERATIONS = frozenset(range(AclOperation.ALL, AclOperation.DESCRIBE_TOKENS + 1))
@@ -60,12 +56,12 @@ def creation_error(c: AclCreation) -> str | None:
     return None
 
 
-def _may_alter_acls(ctl: QuorumController, ctx: RequestContext) -> bool:
+def _may_alter_acls(ctl: ControllerContext, ctx: RequestContext) -> bool:
     return ctl.allowed(ctx, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME)
 
 
 def handle_create_acls(
-    ctl: QuorumController, now_ms: int, ctx: RequestContext, request: CreateAclsRequest, reply: Reply
+    ctl: ControllerContext, now_ms: int, ctx: RequestContext, request: CreateAclsRequest, reply: Reply
 ) -> None:
     if not _may_alter_acls(ctl, ctx):
         results = tuple(AclCreationResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED) for _ in request.creations)
@@ -98,7 +94,7 @@ def handle_create_acls(
 
 
 def handle_delete_acls(
-    ctl: QuorumController, now_ms: int, ctx: RequestContext, request: DeleteAclsRequest, reply: Reply
+    ctl: ControllerContext, now_ms: int, ctx: RequestContext, request: DeleteAclsRequest, reply: Reply
 ) -> None:
     if not _may_alter_acls(ctl, ctx):
         results = tuple(DeleteAclsFilterResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED) for _ in request.filters)

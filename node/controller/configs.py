@@ -9,9 +9,10 @@ batch, so a request's changes become visible together or not at all.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from node.controller.config_catalog import join_list, lookup, split_list
+from node.controller.context import ControllerContext, Reply
 from node.metadata.describe import config_resource_error
 from node.metadata.image import MetadataImage
 from node.metadata.records import ConfigRecord
@@ -30,9 +31,6 @@ from node.protocol.admin import (
 )
 from node.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from node.controller.controller import QuorumController, Reply
-
 
 class ConfigRefusal(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
@@ -40,7 +38,7 @@ class ConfigRefusal(Exception):
         self.code = code
 
 
-def _check_access(ctl: QuorumController, ctx: RequestContext, rtype: int, rname: str) -> None:
+def _check_access(ctl: ControllerContext, ctx: RequestContext, rtype: int, rname: str) -> None:
     """Authorization first (so an unauthorized client learns nothing), then the resource itself."""
     if rtype == ConfigResourceType.TOPIC:
         if not ctl.allowed(ctx, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, rname):
@@ -123,7 +121,7 @@ def _replacement(view: MetadataImage, resource: AlterConfigsResource) -> list[Co
 
 
 def _alter(
-    ctl: QuorumController,
+    ctl: ControllerContext,
     ctx: RequestContext,
     request: IncrementalAlterConfigsRequest | AlterConfigsRequest,
     reply: Reply,
@@ -154,13 +152,13 @@ def _alter(
 
 
 def handle_incremental_alter_configs(
-    ctl: QuorumController, now_ms: int, ctx: RequestContext, request: IncrementalAlterConfigsRequest, reply: Reply
+    ctl: ControllerContext, now_ms: int, ctx: RequestContext, request: IncrementalAlterConfigsRequest, reply: Reply
 ) -> None:
     _alter(ctl, ctx, request, reply, _incremental)
 
 
 def handle_alter_configs(
-    ctl: QuorumController, now_ms: int, ctx: RequestContext, request: AlterConfigsRequest, reply: Reply
+    ctl: ControllerContext, now_ms: int, ctx: RequestContext, request: AlterConfigsRequest, reply: Reply
 ) -> None:
     _alter(ctl, ctx, request, reply, _replacement)
 

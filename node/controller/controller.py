@@ -30,7 +30,9 @@ from typing import Any
 from node.controller import acls, configs, partitions, registration, topics
 from node.controller.config import METADATA_VERSION, ControllerConfig
 from node.controller.config_catalog import DEFAULTS
+from node.controller.context import ControllerContext, Reply
 from node.controller.errors import whole_request_error
+from node.controller.sessions import Sessions
 from node.metadata import describe
 from node.metadata.image import MetadataDelta, MetadataImage, MetadataImageError
 from node.metadata.records import FeatureLevelRecord, MetadataRecord, encode_record
@@ -66,9 +68,8 @@ from node.protocol.codec import BinaryCodec, Codec
 from node.protocol.errors import ErrorCode
 from node.security.authorizer import Authorizer
 
-Reply = Callable[[object], None]
 # A handler for one request type: (controller, now_ms, ctx, message, reply).
-Handler = Callable[["QuorumController", int, RequestContext, Any, Reply], None]
+Handler = Callable[[ControllerContext, int, RequestContext, Any, Reply], None]
 
 _WRITES: dict[type, Handler] = {
     BrokerRegistrationRequest: registration.handle_registration,
@@ -99,7 +100,7 @@ class QuorumController:
         self.config = config or ControllerConfig()
         self.authorizer = authorizer
         self.codec: Codec = codec or BinaryCodec()
-        self.sessions = registration.Sessions(self.config.broker_session_timeout_ms, self.config.bugs)
+        self.sessions = Sessions(self.config.broker_session_timeout_ms, self.config.bugs)
         self._active = False
         self._generation = 0
         self._working: MetadataImage | None = None

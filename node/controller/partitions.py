@@ -15,9 +15,9 @@ broker is unfenced.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from node.bugs import NO_BUGS, Bugs
+from node.controller.context import ControllerContext, Reply
 from node.metadata.image import MetadataImage, PartitionState
 from node.metadata.records import NO_LEADER, PartitionChangeRecord
 from node.process.ports import RequestContext
@@ -29,9 +29,6 @@ from node.protocol.broker_api import (
     AlterPartitionTopicResult,
 )
 from node.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from node.controller.controller import QuorumController, Reply
 
 
 def is_live(view: MetadataImage, broker_id: int) -> bool:
@@ -139,7 +136,7 @@ def _validate(
 
 
 def handle_alter_partition(
-    ctl: QuorumController, now_ms: int, ctx: RequestContext, request: AlterPartitionRequest, reply: Reply
+    ctl: ControllerContext, now_ms: int, ctx: RequestContext, request: AlterPartitionRequest, reply: Reply
 ) -> None:
     view = ctl.working
     reg = view.broker(request.broker_id)

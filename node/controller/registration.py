@@ -16,10 +16,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
-
-from node.bugs import NO_BUGS, Bugs
+from node.controller.context import ControllerContext, Reply
 from node.controller.partitions import elect_with, remove_broker
 from node.metadata.image import BrokerRegistration, MetadataImage
 from node.metadata.records import (
@@ -39,64 +36,12 @@ from node.protocol.broker_api import (
 )
 from node.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from node.controller.controller import QuorumController, Reply
 
-
-class Sessions:
-    """Last contact per broker, as seen by this active controller, and the one timer it keeps armed."""
-
-    def __init__(self, timeout_ms: int, bugs: Bugs = NO_BUGS) -> None:
-        self.timeout_ms = timeout_ms
-        self.retry_ms = max(1, timeout_ms // 10)  # a lapsed broker whose fence was refused is tried again
-        self.bugs = bugs
-        self._last: dict[int, int] = {}
-        self._armed: int | None = None
-
-    def reset(self, now_ms: int, brokers: Mapping[int, BrokerRegistration]) -> None:
-        self._last = dict.fromkeys(brokers, now_ms)
-        if "ctl-no-fence-after-failover" in self.bugs:  # KAFKA-13841: only brokers heard from are tracked
-            self._last = {}
-        self._armed = None
-
-    def clear(self) -> None:
-        self._last.clear()
-        self._armed = None
-
-    def touch(self, broker_id: int, now_ms: int) -> None:
-        self._last[broker_id] = now_ms
-
-    def live(self, broker_id: int, now_ms: int) -> bool:
-        last = self._last.get(broker_id)
-        return last is not None and now_ms < last + self.timeout_ms
-
-    def expired(self, view: MetadataImage, now_ms: int) -> list[int]:
-        """Unfenced brokers whose session has lapsed."""
-        tracked = self._last if "ctl-no-fence-after-failover" in self.bugs else view.brokers
-        lapsed = [b for b, reg in sorted(view.brokers.items()) if not reg.fenced and not self.live(b, now_ms)]
-        return [b for b in lapsed if b in tracked]
-
-    def next_deadline(self, view: MetadataImage) -> int | None:
-        last = self._last
-        deadlines = [last[b] + self.timeout_ms for b, reg in view.brokers.items() if not reg.fenced and b in last]
-        return min(deadlines, default=None)
-
-    def arm(self, deadline_ms: int) -> bool:
-        """Remember the timer; True when the port must be asked for it (earlier than the armed one)."""
-        if self._armed is not None and self._armed <= deadline_ms:
-            return False
-        self._armed = deadline_ms
-        return True
-
-    def timer_fired(self) -> None:
-        self._armed = None
-
-
-def _fence(ctl: QuorumController, reg: BrokerRegistration) -> list[MetadataRecord]:
+def _fence(ctl: ControllerContext, reg: BrokerRegistration) -> list[MetadataRecord]:
     return [FenceBrokerRecord(reg.broker_id, reg.broker_epoch), *remove_broker(ctl.working, reg.broker_id)]
 
 
-def fence_expired(ctl: QuorumController, now_ms: int) -> None:
+def fence_expired(ctl: ControllerContext, now_ms: int) -> None:
     """Fence every unfenced broker whose session lapsed: one batch per broker."""
     view = ctl.working
     for broker_id in ctl.sessions.expired(view, now_ms):
@@ -115,7 +60,7 @@ def _feature_error(view: MetadataImage, request: BrokerRegistrationRequest) -> s
 
 
 def handle_registration(
-    ctl: QuorumController, now_ms: int, ctx: RequestContext, request: BrokerRegistrationRequest, reply: Reply
+    ctl: ControllerContext, now_ms: int, ctx: RequestContext, request: BrokerRegistrationRequest, reply: Reply
 ) -> None:
     view = ctl.working
     broker_id = request.broker_id
@@ -154,7 +99,7 @@ def handle_registration(
 
 
 def handle_heartbeat(
-    ctl: QuorumController, now_ms: int, ctx: RequestContext, request: BrokerHeartbeatRequest, reply: Reply
+    ctl: ControllerContext, now_ms: int, ctx: RequestContext, request: BrokerHeartbeatRequest, reply: Reply
 ) -> None:
     view = ctl.working
     reg = view.broker(request.broker_id)
@@ -198,4 +143,4 @@ def handle_heartbeat(
     ctl.write(request, records, reply, lambda _outcome: response)
 
 
-__all__ = ["Sessions", "fence_expired", "handle_heartbeat", "handle_registration"]
+__all__ = ["fence_expired", "handle_heartbeat", "handle_registration"]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import TYPE_CHECKING
 
 from node.controller.config_catalog import lookup
+from node.controller.context import ControllerContext, Reply
 from node.controller.partitions import is_live
 from node.metadata.image import MetadataImage
 from node.metadata.records import (
@@ -37,9 +37,6 @@ from node.protocol.admin import (
 )
 from node.protocol.common import ZERO_UUID
 from node.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from node.controller.controller import QuorumController, Reply
 
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 10_000  # per topic: far beyond any test, well below a batch that would not fit
@@ -108,7 +105,7 @@ def _assignment(
 
 
 def _topic_records(
-    ctl: QuorumController, ctx: RequestContext, topic: CreatableTopic, start: int
+    ctl: ControllerContext, ctx: RequestContext, topic: CreatableTopic, start: int
 ) -> tuple[list[MetadataRecord], str, int, int]:
     view = ctl.working
     if not (
@@ -147,7 +144,7 @@ def _topic_records(
 
 
 def handle_create_topics(
-    ctl: QuorumController, now_ms: int, ctx: RequestContext, request: CreateTopicsRequest, reply: Reply
+    ctl: ControllerContext, now_ms: int, ctx: RequestContext, request: CreateTopicsRequest, reply: Reply
 ) -> None:
     names = [t.name for t in request.topics]
     results: list[CreatableTopicResult] = []
@@ -169,7 +166,7 @@ def handle_create_topics(
 
 
 def handle_delete_topics(
-    ctl: QuorumController, now_ms: int, ctx: RequestContext, request: DeleteTopicsRequest, reply: Reply
+    ctl: ControllerContext, now_ms: int, ctx: RequestContext, request: DeleteTopicsRequest, reply: Reply
 ) -> None:
     view = ctl.working
     names = list(request.topic_names)

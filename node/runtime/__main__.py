@@ -6,8 +6,8 @@ Spawning many nodes is faster this way (it imports only the runtime); `kchaos no
 import argparse
 import sys
 
-from harness.errors import EXIT_ERROR, UserError
 from node.runtime import cli, quorum_cli
+from vocab.errors import EXIT_ERROR, UserError
 
 parser = argparse.ArgumentParser(prog="python -m node.runtime")
 subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -18,15 +18,34 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from node.metadata.dump import committed_log_jsonl, image_dump_json, node_dump
+from node.process.process import NodeProcess
 from node.protocol.errors import ErrorCode
+from node.raft.node import RaftNode
+from node.runtime.append_error import AppendError
 from node.runtime.http_endpoint import HttpEndpoint, HttpResponse
 from node.runtime.metrics import render_prometheus
+from node.runtime.server_config import ServerConfig
+from node.runtime.wall_clock import WallClock
 
-if TYPE_CHECKING:
-    from node.runtime.server import NodeServer
+
+class AdminTarget(Protocol):
+    """What the admin endpoint reads of a running node (`NodeServer` implements it): passed in, so this
+    module does not import the server that starts it."""
+
+    node_id: int
+    config: ServerConfig
+    node: RaftNode | None
+    process: NodeProcess | None
+    clock: WallClock
+
+    def metric_values(self) -> dict[str, float | int | str]: ...
+
+    async def append(self, records: Sequence[bytes]) -> tuple[int, int]: ...
+
 
 PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 JSON_TYPE = "application/json"
@@ -37,9 +56,7 @@ def _json(status: int, doc: object) -> HttpResponse:
     return HttpResponse(status, (json.dumps(doc) + "\n").encode(), JSON_TYPE)
 
 
-async def start_admin_endpoint(server: NodeServer, host: str, port: int) -> HttpEndpoint:
-    from node.runtime.server import AppendError
-
+async def start_admin_endpoint(server: AdminTarget, host: str, port: int) -> HttpEndpoint:
     async def metrics(_body: bytes) -> HttpResponse:
         return HttpResponse(200, render_prometheus(server.node_id, server.metric_values()).encode(), PROMETHEUS_TYPE)
 

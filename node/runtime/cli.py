@@ -13,11 +13,11 @@ import logging
 import signal
 import sys
 
-from harness.errors import EXIT_ERROR, UserError
 from node.raft.config import ConfigError
 from node.raft.storage import StorageError
 from node.runtime.server import NodeServer
 from node.runtime.server_config import ServerConfig, load_server_config
+from vocab.errors import EXIT_ERROR, UserError
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 

@@ -19,13 +19,13 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from harness.errors import UserError
 from node.client.cli import PASSWORD_ENV, login_from
 from node.client.errors import code_name
 from node.protocol.codec import BinaryCodec, FrameError, FrameKind, FrameReader
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse, ReplicaState
 from node.runtime.peers import sasl_plain_login
+from vocab.errors import UserError
 
 RETRY_BACKOFF_S = 0.2
 

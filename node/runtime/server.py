@@ -54,6 +54,7 @@ from node.raft.events import (
 from node.raft.node import RaftNode
 from node.raft.records import RecordBatch
 from node.raft.storage import StorageError
+from node.runtime.append_error import AppendError
 from node.runtime.appends import AppendGroup, PendingAppend, group_appends
 from node.runtime.dumps import write_dumps
 from node.runtime.file_storage import FileStorage
@@ -80,17 +81,6 @@ def monotonic_ms() -> int:
     """The runtime's own measurements (event-loop busy time, fsync latency) are windowed on the real
     monotonic clock: a skewed or frozen node clock must not distort what they measure."""
     return time.monotonic_ns() // 1_000_000
-
-
-class AppendError(Exception):
-    """An append that did not commit. `definite`: it certainly never will (else its fate is unknown)."""
-
-    def __init__(self, error: int, message: str, *, definite: bool, leader_id: int = -1) -> None:
-        name = ErrorCode(error).name if error in ErrorCode._value2member_map_ else str(error)
-        super().__init__(f"{name}: {message}" if message else name)
-        self.error = error
-        self.definite = definite
-        self.leader_id = leader_id
 
 
 class FatalError(Exception):

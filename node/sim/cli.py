@@ -8,14 +8,14 @@ import re
 import sys
 from typing import Any
 
-from harness.backends.faults import FAULT_KINDS
-from harness.errors import EXIT_INVALID, EXIT_VALID, UserError
 from node.raft.config import ConfigError, RaftConfig
 from node.sim.faults import DEPRECATED_ALIASES, FaultConfig
 from node.sim.network import LinkModel
 from node.sim.runner import RunConfig, RunResult, run
 from node.sim.workload import WorkloadConfig
 from node.sim.world import SimConfig
+from vocab.errors import EXIT_INVALID, EXIT_VALID, UserError
+from vocab.faults.kinds import FAULT_KINDS
 
 _DURATION = re.compile(r"^(\d+)(ms|s|m|h)?$")
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, None: 1000}

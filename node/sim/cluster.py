@@ -1,4 +1,4 @@
-"""Whole KRaft clusters in the simulator: which node plays which role, and how its process is built.
+"""Whole KRaft clusters in the simulator: which node plays which role and how its nodes are configured.
 
 With `SimConfig(cluster=ClusterConfig(...))` every simulated host runs a `NodeProcess` (the Raft core
 plus a quorum controller and/or a broker) instead of a bare Raft core. Node ids follow one layout:
@@ -7,9 +7,10 @@ plus a quorum controller and/or a broker) instead of a bare Raft core. Node ids 
     controllers+1 .. controllers+combined     combined voters (controller and broker in one process)
     after those, `brokers` of them            broker-only observers
 
-The components come from `node.controller` and `node.broker`, imported when the first process is
-built; `components=False` (or a tree without them) runs the bare `NodeProcess`, which replicates and
-replays the metadata log but serves no controller or broker API.
+`node.sim.components.build_process` builds a host's process; its components come from
+`node.controller` and `node.broker`, imported when the first process is built; `components=False`
+(or a tree without them) runs the bare `NodeProcess`, which replicates and replays the metadata log
+but serves no controller or broker API.
 
 Who a request comes from matters once the authorizer is on, so the world asks `inbound_context` for
 the `RequestContext` of every node-to-node request: the sender's inter-node principal, which is a
@@ -19,7 +20,6 @@ quorum and controller APIs, "PLAINTEXT", the inter-broker listener, otherwise).
 
 from __future__ import annotations
 
-import functools
 import random
 import uuid
 from collections.abc import Callable, Mapping
@@ -28,7 +28,7 @@ from typing import Any
 
 from node.bugs import NO_BUGS, Bugs, parse_bugs
 from node.process.ports import RequestContext
-from node.process.process import CONTROLLER_LISTENER, NodeProcess
+from node.process.process import CONTROLLER_LISTENER
 from node.protocol import messages
 from node.protocol.broker_api import (
     AlterPartitionRequest,
@@ -142,47 +142,12 @@ def incarnation_id(rng: random.Random) -> uuid.UUID:
 ComponentBuilder = Callable[[ClusterConfig, Roles, int, uuid.UUID, tuple[int, ...]], dict[str, Any]]
 
 
-def build_process(
-    config: ClusterConfig,
-    roles: Roles,
-    raft: Any,
-    rng: random.Random,
-    all_ids: tuple[int, ...],
-    incarnation: uuid.UUID,
-    components: ComponentBuilder | None = None,
-) -> NodeProcess:
-    """The process of one host: its Raft core wrapped in a NodeProcess with the components for `roles`."""
-    node_id = raft.node_id
-    kwargs: dict[str, Any] = {}
-    if config.components:
-        builder = components or default_components()
-        if builder is not None:
-            kwargs = builder(config, roles, node_id, incarnation, all_ids)
-    if config.snapshot_every_records > 0:
-        from node.metadata.snapshot import snapshot_bytes
-
-        kwargs.setdefault("snapshot_every_records", config.snapshot_every_records)
-        kwargs.setdefault("snapshot_maker", functools.partial(snapshot_bytes, bugs=config.bugs))
-    return NodeProcess(raft, own_principal=config.principal(node_id), rng=random.Random(rng.getrandbits(64)), **kwargs)
-
-
-def default_components() -> ComponentBuilder | None:
-    """The builder over `node.controller` and `node.broker`, or None while they do not exist yet."""
-    try:
-        from node.sim import components
-    except ImportError:
-        return None
-    return components.build if components.available() else None
-
-
 __all__ = [
     "BROKER_LISTENER",
     "SIM_PORT",
     "ClusterConfig",
     "ComponentBuilder",
     "Roles",
-    "build_process",
-    "default_components",
     "host_address",
     "inbound_context",
     "incarnation_id",

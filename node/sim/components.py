@@ -1,6 +1,7 @@
 """The controller and broker of a simulated node process, built with the simulator's settings.
 
-`build` is the default `ComponentBuilder` of `node.sim.cluster`: it turns a `ClusterConfig` into the
+`build` is the default `ComponentBuilder` (`node.sim.cluster`) of `build_process`, which makes a host's
+process: it turns a `ClusterConfig` into the
 `NodeProcess` keyword arguments for one node (a `QuorumController` factory on controllers, a `Broker`
 factory on brokers, the authorizer's ClusterAction check when the authorizer is on). Timeouts come
 from the `ClusterConfig`, scaled for virtual time (a session of a few seconds instead of Kafka's 9 s)
@@ -9,12 +10,15 @@ so that a scenario fences a broker in seconds of simulated time.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import random
 import uuid
 from typing import Any
 
 from node.metadata.records import SecurityProtocol
-from node.sim.cluster import BROKER_LISTENER, SIM_PORT, ClusterConfig, Roles, host_address
+from node.process.process import NodeProcess
+from node.sim.cluster import BROKER_LISTENER, SIM_PORT, ClusterConfig, ComponentBuilder, Roles, host_address
 
 
 def available() -> bool:
@@ -77,4 +81,33 @@ def build(
     return kwargs
 
 
-__all__ = ["available", "build"]
+__all__ = ["available", "build", "build_process", "default_components"]
+
+
+def build_process(
+    config: ClusterConfig,
+    roles: Roles,
+    raft: Any,
+    rng: random.Random,
+    all_ids: tuple[int, ...],
+    incarnation: uuid.UUID,
+    components: ComponentBuilder | None = None,
+) -> NodeProcess:
+    """The process of one host: its Raft core wrapped in a NodeProcess with the components for `roles`."""
+    node_id = raft.node_id
+    kwargs: dict[str, Any] = {}
+    if config.components:
+        builder = components or default_components()
+        if builder is not None:
+            kwargs = builder(config, roles, node_id, incarnation, all_ids)
+    if config.snapshot_every_records > 0:
+        from node.metadata.snapshot import snapshot_bytes
+
+        kwargs.setdefault("snapshot_every_records", config.snapshot_every_records)
+        kwargs.setdefault("snapshot_maker", functools.partial(snapshot_bytes, bugs=config.bugs))
+    return NodeProcess(raft, own_principal=config.principal(node_id), rng=random.Random(rng.getrandbits(64)), **kwargs)
+
+
+def default_components() -> ComponentBuilder | None:
+    """The builder over `node.controller` and `node.broker`, or None while they do not exist yet."""
+    return build if available() else None

@@ -1,8 +1,8 @@
 """Random fault schedules for `kchaos sim`: inject a fault every so often, heal it after a random duration.
 
-The fault vocabulary is the harness's (`harness.backends.faults.FAULT_KINDS`), with the modes,
-targets and parameters of the catalogue (`nemesis.catalogue`, `nemesis.partitions`,
-`nemesis.targets`) applied to the simulator's integer node ids: voters are the controllers,
+The fault vocabulary is the harness's (`vocab.faults.kinds.FAULT_KINDS`), with the modes,
+targets and parameters of the catalogue (`vocab.faults.catalogue`, `vocab.faults.partitions`,
+`vocab.faults.targets`) applied to the simulator's integer node ids: voters are the controllers,
 observers the brokers. Every choice is drawn from the simulation's RNG, so a seed fixes the whole
 fault timeline. At most one fault of each kind is active at a time, which keeps heals exact (a heal
 undoes the one fault it belongs to) while different kinds overlap. The targeted faults of
@@ -20,13 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.backends.faults import FAULT_KINDS, ClockFault, DiskFault, RedeliverFault
-from nemesis import partitions
-from nemesis.options import KindOptions, kind_options
-from nemesis.targets import ClusterView, NoTarget, choose
 from node.runtime.corruption import NothingToCorrupt
 from node.sim.buggify import Buggify, BuggifyConfig
 from node.sim.world import Simulation
+from vocab.faults import partitions
+from vocab.faults.kinds import FAULT_KINDS, ClockFault, DiskFault, RedeliverFault
+from vocab.faults.options import KindOptions, kind_options
+from vocab.faults.targets import ClusterView, NoTarget, choose
 
 DEPRECATED_ALIASES = {"disk": "disk_stall"}  # the simulator's old name for a flush stall
 

@@ -23,7 +23,7 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from harness.backends.faults import PacketFault, RedeliverFault
+from vocab.faults.kinds import PacketFault, RedeliverFault
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from harness.backends.faults import DiskFault
+    from vocab.faults.kinds import DiskFault
 
 PathLike = str | os.PathLike[str]
 _Node = TypeVar("_Node", "SimFile", "SimDir")

@@ -23,7 +23,6 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.backends.faults import PacketFault, RedeliverFault
 from node.bugs import NO_BUGS
 from node.process.actions import MetadataApplied, ShutDown
 from node.process.events import BeginShutdown, InboundRequest
@@ -50,13 +49,15 @@ from node.raft.storage import LoadedState, StorageError
 from node.runtime.corruption import Corruption, corrupt_data_dir, restore_corruption
 from node.runtime.file_storage import snapshot_name
 from node.sim.clock import NodeClock
-from node.sim.cluster import ClusterConfig, ComponentBuilder, Roles, build_process, inbound_context, incarnation_id
+from node.sim.cluster import ClusterConfig, ComponentBuilder, Roles, inbound_context, incarnation_id
+from node.sim.components import build_process
 from node.sim.disk import SIM_SEGMENT_BYTES, SimDisk
 from node.sim.invariants import ImageAgreement, InvariantChecker, InvariantViolation
 from node.sim.network import DegradedLinks, LinkModel, Network
 from node.sim.scheduler import EventQueue
 from node.sim.trace import Trace, summarize
 from node.sim.workload import AppendClient, WorkloadConfig
+from vocab.faults.kinds import PacketFault, RedeliverFault
 
 _LOG_ACTIONS = (act.AppendBatches, act.TruncateLog, act.DeleteLogBefore, act.ResetLog)
 # Events one node may handle within one virtual millisecond before the run counts as a livelock (say a
@@ -1060,7 +1061,7 @@ class Simulation:
 
     # ------------------------------------------------------------------ storage: disk faults, corruption
     def set_disk_fault(self, node_id: int, fault: Any) -> None:
-        """Replace the node's disk fault (a `harness.backends.faults.DiskFault`). A stall delays the
+        """Replace the node's disk fault (a `vocab.faults.kinds.DiskFault`). A stall delays the
         completion of every flush by `delay_ms` (for "fsync" or "write": a flush waits for both; the
         synchronous writes of quorum-state and snapshots take no virtual time here). A failure makes
         the matching calls in the node's FileStorage raise OSError (EIO or ENOSPC, with `probability`);

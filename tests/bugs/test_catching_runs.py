@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from harness.bug_matrix import Matrix, MatrixConfig, default_nemeses
+from harness.plugins import workload_names
 from harness.run_cli import registries
 from harness.runner import run_test
-from workloads import workload_names
 
 # bug -> the checkers built for its rule (any may see it first): a read that skipped the barrier is
 # a stale linearizable read to the register checker, to registrations' `stale-read` rule and, for the

@@ -16,9 +16,9 @@ import pytest
 
 from harness.bug_matrix import NEEDS, Cell, Matrix, MatrixConfig, markdown, to_json, verdict_line
 from harness.cli import main
+from harness.plugins import workload_names
 from harness.test_spec import Cluster
 from node.bugs import BY_NAME, CATALOGUE
-from workloads import workload_names
 
 # With the config-register workload and partition/kill faults alone, these must be caught (the
 # matrix's regression guard; the whole catalogue runs in the slow test). ctl-envelope-unauthorized was

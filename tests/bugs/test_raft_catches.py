@@ -9,9 +9,9 @@ import json
 import tempfile
 from pathlib import Path
 
-from harness.backends.faults import FAULT_KINDS
 from harness.bug_matrix import Matrix, MatrixConfig
 from harness.test_spec import Cluster
+from vocab.faults.kinds import FAULT_KINDS
 
 EXPECTED = {
     "raft-hwm-before-leader-change-committed": "commit safety",

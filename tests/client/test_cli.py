@@ -8,7 +8,6 @@ import uuid
 
 import pytest
 
-from harness.errors import EXIT_ERROR, OneLineParser, UserError
 from node.client.cli import parse_config_pairs, register, split_top_level
 from node.protocol import acls as A
 from node.protocol import admin as M
@@ -16,6 +15,7 @@ from node.protocol.errors import ErrorCode
 from node.runtime.local_cluster import free_port
 from tests.client.answers import altered, cluster_answer, created
 from tests.client.fake_cluster import FakeCluster
+from vocab.errors import EXIT_ERROR, OneLineParser, UserError
 
 
 def kchaos(argv: list[str]) -> int:

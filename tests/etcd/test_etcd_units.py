@@ -12,9 +12,9 @@ import pytest
 from checkers.history import pair, read_events
 from checkers.watch_order import check_watch_order
 from harness.cli import main
-from harness.errors import UserError
-from harness.generators.core import Rng
 from harness.test_spec import load_test
+from vocab.errors import UserError
+from vocab.generators.core import Rng
 from workloads.etcd_append import op_maker as append_ops
 from workloads.etcd_client import EtcdError, failed, prefix_end, server_error, transport_error
 from workloads.etcd_register import op_maker as register_ops

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from harness.cli import COMMANDS, main
-from harness.errors import EXIT_ERROR
+from vocab.errors import EXIT_ERROR
 
 HEAVY = ("pandas", "pyspark", "matplotlib", "node.sim.world", "harness.runner")
 

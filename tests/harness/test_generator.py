@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from harness.driver import Driver
-from harness.generators import (
+from vocab.generators import (
     EXHAUSTED,
     NEMESIS,
     PENDING,
@@ -45,9 +45,9 @@ from harness.generators import (
     time_limit,
     whole_run,
 )
-from harness.generators.core import NS_PER_MS, Rng
-from harness.generators.interpreter import VirtualClock
-from harness.invocation import Completion
+from vocab.generators.core import NS_PER_MS, Rng
+from vocab.generators.interpreter import VirtualClock
+from vocab.invocation import Completion
 
 MS = NS_PER_MS
 

@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from checkers.history import HistoryError, fault_windows, load_history, pair, read_events
-from harness.generators import NEMESIS, Op, Outcome, each_worker, nemesis_schedule, once, rate, run_virtual, whole_run
-from harness.generators.core import NS_PER_MS, Rng
 from harness.history_writer import HistoryWriter, repair_tail, to_parquet
 from reports.schema import HISTORY_ARROW_SCHEMA, parquet_schema_problem
+from vocab.generators import NEMESIS, Op, Outcome, each_worker, nemesis_schedule, once, rate, run_virtual, whole_run
+from vocab.generators.core import NS_PER_MS, Rng
 
 EVENTS = [
     {"time": 0, "process": "nemesis", "type": "invoke", "f": "start-partition", "value": None},

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import reports.schema
-from harness.errors import UserError
 from harness.test_spec import Cluster, Registries, TestSpec, from_dict, load_test
+from vocab.errors import UserError
 
 GOOD = """\
 name = "reg-partition"

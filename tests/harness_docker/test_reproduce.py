@@ -12,9 +12,9 @@ from harness.backends.ledger import LEDGER_NAME
 from harness.cli import main
 from harness.runner import run_test
 from harness.test_spec import Cluster
-from nemesis.catalogue import TARGETED_KIND
 from tests.harness_netns.conftest import heal_if_left, needs_root
 from tests.harness_run.helpers import one_cell_suite, sim_spec
+from vocab.faults.catalogue import TARGETED_KIND
 
 pytestmark = [pytest.mark.root, needs_root]
 

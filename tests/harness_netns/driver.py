@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from harness.backends import grudges
 from harness.backends.netns import NetnsBackend
 from harness.backends.resources import create_tmpdir
+from vocab.faults import grudges
 
 ECHO = str(Path(__file__).with_name("echo_server.py"))
 

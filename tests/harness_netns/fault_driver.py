@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from harness.backends.faults import ClockFault, DiskFault, PacketFault
 from harness.backends.netns import NetnsBackend
+from vocab.faults.kinds import ClockFault, DiskFault, PacketFault
 
 HERE = Path(__file__).parent
 

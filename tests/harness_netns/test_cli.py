@@ -10,8 +10,8 @@ import pytest
 from harness import doctor_cli, heal_cli
 from harness.backends.ledger import Ledger, heal
 from harness.backends.resources import create_netns, create_tmpdir, netns_names
-from harness.errors import EXIT_ERROR, UserError
 from tests.harness_netns.conftest import needs_root, snapshot
+from vocab.errors import EXIT_ERROR, UserError
 
 
 def heal_if_left_file(path) -> None:

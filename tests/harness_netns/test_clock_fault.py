@@ -16,10 +16,10 @@ import pytest
 
 from harness.backends import clocks
 from harness.backends.clocks import ClockControl, HostClock
-from harness.backends.faults import ClockFault
 from harness.backends.ledger import Ledger, heal
 from harness.backends.procs import remove_faketime_files
 from tests.harness_netns.conftest import HERE
+from vocab.faults.kinds import ClockFault
 
 try:
     clocks.find_libfaketime()

@@ -17,9 +17,9 @@ import pytest
 
 from harness.backends import disks
 from harness.backends.disks import DiskControl
-from harness.backends.faults import DiskFault
 from harness.backends.ledger import Ledger, heal
 from tests.harness_netns.conftest import HERE
+from vocab.faults.kinds import DiskFault
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the disk shim")
 STALL_MS = 200

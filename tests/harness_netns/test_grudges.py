@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from harness.backends import check_grudge
-from harness.backends.grudges import complete, cut_pairs, isolate, isolate_random, random_halves
+from vocab.backend import check_grudge
+from vocab.faults.grudges import complete, cut_pairs, isolate, isolate_random, random_halves
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
 

@@ -11,7 +11,6 @@ import sys
 
 import pytest
 
-from harness.backends import grudges
 from harness.backends.ledger import Ledger
 from harness.backends.netns import NetnsBackend, used_networks
 from harness.backends.procs import is_same_process
@@ -28,6 +27,7 @@ from tests.harness_netns.conftest import (
     snapshot,
     wait_reachable,
 )
+from vocab.faults import grudges
 
 pytestmark = [pytest.mark.root, needs_root]
 NODES = ["n1", "n2", "n3"]

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from harness.backends.faults import ClockFault, DiskFault
 from harness.backends.netns import NetnsBackend
 from harness.db.kraft import METRICS_PORT, KraftDB
 from harness.test_spec import Cluster
 from node.runtime.metrics import parse_prometheus
 from tests.harness_netns.conftest import heal_if_left, leftovers, needs_root
+from vocab.faults.kinds import ClockFault, DiskFault
 
 pytestmark = [pytest.mark.root, needs_root]
 WINDOW_MS = 3000

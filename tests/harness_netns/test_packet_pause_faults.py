@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends import grudges
-from harness.backends.faults import ClockFault, DiskFault, FaultNotSupported, PacketFault
 from harness.backends.netns import NetnsBackend
 from harness.backends.procs import read_stat
 from tests.harness_netns.conftest import (
@@ -26,6 +24,8 @@ from tests.harness_netns.conftest import (
     root_reaches,
     wait_reachable,
 )
+from vocab.faults import grudges
+from vocab.faults.kinds import ClockFault, DiskFault, FaultNotSupported, PacketFault
 
 pytestmark = [pytest.mark.root, needs_root]
 NODES = ["n1", "n2", "n3"]

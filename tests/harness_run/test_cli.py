@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.errors import EXIT_ERROR
+from vocab.errors import EXIT_ERROR
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:

@@ -12,12 +12,12 @@ import pytest
 
 import harness.runner as runner
 from harness.backends.sim import SimBackend, run_cluster_options
-from harness.errors import EXIT_INVALID, EXIT_VALID
-from harness.generators import Op
-from harness.invocation import Completion, DoneFn
 from harness.runner import run_test
 from tests.harness_run.helpers import END_OF_RUN, history_lines, sim_spec
-from workloads import WORKLOADS, Workload, register_workload
+from vocab.errors import EXIT_INVALID, EXIT_VALID
+from vocab.generators import Op
+from vocab.invocation import Completion, DoneFn
+from vocab.workload import WORKLOADS, Workload, register_workload
 from workloads.config_append import BROKER_READ, GENERATION, WORKLOAD, ConfigAppend
 
 CHECKERS = {"elle-list-append", "committed-loss", "image-reads"} | END_OF_RUN

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from harness.driver import Driver
-from harness.generators import Op, clients, limit, map_ops, nemesis, once, repeat
-from harness.invocation import Completion, DoneFn
-from harness.schedulers import RealtimeScheduler
+from vocab.generators import Op, clients, limit, map_ops, nemesis, once, repeat
+from vocab.invocation import Completion, DoneFn
+from vocab.schedulers import RealtimeScheduler
 
 
 class Scripted:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.errors import UserError
-from harness.generators import Op, Outcome, fault_timeline, nemesis, run_virtual
 from harness.reproduce import compare, plan, timeline_of
 from harness.runner import run_test
 from tests.harness_run.helpers import one_cell_suite, sim_spec
+from vocab.errors import UserError
+from vocab.generators import Op, Outcome, fault_timeline, nemesis, run_virtual
 
 S = 1_000_000_000
 

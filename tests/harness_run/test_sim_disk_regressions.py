@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from harness.backends.faults import FAULT_KINDS
-from harness.errors import EXIT_VALID
 from harness.runner import run_test
 from harness.test_spec import TestSpec
 from tests.harness_run.helpers import sim_spec
+from vocab.errors import EXIT_VALID
+from vocab.faults.kinds import FAULT_KINDS
 
 # The issue-24 soak (on sim_spec's 3 controllers + 2 brokers): every fault kind at once for 60 s, a
 # fault every 5 s for 5 s, the CLI's default load.

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from harness.errors import EXIT_INVALID, EXIT_VALID
-from harness.generators import Op
-from harness.invocation import Completion, DoneFn
 from harness.runner import run_test
 from tests.harness_run.helpers import END_OF_RUN, history_lines, sim_spec
-from workloads import WORKLOADS, Workload, register_workload
+from vocab.errors import EXIT_INVALID, EXIT_VALID
+from vocab.generators import Op
+from vocab.invocation import Completion, DoneFn
+from vocab.workload import WORKLOADS, Workload, register_workload
 from workloads.config_register import WORKLOAD as REGISTER
 from workloads.config_register import ConfigRegister
 

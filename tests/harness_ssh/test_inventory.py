@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.inventory import load_inventory
-from harness.errors import UserError
+from vocab.errors import UserError
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ def test_the_wheel_holds_every_package_and_is_named_by_its_content(tmp_path):
     second = build_wheel(tmp_path / "b")
     assert first.path.name == second.path.name and first.digest == second.digest  # same tree, same bytes
     names = zipfile.ZipFile(first.path).namelist()
-    for module in ("node/runtime/__main__.py", "harness/errors.py", "harness/backends/remote_ctl.sh"):
+    for module in ("node/runtime/__main__.py", "vocab/errors.py", "harness/backends/remote_ctl.sh"):
         assert module in names
     assert not [n for n in names if "__pycache__" in n or n.startswith("tests/")]
     dist_info = [n for n in names if n.endswith(".dist-info/RECORD")]

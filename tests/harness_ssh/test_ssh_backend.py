@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.faults import ClockFault, DiskFault
 from harness.backends.ssh import LATENCY_FILE, SshBackend
 from tests.harness_netns.conftest import PORT, reach_matrix
 from tests.harness_ssh.sshd_hosts import PYTHON, needs_sshd, sshd_hosts
+from vocab.faults.kinds import ClockFault, DiskFault
 
 pytestmark = [pytest.mark.root, needs_sshd]
 HOSTS = ["h1", "h2", "h3"]
@@ -158,7 +158,7 @@ KILLED_HARNESS = """
 import sys, time
 sys.path.insert(0, {repo!r})
 from harness.backends.ssh import SshBackend
-from harness.backends.faults import ClockFault
+from vocab.faults.kinds import ClockFault
 backend = SshBackend({run!r}, {nodes!r}, {inventory!r})
 backend.setup()
 backend.enable_faults(["clock"])

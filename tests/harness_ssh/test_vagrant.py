@@ -14,7 +14,7 @@ import pytest
 from harness.backends.inventory import load_inventory
 from harness.backends.vagrant_inventory import inventory_toml, parse_ssh_config
 from harness.cli import main
-from harness.errors import UserError
+from vocab.errors import UserError
 
 HERE = Path(__file__).parent
 VAGRANT = HERE.parents[1] / "vagrant"

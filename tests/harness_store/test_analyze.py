@@ -10,10 +10,10 @@ import pytest
 from PIL import Image
 
 from harness import plots, store
-from harness.errors import UserError
 from harness.run_report import analyze_run
 from reports.ingest import vet_run
 from tests.harness_store.histories import register_history, write_run
+from vocab.errors import UserError
 
 SERIAL = {"linearizable": {"jobs": 1}}  # no worker pool in tests
 NEMESIS = [(20, "start-partition", {"targets": ["n1"]}), (120, "stop-partition", None), (200, "start-kill", None)]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness import analyze_cli, results_cli, store
-from harness.errors import EXIT_ERROR, UserError
 from tests.harness_store.histories import register_history, write_run
+from vocab.errors import EXIT_ERROR, UserError
 
 
 def kchaos(*argv: str) -> int:

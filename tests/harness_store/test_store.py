@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness import store
-from harness.errors import UserError
 from reports.schema import HISTORY_ARROW_SCHEMA, parquet_schema_problem
 from tests.harness_store.histories import register_history, write_run
+from vocab.errors import UserError
 
 T0 = datetime(2026, 11, 23, 10, 15, 0, tzinfo=UTC)
 

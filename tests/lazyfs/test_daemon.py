@@ -10,8 +10,8 @@ import pytest
 
 from harness.backends.lazyfs import start_lazyfs
 from harness.backends.shell import BackendError
-from harness.errors import EXIT_ERROR
 from tests.lazyfs.conftest import needs_root
+from vocab.errors import EXIT_ERROR
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.faults import DiskFault, FaultNotSupported
 from harness.backends.ledger import heal
 from harness.backends.netns import NetnsBackend
 from harness.backends.resources import link_names, netns_names
@@ -26,6 +25,7 @@ from node.client import AlterConfigOp, ConfigResource, NewTopic, SyncAdminClient
 from node.client.errors import KafkaError
 from tests.harness_netns.conftest import heal_if_left, marked_pids, new_marker
 from tests.lazyfs.conftest import fuse_mounts, needs_root
+from vocab.faults.kinds import DiskFault, FaultNotSupported
 
 pytestmark = [pytest.mark.root, needs_root]
 HERE = Path(__file__).parent

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from harness.backends.docker import DockerBackend
-from harness.backends.faults import FAULT_KINDS
 from harness.backends.netns import NetnsBackend
 from harness.backends.sim import SimBackend
 from harness.backends.ssh import SshBackend
 from harness.cli import main
-from nemesis.catalogue import CATALOGUE, HEAL_ORDER, KIND_COLORS, TARGET_MODES, TARGETS_DOC, check_option
-from nemesis.options import all_options, kind_options
+from vocab.faults.catalogue import CATALOGUE, HEAL_ORDER, KIND_COLORS, TARGET_MODES, TARGETS_DOC, check_option
+from vocab.faults.kinds import FAULT_KINDS
+from vocab.faults.options import all_options, kind_options
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ from matplotlib.colors import to_hex
 
 from harness import plots
 from harness.run_report import fault_timeline
-from nemesis.catalogue import KIND_COLORS
+from vocab.faults.catalogue import KIND_COLORS
 
 SPANS = [
     plots.FaultSpan("partition", 1.0, 4.0, True),

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from harness.backends import Backend, ClockFault, DiskFault, FaultNotSupported, PacketFault, RedeliverFault
-from harness.backends.faults import FAULT_KINDS
-from harness.db import DB
-from harness.generators import Op
-from harness.invocation import Completion
 from nemesis.nemesis import Nemesis
-from nemesis.options import all_options
+from vocab.backend import Backend
+from vocab.db import DB
+from vocab.faults.kinds import FAULT_KINDS, ClockFault, DiskFault, FaultNotSupported, PacketFault, RedeliverFault
+from vocab.faults.options import all_options
+from vocab.generators import Op
+from vocab.invocation import Completion
 
 NODES = ("c1", "c2", "c3", "b1", "b2")
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import UserError
 from harness.runner import run_test
 from harness.suite import load_suite
 from harness.test_spec import TestSpec, load_test
-from nemesis.catalogue import CATALOGUE
+from vocab.errors import UserError
+from vocab.faults.catalogue import CATALOGUE
 
 GATE = load_suite(Path(__file__).resolve().parents[2] / "suites" / "gate.toml")
 WORKLOADS = ("config-append", "config-register", "isr-changes", "registrations")

@@ -1,4 +1,4 @@
-"""The combined nemesis schedule (harness.generators.schedule.NemesisSchedule) in virtual time:
+"""The combined nemesis schedule (vocab.generators.schedule.NemesisSchedule) in virtual time:
 overlapping kinds, weights, the limit on active faults, the final phase, determinism."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
-from harness.generators import NEMESIS, Op, Outcome, heal_all, nemesis, nemesis_schedule, run_virtual, seconds
-from harness.generators import time_limit as limit_time
-from harness.generators.core import NS_PER_MS, Rng
-from nemesis.catalogue import HEAL_ORDER
+from vocab.faults.catalogue import HEAL_ORDER
+from vocab.generators import NEMESIS, Op, Outcome, heal_all, nemesis, nemesis_schedule, run_virtual, seconds
+from vocab.generators import time_limit as limit_time
+from vocab.generators.core import NS_PER_MS, Rng
 
 
 def nemesis_ok(op: Op, rng: Rng) -> Outcome:

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from harness.backends.faults import FAULT_KINDS
 from harness.backends.sim import SimBackend
 from harness.db.kraft import KraftDB
 from harness.test_spec import Cluster
-from nemesis.catalogue import PARTITION_MODES
 from nemesis.nemesis import Nemesis
-from nemesis.options import all_options
+from vocab.faults.catalogue import PARTITION_MODES
+from vocab.faults.kinds import FAULT_KINDS
+from vocab.faults.options import all_options
 
 
 @dataclass

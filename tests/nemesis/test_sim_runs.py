@@ -9,12 +9,12 @@ from collections import Counter
 
 import pandas as pd
 
-from harness.backends.faults import FAULT_KINDS
 from harness.backends.sim import SimBackend
 from harness.runner import run_test
 from harness.test_spec import Cluster
 from reports import metrics
 from tests.harness_run.helpers import sim_spec
+from vocab.faults.kinds import FAULT_KINDS
 
 ALL = sim_spec(
     seed=11,

@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from harness.backends.faults import FAULT_KINDS
 from harness.runner import run_test
 from harness.test_spec import Cluster, TestSpec
+from vocab.faults.kinds import FAULT_KINDS
 
 SHAPES = (Cluster(controllers=3, brokers=2), Cluster(combined=3), Cluster(controllers=5, brokers=1))
 SEEDS = 60  # 20 per shape; `kchaos bugs --bug none --sweep 200` (the slow matrix test) adds 200 more

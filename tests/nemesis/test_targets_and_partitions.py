@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from nemesis import partitions
-from nemesis.catalogue import PARTITION_MODES, TARGET_MODES
-from nemesis.targets import ClusterView, NoTarget, choose
+from vocab.faults import partitions
+from vocab.faults.catalogue import PARTITION_MODES, TARGET_MODES
+from vocab.faults.targets import ClusterView, NoTarget, choose
 
 SPLIT = ClusterView(("c1", "c2", "c3", "b1", "b2"), ("c1", "c2", "c3"), ("b1", "b2"), leader="c2")
 FIVE = ClusterView(("c1", "c2", "c3", "c4", "c5", "b1"), ("c1", "c2", "c3", "c4", "c5"), ("b1",), leader="c4")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.errors import EXIT_ERROR, UserError
 from harness.run_cli import _nemesis_options
 from harness.test_spec import from_dict, load_test
+from vocab.errors import EXIT_ERROR, UserError
 
 FILE = """\
 nemesis = ["clock", "kill", "disk_stall"]

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from harness.cli import main
-from harness.errors import EXIT_ERROR, UserError
 from reports.ingest import Filters, discover, parse_since
+from vocab.errors import EXIT_ERROR, UserError
 
 
 def _reasons(found) -> dict[str, str]:

@@ -11,8 +11,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.backends import FaultNotSupported
-from harness.db import DBError
 from harness.db.kraft import KraftDB
 from node.protocol.messages import SnapshotId
 from node.raft.records import RecordBatch
@@ -25,6 +23,8 @@ from node.runtime.corruption import (
 )
 from node.runtime.file_storage import LOG_DIR_NAME, FileStorage
 from node.runtime.fs import OS_FS
+from vocab.db import DBError
+from vocab.faults.kinds import FaultNotSupported
 
 SEGMENT_BYTES = 200
 

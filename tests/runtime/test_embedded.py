@@ -7,8 +7,9 @@ import asyncio
 import pytest
 
 from node.protocol.errors import ErrorCode
+from node.runtime.append_error import AppendError
 from node.runtime.local_cluster import plan_cluster
-from node.runtime.server import AppendError, NodeServer
+from node.runtime.server import NodeServer
 from node.runtime.server_config import load_server_config
 
 

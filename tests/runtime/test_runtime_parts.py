@@ -7,18 +7,18 @@ import asyncio
 
 import pytest
 
-from harness.errors import UserError
 from node.protocol.codec import BinaryCodec
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse, ReplicaState
 from node.raft.records import MAX_BATCH_BYTES
+from node.runtime.append_error import AppendError
 from node.runtime.appends import AppendGroup, PendingAppend, group_appends
 from node.runtime.http_endpoint import HttpEndpoint, HttpResponse
 from node.runtime.local_cluster import free_port
 from node.runtime.metrics import RuntimeMetrics, Window, parse_prometheus, render_prometheus
 from node.runtime.peers import Backoff, PeerLink
 from node.runtime.quorum_cli import format_replication, format_status, parse_servers, replication_rows
-from node.runtime.server import AppendError
+from vocab.errors import UserError
 
 
 def test_window_forgets_samples_older_than_the_window():

@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from harness.backends.faults import FAULT_KINDS, PacketFault
 from harness.cli import main
 from node.sim.clock import NodeClock
 from node.sim.faults import FaultConfig, FaultInjector
@@ -15,6 +14,7 @@ from node.sim.network import DegradedLinks, LinkModel, Network
 from node.sim.runner import RunConfig, run
 from node.sim.workload import WorkloadConfig
 from node.sim.world import SimConfig, Simulation
+from vocab.faults.kinds import FAULT_KINDS, PacketFault
 
 # What the simulator carries out without the simulated storage's disk faults and corruption.
 SIM_KINDS = ("partition", "packet", "clock", "kill", "pause", "lose_unsynced", "disk_stall")

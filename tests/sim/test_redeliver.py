@@ -8,12 +8,12 @@ import random
 
 import pytest
 
-from harness.backends.faults import RedeliverFault
 from node.protocol.messages import BeginQuorumEpochRequest, FetchRequest
 from node.sim.faults import FaultConfig
 from node.sim.network import DegradedLinks, LinkModel, Network
 from node.sim.runner import RunConfig, run
 from node.sim.world import SimConfig, Simulation
+from vocab.faults.kinds import RedeliverFault
 
 
 def network(fault: RedeliverFault | None, pairs: frozenset[tuple[int, int]] | None = None) -> Network:

@@ -10,8 +10,8 @@ import random
 
 import pytest
 
-from harness.backends.faults import DiskFault
 from node.sim.simfs import SimFS
+from vocab.faults.kinds import DiskFault
 
 W = os.O_WRONLY | os.O_CREAT
 

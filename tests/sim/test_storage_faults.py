@@ -12,8 +12,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.backends import FaultNotSupported
-from harness.backends.faults import DiskFault
 from harness.backends.sim import SimBackend
 from harness.db.kraft import KraftDB
 from node.bugs import parse_bugs
@@ -27,6 +25,7 @@ from node.sim.runner import converged
 from node.sim.world import SimConfig, Simulation
 from tests.sim.scenarios import settle, wait
 from tests.sim_cluster.helpers import call, create_topic, set_config
+from vocab.faults.kinds import DiskFault, FaultNotSupported
 
 
 def started(seed: int = 1, **config) -> tuple[Simulation, int]:

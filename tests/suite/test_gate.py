@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.errors import UserError
 from harness.gate import evaluate, gate_config, junit_xml, summary_html, summary_markdown
 from harness.suite import RunRecord, SuiteResult, load_suite
 from node.bugs import CATALOGUE
+from vocab.errors import UserError
 
 GATE_TOML = Path(__file__).resolve().parents[2] / "suites" / "gate.toml"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import UserError
 from harness.suite import load_suite
+from vocab.errors import UserError
 
 SUITE = """\
 name = "small"
@@ -122,9 +122,9 @@ def test_every_cell_skipped_and_a_missing_file_are_refused(tmp_path) -> None:
 def test_the_nightly_suite_uses_netns_and_every_real_fault() -> None:
     """suites/nightly.toml is for the nightly machine (root, netns): here it is loaded and checked,
     not run. Every workload, every fault kind netns carries out, all on netns, within one night."""
-    from harness.backends.faults import BACKEND_FAULTS
     from harness.gate import gate_config
-    from workloads import workload_names
+    from harness.plugins import workload_names
+    from vocab.faults.kinds import BACKEND_FAULTS
 
     root = Path(__file__).resolve().parents[2] / "suites"
     nightly = load_suite(root / "nightly.toml")
@@ -141,9 +141,11 @@ def test_the_nightly_suite_uses_netns_and_every_real_fault() -> None:
 
 
 def test_a_fault_kind_the_backend_cannot_carry_out_is_refused(tmp_path, monkeypatch) -> None:
-    import nemesis.catalogue
+    import vocab.faults.catalogue
 
-    monkeypatch.setattr(nemesis.catalogue, "backend_support", lambda names: {n: frozenset({"kill"}) for n in names})
+    monkeypatch.setattr(
+        vocab.faults.catalogue, "backend_support", lambda names: {n: frozenset({"kill"}) for n in names}
+    )
     with pytest.raises(UserError, match=r"matrix.nemeses.mixed: the sim backend cannot carry out partition"):
         load_suite(write(tmp_path, SUITE))
 

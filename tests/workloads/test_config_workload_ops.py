@@ -5,7 +5,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from harness.generators import Rng
 from node.client.errors import ClientTimeoutError, ConnectError
 from node.protocol.admin import (
     AlterConfigsResourceResponse,
@@ -18,6 +17,7 @@ from node.protocol.admin import (
     IncrementalAlterConfigsResponse,
 )
 from node.protocol.errors import ErrorCode
+from vocab.generators import Rng
 from workloads.calls import Answer
 from workloads.config_append import (
     BROKER_READ,

@@ -9,8 +9,8 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Any
 
-from harness.generators import Op, Rng, rate, run_virtual, time_limit
-from harness.generators.interpreter import Outcome
+from vocab.generators import Op, Rng, rate, run_virtual, time_limit
+from vocab.generators.interpreter import Outcome
 from workloads.fleet_gen import FleetGen, Params, Part, Slot, incarnation_id
 
 MS = 1_000_000

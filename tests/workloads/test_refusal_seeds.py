@@ -11,7 +11,7 @@ import json
 import pytest
 
 from harness.cli import main
-from harness.errors import EXIT_VALID
+from vocab.errors import EXIT_VALID
 
 FAULTS = "partition,packet,clock,kill,pause,disk_stall,disk_fail,lose_unsynced,corrupt"
 RUN = [

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.errors import EXIT_ERROR, EXIT_INVALID, EXIT_VALID
 from harness.runner import run_test
 from tests.harness_run.helpers import END_OF_RUN, history_lines, sim_spec
 from tests.workloads import planted
+from vocab.errors import EXIT_ERROR, EXIT_INVALID, EXIT_VALID
 
 CHECKERS = {
     "registrations": {"registrations", "partition-state"} | END_OF_RUN,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.lazyfs.layout import StateDir
-from harness.errors import EXIT_ERROR
+from vocab.errors import EXIT_ERROR
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -241,22 +241,6 @@ class Gen:
         return dataclasses.replace(self, **changes) if changes else self  # type: ignore[type-var]
 
 
-def prepare(gen: Any, seed: int) -> Gen:
-    """The generator a driver starts with: coerced (see `as_gen`) and seeded for `seed`."""
-    return as_gen(gen).seeded(_mix64(seed & _MASK))
-
-
-def as_gen(value: Any) -> Gen:
-    """Coerce: a Gen stays; an Op template is emitted once; a list/tuple runs its items in sequence;
-    a callable `fn(rng, i) -> Op | None` is called for each op (i counts its ops; None ends it)."""
-    from harness.generators import combinators as c  # the leaves live there
-
-    if isinstance(value, Gen):
-        return value
-    if isinstance(value, Op):
-        return c.Once(value)
-    if isinstance(value, list | tuple):
-        return c.seq(*value)
-    if callable(value):
-        return c.Fn(value)
-    raise TypeError(f"not a generator: {value!r}")
+def root_state(seed: int) -> int:
+    """The RNG state a driver seeds the root generator with for `seed` (see `combinators.prepare`)."""
+    return _mix64(seed & _MASK)

@@ -1,8 +1,9 @@
 """Composable, deterministic operation generators (Jepsen-style). Protocol: see `core`."""
 
-from harness.generators.combinators import (
+from vocab.generators.combinators import (
     EMPTY,
     any_of,
+    as_gen,
     clients,
     cycle,
     delay,
@@ -16,6 +17,7 @@ from harness.generators.combinators import (
     on_workers,
     once,
     phases,
+    prepare,
     rate,
     repeat,
     seq,
@@ -25,9 +27,9 @@ from harness.generators.combinators import (
     then,
     time_limit,
 )
-from harness.generators.core import EXHAUSTED, NEMESIS, PENDING, Context, Gen, Op, Rng, as_gen, prepare, seconds
-from harness.generators.interpreter import Outcome, WorkerPool, run_virtual
-from harness.generators.schedule import (
+from vocab.generators.core import EXHAUSTED, NEMESIS, PENDING, Context, Gen, Op, Rng, seconds
+from vocab.generators.interpreter import Outcome, WorkerPool, run_virtual
+from vocab.generators.schedule import (
     FAULT_KINDS,
     fault_timeline,
     final_phase,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from harness.generators import Op
+from vocab.generators import Op
 
 
 @dataclass(frozen=True, slots=True)

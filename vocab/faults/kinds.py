@@ -189,3 +189,8 @@ class DiskFault:
             raise ValueError(f"disk fault probability must be in (0, 1], got {self.probability}")
         if self.delay_ms < 0:
             raise ValueError(f"disk stall delay must be >= 0, got {self.delay_ms}")
+
+
+# A start's value may carry what an earlier run's start did (`kchaos reproduce`): targets, parameters,
+# a partition's grudge. The nemesis then does that again instead of choosing.
+REPLAY = "replay"

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.backends.faults import BACKEND_FAULTS, CLOCK_MODES, DISK_ERRORS, FAULT_KINDS, REDELIVER_MODES, WHY_NOT
+from vocab.faults.kinds import BACKEND_FAULTS, CLOCK_MODES, DISK_ERRORS, FAULT_KINDS, REDELIVER_MODES, WHY_NOT
 
 __all__ = [
     "CATALOGUE",
@@ -33,7 +33,7 @@ __all__ = [
     "spec",
 ]
 
-# Which nodes a fault hits (nemesis.targets). Minority/majority count the controllers (the voters):
+# Which nodes a fault hits (vocab.faults.targets). Minority/majority count the controllers (the voters):
 # a minority down leaves the quorum available, a majority does not.
 TARGET_MODES: tuple[str, ...] = (
     "one",
@@ -408,7 +408,7 @@ def spec(kind: str) -> KindSpec:
 
 
 def backend_support(backends: Sequence[str] | None = None) -> dict[str, frozenset[str]]:
-    """Backend name -> the kinds it carries out (`harness.backends.faults.BACKEND_FAULTS`)."""
+    """Backend name -> the kinds it carries out (`vocab.faults.kinds.BACKEND_FAULTS`)."""
     return {name: BACKEND_FAULTS[name] for name in backends or BACKEND_FAULTS}
 
 

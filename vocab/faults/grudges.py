@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Sequence
 
-from harness.backends import Grudge
+from vocab.faults.kinds import Grudge
 
 
 def complete(components: Iterable[Iterable[str]]) -> dict[str, frozenset[str]]:

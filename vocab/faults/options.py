@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nemesis.catalogue import spec
+from vocab.faults.catalogue import spec
 
 
 @dataclass(frozen=True)

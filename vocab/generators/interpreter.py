@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from harness.generators.core import EXHAUSTED, NEMESIS, PENDING, Context, Op, Process, Rng, Worker, prepare
+from vocab.generators.combinators import prepare
+from vocab.generators.core import EXHAUSTED, NEMESIS, PENDING, Context, Op, Process, Rng, Worker
 
 
 class WorkerPool:
@@ -80,7 +81,7 @@ def event_of(op: Op, type_: str, time: int, value: Any, node: str | None = None,
 
 
 class Clock(Protocol):
-    """What `Loop` needs of a driver's time: `harness.schedulers.Scheduler` is one, `VirtualClock` another."""
+    """What `Loop` needs of a driver's time: `vocab.schedulers.Scheduler` is one, `VirtualClock` another."""
 
     def now(self) -> int: ...
 

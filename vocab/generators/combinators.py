@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.generators.core import (
+from vocab.generators.core import (
     EXHAUSTED,
     NEMESIS,
     PENDING,
@@ -19,10 +19,30 @@ from harness.generators.core import (
     Rng,
     Step,
     Worker,
-    as_gen,
+    root_state,
     seconds,
     split,
 )
+
+
+def prepare(gen: Any, seed: int) -> Gen:
+    """The generator a driver starts with: coerced (see `as_gen`) and seeded for `seed`."""
+    return as_gen(gen).seeded(root_state(seed))
+
+
+def as_gen(value: Any) -> Gen:
+    """Coerce: a Gen stays; an Op template is emitted once; a list/tuple runs its items in sequence;
+    a callable `fn(rng, i) -> Op | None` is called for each op (i counts its ops; None ends it).
+    It lives here, beside the leaves it builds (`Once`, `seq`, `Fn`), so `core` needs no combinator."""
+    if isinstance(value, Gen):
+        return value
+    if isinstance(value, Op):
+        return Once(value)
+    if isinstance(value, list | tuple):
+        return seq(*value)
+    if callable(value):
+        return Fn(value)
+    raise TypeError(f"not a generator: {value!r}")
 
 
 def _update_all(gens: tuple[Gen, ...], ctx: Context, event: Op) -> tuple[Gen, ...]:

@@ -12,8 +12,8 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.backends.grudges import complete, isolate
-from nemesis.targets import ClusterView, NoTarget, majority_size
+from vocab.faults.grudges import complete, isolate
+from vocab.faults.targets import ClusterView, NoTarget, majority_size
 
 Node = Any  # str in the harness, int in the simulator
 Grudge = dict[Node, frozenset[Node]]

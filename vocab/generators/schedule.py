@@ -1,6 +1,6 @@
 """Nemesis schedules and the final phase, as generators.
 
-Fault kinds are plain strings from the fault vocabulary (`harness.backends.faults.FAULT_KINDS`); a
+Fault kinds are plain strings from the fault vocabulary (`vocab.faults.kinds.FAULT_KINDS`); a
 schedule emits `start-<kind>` / `stop-<kind>` ops on the nemesis worker and leaves choosing targets
 and parameters to the nemesis (the op's value carries an optional `mode`, e.g.
 {"mode": "isolate-leader"}).
@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.backends.faults import FAULT_KINDS
-from harness.generators.combinators import (
+from vocab.faults.kinds import FAULT_KINDS
+from vocab.generators.combinators import (
     AnyOf,
     Once,
     Seq,
@@ -25,7 +25,7 @@ from harness.generators.combinators import (
     sleep,
     time_limit,
 )
-from harness.generators.core import EXHAUSTED, NEMESIS, PENDING, Context, Gen, Op, Rng, Step, seconds
+from vocab.generators.core import EXHAUSTED, NEMESIS, PENDING, Context, Gen, Op, Rng, Step, seconds
 
 __all__ = [
     "FAULT_KINDS",
