@@ -24,7 +24,7 @@ from typing import Any
 from node.client.errors import KafkaError
 from node.protocol.errors import ErrorCode
 from vocab.invocation import Completion, error_text
-from vocab.workload import WorkloadRun, client_login
+from vocab.workload import client_login
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,33 +153,6 @@ class RealCalls(Calls):
                 await admin.close()
 
         self.loop.run_until_complete(asyncio.wait_for(close_all(), 10))
-
-
-def make_calls(env: Any, timeout_ms: int) -> Calls:
-    """The run's `Calls`: the simulator's, ours on a real backend, or confluent-kafka's when the
-    `client` workload option asks for it (workloads/kafka_client.py)."""
-    from workloads.kafka_client import CONFLUENT, KafkaCalls, client_choice
-
-    if client_choice(env) == CONFLUENT:
-        return KafkaCalls(env, timeout_ms)
-    return SimCalls(env, timeout_ms) if env.db.sim is not None else RealCalls(env, timeout_ms)
-
-
-class CallsWorkloadRun(WorkloadRun):
-    """A workload run whose client sends its requests through one `Calls`, made on first use."""
-
-    env: Any
-    timeout_ms: int
-    _calls: Calls | None = None
-
-    def calls(self) -> Calls:
-        if self._calls is None:
-            self._calls = make_calls(self.env, self.timeout_ms)
-        return self._calls
-
-    def close(self) -> None:
-        if self._calls is not None:
-            self._calls.close()
 
 
 # --- topics -----------------------------------------------------------------------------------------

@@ -43,7 +43,8 @@ from node.protocol.admin import ConfigOperation
 from vocab.generators import Op, Rng, as_gen, seq
 from vocab.invocation import Completion, DoneFn, Handler
 from vocab.workload import Workload, WorkloadEnv, register_workload
-from workloads.calls import Answer, Calls, CallsWorkloadRun, create_topics, failed
+from workloads.calls import Answer, Calls, create_topics, failed
+from workloads.calls_run import CallsWorkloadRun
 from workloads.config_reads import BROKER_READ, broker_read, controller_read, image_read_invocation, requested
 from workloads.config_requests import alter_errors, alter_request, key_of, split_key
 from workloads.kafka_client import client_choice

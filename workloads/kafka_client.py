@@ -46,7 +46,7 @@ from node.protocol.admin import (
     IncrementalAlterConfigsResponse,
 )
 from node.protocol.errors import ErrorCode
-from workloads import client_login
+from vocab.workload import client_login
 from workloads.calls import Answer, Calls, Done, RealCalls
 
 OURS = "kraft-chaos"
