@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from checkers import linearizable
-from checkers.history import HistoryError, load_history
+from checkers.history import HistoryError
+from checkers.history_files import load_any
 from checkers.progress import ProgressLine, Tracker
 from checkers.registry import CHECKERS, checker_module, get_checker
 from checkers.verdict import Verdict, compose, exit_code
@@ -71,7 +72,7 @@ _FLAGS_HERE = {"checkers.linearizable": add_linearizable_arguments}
 def run(args: argparse.Namespace) -> int:
     names = list(dict.fromkeys(args.checker or ["linearizable"]))
     try:
-        history = load_history(args.history)
+        history = load_any(args.history)
     except HistoryError as exc:
         raise UserError(str(exc)) from None
     verdicts = []

@@ -368,13 +368,9 @@ def _fast_loader() -> Any:
 
 
 def load_history(path: str | Path) -> History:
-    """Read and pair a history.jsonl file (a fast path equivalent to `pair(read_events(path))`), or
-    a Jepsen history.edn (`checkers.edn`)."""
+    """Read and pair a history.jsonl file (a fast path equivalent to `pair(read_events(path))`).
+    `checkers.history_files.load_any` also reads Jepsen's history.edn."""
     source = str(path)
-    from checkers.edn import is_edn, load_edn  # here: checkers.edn imports this module
-
-    if is_edn(path):
-        return load_edn(path)
     was_enabled = gc.isenabled()
     gc.disable()  # a million acyclic ops: full collections while loading would cost O(n²)
     try:

@@ -13,7 +13,8 @@ import pytest
 
 from checkers.edn import JEPSEN_FAIL
 from checkers.elle.commands import list_append_from_args, rw_register_from_args
-from checkers.history import HistoryError, load_history
+from checkers.history import HistoryError
+from checkers.history_files import load_any as load_history
 from checkers.linearizable import check
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -37,16 +37,7 @@ PLUGIN_PACKAGES = ("nemesis", "workloads")
 PLUGIN_DOOR = "harness.plugins"
 
 # Module edges a cycle may use for now. Each entry must say why and who removes it.
-ALLOWED_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset(
-    {
-        # TEMPORARY: `load_history` (checkers/history.py) imports checkers.edn lazily to read Jepsen
-        # .edn histories, and checkers.edn builds its events from checkers.history. It came with the
-        # casreg merge, after the layering of issue 25 was measured; the fix is to let the EDN
-        # reader register itself with load_history (or a loader module above both). Delete this
-        # entry with that fix.
-        ("checkers.history", "checkers.edn"),
-    }
-)
+ALLOWED_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)
