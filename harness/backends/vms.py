@@ -203,7 +203,8 @@ def _qemu_argv(
 ) -> list[str]:
     prefix = cluster.subnet.split("/")[1]
     accel = ["-accel", "kvm", "-cpu", "host"] if cluster.accel == "kvm" else ["-accel", "tcg"]
-    cmdline = f"root=/dev/vda rw console=ttyS0 init=/sbin/kchaos-init net.ifnames=0 quiet kchaos.host={name} kchaos.ip={address}/{prefix}"
+    cmdline = "root=/dev/vda rw console=ttyS0 init=/sbin/kchaos-init net.ifnames=0 quiet"
+    cmdline += f" kchaos.host={name} kchaos.ip={address}/{prefix}"
     return [
         qemu_binary(),
         "-name",
