@@ -158,6 +158,7 @@ def up(
     vms = {f"kc{i}": str(hosts[FIRST_HOST + i - 1]) for i in range(1, nodes + 1)}
     cluster = Cluster(tag, netns, veth, str(subnet), accel, box.path.name, vms, memory_mb, cpus)
     started = time.monotonic()
+    _write_state(directory, cluster, box)  # first: a SIGKILLed `up` leaves the names for status and tests
     create_netns(ledger, netns)
     run(["ip", "-n", netns, "link", "add", "br0", "type", "bridge"])
     run(["ip", "-n", netns, "link", "set", "br0", "up"])
@@ -185,7 +186,6 @@ def up(
             )
         ledger.update(rid, pid=proc.pid, starttime=start_time(proc.pid))
     say(f"booting {nodes} VM(s) ({accel}, {memory_mb} MiB, {cpus} CPU each) on {subnet} in namespace {netns}")
-    _write_state(directory, cluster, box)
     try:
         with ThreadPoolExecutor(max_workers=nodes) as pool:
             list(pool.map(lambda item: _wait_ssh(directory, ledger, box, *item), vms.items()))
