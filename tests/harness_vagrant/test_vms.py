@@ -126,11 +126,11 @@ def test_chaos_run_on_the_vms_is_valid_with_guest_clock_steps(cluster_dir, tmp_p
     made = Cluster.load(cluster_dir)
     key = Box(cache_root() / made.box).key
     for address in made.vms.values():
-        left = guest_run(key, address, "pgrep -f node.runtime; nft list tables", timeout=60)
+        left = guest_run(key, address, "pgrep -f '[n]ode[.]runtime'; nft list tables", timeout=60)
         assert left.stdout.strip() == "", left.stdout
 
 
-def test_destroy_after_up_was_sigkilled_mid_boot_leaves_nothing(cluster_dir, tmp_path):
+def test_destroy_after_up_was_sigkilled_mid_boot_leaves_nothing(tmp_path):
     """`up` killed with SIGKILL while a VM boots: `destroy` (a new process) removes all from the ledger."""
     directory = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
