@@ -341,7 +341,10 @@ def box_command(args: argparse.Namespace) -> int:
 def up_command(args: argparse.Namespace) -> int:
     cluster = up(Path(args.dir), args.nodes, args.memory, args.cpus, args.accel, _say)
     print(f"up: {', '.join(f'{n} {a}' for n, a in cluster.vms.items())} in {cluster.boot_s:.0f} s ({cluster.accel})")
-    print(f"run: kchaos run --backend ssh --inventory {Path(args.dir) / 'inventory.toml'}")
+    # Under TCG a killed node needs tens of seconds to import its code again: the default 10 s
+    # recovery window would call a slow restart an availability failure.
+    recovery = " --recovery 60s" if cluster.accel == "tcg" else ""
+    print(f"run: kchaos run --backend ssh --inventory {Path(args.dir) / 'inventory.toml'}{recovery}")
     return 0
 
 
