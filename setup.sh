@@ -12,11 +12,12 @@ verb="${1:-run}"; shift || true
 # network tools the netns backend drives, libfaketime for its clock faults (gcc builds the
 # preload shims), libfuse2 for lazyfs (lose_unsynced), Docker's engine plus debootstrap for the docker
 # backend (its node image is built here, from Debian), OpenSSH (the ssh backend's client; its tests
-# run an sshd per namespace host), vagrant (its tests validate the Vagrantfile; no VM is booted) and
-# etcd 3.4 (`--sut etcd`, the second system under test; etcd-client brings etcdctl for looking around).
+# run an sshd per namespace host), vagrant (its tests validate the Vagrantfile), qemu (the VM tests boot
+# a cluster of real VMs from a box built here with debootstrap: `kchaos vagrant up`) and etcd 3.4 (`--sut etcd`, the second system under test; etcd-client brings etcdctl for looking around).
 # apt-get only runs when something is missing.
 apt_pkgs=(python3-venv python3-dev gcc openjdk-17-jre-headless chromium iproute2 iptables nftables procps faketime
-          libfuse2 docker.io debootstrap openssh-client openssh-server vagrant etcd-server etcd-client)
+          libfuse2 docker.io debootstrap openssh-client openssh-server vagrant etcd-server etcd-client
+          qemu-system-x86 qemu-utils e2fsprogs)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,6 +6,8 @@
     python = "/usr/bin/python3"     # on the host; a venv is made from it
     root = "kchaos"                 # the host's working directory (relative: to the login's home)
     sudo = true                     # packet filters through `sudo -n` (a non-root login)
+    clock = "libfaketime"           # clock faults: the node's own clock through libfaketime, or "guest":
+                                    # the host's kernel clock (date -s), for a VM that runs only the node
 
     [[hosts]]
     name = "kc1"
@@ -30,6 +32,7 @@ from vocab.errors import UserError
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 HOST_KEY_CHECKING = ("yes", "accept-new", "no")
+CLOCKS = ("libfaketime", "guest")
 # key -> (type, default); `None` default = required
 _FIELDS: dict[str, tuple[type, Any]] = {
     "name": (str, None),
@@ -43,6 +46,7 @@ _FIELDS: dict[str, tuple[type, Any]] = {
     "sudo": (bool, False),
     "known_hosts": (str, ""),
     "host_key_checking": (str, "accept-new"),
+    "clock": (str, "libfaketime"),
 }
 
 
@@ -61,6 +65,7 @@ class Host:
     sudo: bool = False
     known_hosts: str = ""
     host_key_checking: str = "accept-new"
+    clock: str = "libfaketime"
 
     @property
     def target(self) -> str:
@@ -164,6 +169,8 @@ def _check_host(host: Host, path: Path, where: str) -> None:
             f"{path}: {where}: host_key_checking '{host.host_key_checking}' "
             f"is not one of {', '.join(HOST_KEY_CHECKING)}"
         )
+    if host.clock not in CLOCKS:
+        raise UserError(f"{path}: {where}: clock '{host.clock}' is not one of {', '.join(CLOCKS)}")
     for key in ("user", "python", "root", "key"):
         value = getattr(host, key)
         if not value or any(c in value for c in "'\"\n\\$`"):

@@ -32,7 +32,7 @@ from harness.backends.disks import DiskControl, encode_params
 from harness.backends.inventory import Host
 from harness.backends.ledger import Ledger, register_undo
 from harness.backends.remote_shell import Remote
-from vocab.faults.kinds import DiskFault
+from vocab.faults.kinds import ClockFault, DiskFault, FaultNotSupported
 
 # Live connections of this process, so an undo during teardown rides the open connection.
 _LIVE: dict[tuple[str, str, int, str], Remote] = {}
@@ -255,6 +255,68 @@ class RemoteClock(ClockControl):
         elif not off_true_time and self._ledger_id is not None:
             self.ledger.mark_done(self._ledger_id)
             self._ledger_id = None
+
+
+class GuestClock(ClockControl):
+    """The host's own kernel clock, for `clock = "guest"` hosts (a VM that runs only its node): `date -s`
+    steps CLOCK_REALTIME for everything on the guest, as a wrong NTP step would, and leaves the
+    monotonic clock alone. No libfaketime and no preload. A bump steps the guest's clock by delta from
+    where it is (measured on the guest, so ssh's delay does not count); the true time is the harness's
+    clock sent over ssh (off by about one one-way delay). A rate fault would need adjtimex's tick: not
+    supported."""
+
+    def __init__(self, ledger: Ledger, node: str, remote: Remote) -> None:
+        super().__init__(ledger, node, Path("/"))
+        self.remote = remote
+        self._applied = 0.0  # the offset (s) the guest's clock was last stepped to
+
+    def create(self) -> None:
+        """Start from the true time (an emulated guest's clock drifts from the host's)."""
+        self._step(0.0)
+
+    def process_starting(self) -> None:
+        """Nothing to do: the kernel's clock is continuous across the node's restarts."""
+
+    def apply(self, fault: ClockFault) -> None:
+        if fault.mode == "rate":
+            raise FaultNotSupported("a guest's clock rate cannot be changed with date -s (clock = guest)")
+        super().apply(fault)
+
+    def _write(self) -> None:
+        self._step(self.clock.offset_at(_now()))
+
+    def _step(self, offset: float) -> None:
+        if offset == 0.0:
+            command = set_guest_time_command(self.remote.host)
+        else:
+            delta_ns = round((offset - self._applied) * 1e9)
+            script = (
+                f"t=$(( $(date +%s%N) + ({delta_ns}) )); "
+                'date -u -s "@$((t / 1000000000)).$(printf %09d $((t % 1000000000)))" >/dev/null'
+            )
+            command = privileged(self.remote.host, f"sh -c {shlex.quote(script)}")
+        self.remote.run(command)
+        self._applied = offset
+
+    def _track(self, off_true_time: bool) -> None:
+        if off_true_time and self._ledger_id is None:
+            self._ledger_id = self.ledger.record("guest_clock", node=self.node, host=self.remote.host.to_dict())
+        elif not off_true_time and self._ledger_id is not None:
+            self.ledger.mark_done(self._ledger_id)
+            self._ledger_id = None
+
+
+def set_guest_time_command(host: Host) -> str:
+    """Shell that sets the host's clock to the harness's true time, as of now."""
+    return privileged(host, f"date -u -s @{_now():.6f} >/dev/null")
+
+
+@register_undo("guest_clock")
+def undo_guest_clock(fields: dict[str, Any]) -> str | None:
+    host = Host.from_dict(fields["host"])
+    with remote_for(fields) as remote:
+        remote.run(set_guest_time_command(host))
+    return f"clock of {host.name} back to the true time"
 
 
 def _now() -> float:

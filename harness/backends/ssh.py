@@ -40,6 +40,7 @@ from harness.backends.ledger import LEDGER_NAME, HealReport, Ledger
 from harness.backends.netns import check_node_ids
 from harness.backends.remote_deploy import CTL_SCRIPT, build_wheel, crc32c_wheel, install_script
 from harness.backends.remote_faults import (
+    GuestClock,
     RemoteClock,
     RemoteDisk,
     RemoteFirewall,
@@ -92,7 +93,7 @@ class SshBackend(TeardownOnTermination, Backend):
         self.remotes: dict[str, Remote] = {}
         self.info: dict[str, HostInfo] = {}
         self.firewalls: dict[str, RemoteFirewall] = {}
-        self.clocks: dict[str, RemoteClock] = {}
+        self.clocks: dict[str, RemoteClock | GuestClock] = {}
         self.disks: dict[str, RemoteDisk] = {}
         self.code_hash = ""
         self._shims: dict[str, str] = {}  # shim name -> its file name under ROOT/lib (enable_faults)
@@ -445,9 +446,10 @@ class SshBackend(TeardownOnTermination, Backend):
                     f"host {self._host(node).name} is {info.machine}: the preload shims are built here for "
                     f"{platform.machine()}; run without clock and disk faults"
                 )
-            if "clock" in wanted and not info.libfaketime:
+            if "clock" in wanted and not info.libfaketime and self._host(node).clock != "guest":
                 raise BackendError(f"host {self._host(node).name}: libfaketime not found (apt-get install faketime)")
-        shims = (["kchaos_clock"] if "clock" in wanted else []) + (["kchaos_disk"] if wanted & DISK_KINDS else [])
+        faked = "clock" in wanted and any(self._host(n).clock != "guest" for n in self._nodes)
+        shims = (["kchaos_clock"] if faked else []) + (["kchaos_disk"] if wanted & DISK_KINDS else [])
         try:
             built = {name: native.build(name) for name in shims}
         except native.NativeBuildError as exc:
@@ -459,7 +461,10 @@ class SshBackend(TeardownOnTermination, Backend):
                 lib = f"{self._info(node).root}/lib/{path.name}"
                 if remote.run(f"test -f {shlex.quote(lib)}", check=False).returncode != 0:
                     remote.put(path, lib, mode="755")
-            if "clock" in wanted:
+            if "clock" in wanted and self._host(node).clock == "guest":
+                self.clocks[node] = GuestClock(self._ready(), node, remote)
+                self.clocks[node].create()
+            elif "clock" in wanted:
                 self.clocks[node] = RemoteClock(self._ready(), node, remote, f"{self.node_dir(node)}/faketime")
                 self.clocks[node].create()
             if wanted & DISK_KINDS:
@@ -478,7 +483,9 @@ class SshBackend(TeardownOnTermination, Backend):
         if node in self.disks:
             preload.append(f"{lib}/{shims['kchaos_disk']}")
             env.update(KCHAOS_DISK_CONTROL=str(self.disks[node].path), KCHAOS_DISK_DIR=str(self.data_dir(node)))
-        if node in self.clocks:
+        if node in self.clocks and isinstance(self.clocks[node], GuestClock):
+            self.clocks[node].process_starting()
+        elif node in self.clocks:
             self.clocks[node].process_starting()
             preload += [f"{lib}/{shims['kchaos_clock']}", self._info(node).libfaketime]
             env.update(

@@ -151,7 +151,10 @@ def command(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    vagrant = subparsers.add_parser("vagrant", description="VM clusters made with vagrant/Vagrantfile")
+    vagrant = subparsers.add_parser(
+        "vagrant",
+        description="VM clusters: booted here with qemu (box, up, status, destroy) or from vagrant/Vagrantfile",
+    )
     sub = vagrant.add_subparsers(dest="vagrant_command", metavar="COMMAND", required=True)
     p = sub.add_parser("inventory", description=__doc__.split("\n\n")[0])
     p.add_argument("--ssh-config", metavar="FILE", help="saved `vagrant ssh-config` output ('-': stdin)")
@@ -163,3 +166,6 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("-o", "--output", default=str(VAGRANT_DIR / "inventory.toml"), help="inventory file to write")
     p.set_defaults(func=command)
+    from harness.backends.vms import add_commands
+
+    add_commands(sub)

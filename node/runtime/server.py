@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import platform
 import random
 import time
 from collections import deque
@@ -234,7 +235,16 @@ class NodeServer:
             self._endpoints.append(await start_admin_endpoint(self, *self.config.metrics_address))
         role = "+".join(sorted(self.config.roles)) + (" (voter)" if self.config.is_voter else " (observer)")
         where = ", ".join(f"{name}={port}" for name, port in self.listen_ports.items()) or "no listener"
-        log.info("node %d starting as %s on %s, data dir %s", self.node_id, role, where, self.config.data_dir)
+        log.info(
+            "node %d starting as %s on %s, data dir %s, host %s (%s %s)",
+            self.node_id,
+            role,
+            where,
+            self.config.data_dir,
+            platform.node(),
+            platform.system(),
+            platform.release(),
+        )
         if self._stop_requested:
             return  # a signal arrived while starting; stop() is closing down
         self._started = True

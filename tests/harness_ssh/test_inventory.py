@@ -79,6 +79,7 @@ def test_defaults_apply_per_host_and_relative_keys_resolve_next_to_the_file(tmp_
         ("[defaults]\nuser = 'x'\n", "needs at least one [[hosts]] table"),
         ("[[hosts]\n", "not valid TOML"),
         (GOOD.replace('user = "admin"', 'user = "ad\'min"'), "'user' must be non-empty and free of quotes"),
+        (GOOD.replace("sudo = true", 'sudo = true\nclock = "ntp"'), "clock 'ntp' is not one of libfaketime, guest"),
     ],
 )
 def test_a_bad_inventory_is_one_line_naming_file_and_place(tmp_path, key, text, message):
