@@ -25,7 +25,10 @@ from harness.errors import UserError
 # The reference cluster: 3 controllers + 2 brokers, so client writes go through forwarding brokers.
 DEFAULT_NODES = "3+2"
 # What a system under test other than kraft runs when the test does not say (its members, its workload).
-SUT_DEFAULTS: dict[str, dict[str, str]] = {"etcd": {"nodes": "3", "workload": "register"}}
+SUT_DEFAULTS: dict[str, dict[str, str]] = {
+    "etcd": {"nodes": "3", "workload": "register"},
+    "kafka": {"nodes": "3", "workload": "config-register"},  # 3 combined nodes fit 2 cores
+}
 BACKENDS = ("sim", "netns", "docker", "ssh")  # as harness.test_spec.BACKENDS (a test checks), without importing it
 
 
