@@ -32,7 +32,7 @@ from typing import Any
 from harness.backends import Backend
 from harness.db import DBError, ProgramDB
 from harness.db.kafka import quorum
-from harness.db.kafka.dist import KafkaDistError, classpath, java_version
+from harness.db.kafka.dist import ARCHIVED_JVM_OPTS, KafkaDistError, archive_path, classpath, java_version
 
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093
@@ -45,11 +45,11 @@ KAFKA_HEAP = "256m"
 JVM_OPTS = (
     f"-Xms{KAFKA_HEAP}",
     f"-Xmx{KAFKA_HEAP}",
-    "-XX:+UseSerialGC",  # one GC thread: the machine has 2 cores for every node
+    *ARCHIVED_JVM_OPTS,  # C1 only and the serial GC (dist.py says why)
     "-XX:+ExitOnOutOfMemoryError",
     "-Djava.awt.headless=true",
 )
-FORMAT_JVM_OPTS = ("-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+FORMAT_JVM_OPTS = ("-Xmx128m", *ARCHIVED_JVM_OPTS)
 LOG4J2 = """\
 status = warn
 appender.out.type = Console
@@ -92,6 +92,7 @@ class KafkaDB(ProgramDB):
         self.run_dir: Path | None = None
         self.java = "java"
         self.cp = ""
+        self.cds: tuple[str, ...] = ()  # the class-data-sharing archive's option, when there is one
 
     @property
     def nodes(self) -> Sequence[str]:
@@ -131,6 +132,8 @@ class KafkaDB(ProgramDB):
         try:
             self.java, _ = java_version()
             self.cp = classpath()
+            archive = archive_path()
+            self.cds = (f"-XX:SharedArchiveFile={archive}",) if archive.is_file() else ()
         except KafkaDistError as exc:
             raise DBError(str(exc)) from None
         for node in self._nodes:
@@ -190,7 +193,7 @@ class KafkaDB(ProgramDB):
 
     def _java(self, node: str, opts: Sequence[str], log4j: str, main: Sequence[str]) -> list[str]:
         directory = self.config_dir(node)
-        return [self.java, *opts, f"-Dlog4j2.configurationFile={directory / log4j}", "-cp", self.cp, *main]
+        return [self.java, *opts, *self.cds, f"-Dlog4j2.configurationFile={directory / log4j}", "-cp", self.cp, *main]
 
     def argv(self, node: str) -> list[str]:
         """The node's command line: Kafka's own main class on its server.properties."""
