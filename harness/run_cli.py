@@ -186,7 +186,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--nodes", help="cluster shape: N combined nodes, or C+B controllers+brokers (default 3+2)")
     p.add_argument(
-        "--sut", help="system under test: kraft (default) or etcd (netns, docker, ssh; 3 members, workload register)"
+        "--sut",
+        help="system under test: kraft (default), etcd (netns, docker, ssh; 3 members, workload register) "
+        "or kafka (Apache Kafka 4.x, netns; 3 combined nodes, workload config-register)",
     )
     p.add_argument("--workload", help="workload name (default config-register; register with --sut etcd)")
     p.add_argument("--nemesis", help="comma-separated fault kinds, e.g. clock,kill,disk_stall; 'none' for none")
