@@ -1,10 +1,15 @@
-"""The thinnest confluent-kafka client path for workloads on Apache Kafka (`--sut kafka`).
+"""The thinnest client path for workloads on Apache Kafka (`--sut kafka`): confluent-kafka for writes,
+Kafka's wire for reads aimed at one broker.
 
-One `AdminClient` per broker, bootstrapped with that broker alone, so an op can be aimed at a node:
-librdkafka opens connections sparsely and sends a topic's DescribeConfigs / IncrementalAlterConfigs
-to a broker it is connected to ("any" broker), which is the bootstrap one while the workload makes
-no other requests through that client. librdkafka completes futures on its own threads; each
-completion is handed to the run's asyncio loop (`call_soon_threadsafe`), where the runner expects it.
+- **Writes and set-up** go through one confluent-kafka `AdminClient` bootstrapped with every broker.
+  librdkafka sends a topic's IncrementalAlterConfigs (and DescribeConfigs) to the broker the Metadata
+  answer names as controller, whichever broker it was bootstrapped with (measured with Kafka's request
+  log: 3 clients, each bootstrapped with a different broker, sent all 360 of their config requests to
+  one broker). So a write's history `node` is not known, and is left out.
+- **Reads** of one broker's metadata image are sent on Kafka's wire to that broker
+  (`harness.db.kafka.quorum.topic_configs`), blocking, on a thread pool.
+librdkafka completes futures on its own threads, the pool on its own; each completion is handed to
+the run's asyncio loop (`call_soon_threadsafe`), where the runner expects it.
 
 Errors: a server's error code is definite (`fail`), except the ambiguous ones the reference
 cluster's client treats the same way (node/client/errors.py `AMBIGUOUS_CODES`: REQUEST_TIMED_OUT,
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from harness.invocation import Completion, DoneFn, error_text
@@ -45,30 +50,31 @@ def failure(exc: BaseException, node: str | None, *, read: bool) -> Completion:
     return Completion("fail" if definite else "info", node=node, error=error_text(exc))
 
 
-class KafkaAdmins:
-    """One AdminClient per broker (see the module docstring), completing ops on the run's loop."""
+class KafkaClients:
+    """The AdminClient for writes and a read pool for broker-aimed reads (see the module docstring)."""
 
-    def __init__(self, bootstraps: dict[str, str], loop: asyncio.AbstractEventLoop, timeout_s: float) -> None:
+    def __init__(
+        self, brokers: dict[str, str], loop: asyncio.AbstractEventLoop, timeout_s: float, workers: int
+    ) -> None:
         if AdminClient is None:
             raise ValueError("confluent-kafka is not installed (pip install -e .)")
         self.loop = loop
         self.timeout_s = timeout_s
-        self.nodes = list(bootstraps)
-        self.clients = {
-            node: AdminClient(
-                {
-                    "bootstrap.servers": address,
-                    "client.id": f"kchaos-{node}",
-                    "socket.connection.setup.timeout.ms": 2000,
-                    "reconnect.backoff.max.ms": 1000,
-                    "log_level": 2,  # librdkafka's connection errors are the faults' doing: not on stderr
-                }
-            )
-            for node, address in bootstraps.items()
-        }
+        self.brokers = dict(brokers)  # node -> "host:port"
+        self.nodes = list(brokers)
+        self.admin = AdminClient(
+            {
+                "bootstrap.servers": ",".join(brokers.values()),
+                "client.id": "kchaos",
+                "socket.connection.setup.timeout.ms": 2000,
+                "reconnect.backoff.max.ms": 1000,
+                "log_level": 2,  # librdkafka's connection errors are the faults' doing: not on stderr
+            }
+        )
+        self.pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="kafka-read")
 
     def submit(
-        self, node: str, future: Future[Any], answer: Callable[[Any], Completion], done: DoneFn, *, read: bool
+        self, node: str | None, future: Future[Any], answer: Callable[[Any], Completion], done: DoneFn, *, read: bool
     ) -> None:
         """When `future` ends: `answer(result)`, or the failure it raised; `done` runs on the loop."""
 
@@ -81,5 +87,12 @@ class KafkaAdmins:
 
         future.add_done_callback(finished)
 
+    def read(
+        self, node: str, call: Callable[[str, int], Any], answer: Callable[[Any], Completion], done: DoneFn
+    ) -> None:
+        """Run `call(host, port)` against `node`'s broker listener on the pool; complete as `submit`."""
+        host, _, port = self.brokers[node].rpartition(":")
+        self.submit(node, self.pool.submit(call, host, int(port)), answer, done, read=True)
+
     def close(self) -> None:
-        self.clients.clear()  # librdkafka closes each client's connections when it is collected
+        self.pool.shutdown(wait=False, cancel_futures=True)

@@ -4,7 +4,8 @@ what Kafka promises for them.
 Keys are `<topic>/<config>`, as in the reference cluster's config-register (workloads/config_register.py).
 - write: IncrementalAlterConfigs SET of a fresh integer (unique in the run) through a random broker,
   which forwards it to the active controller; acknowledged once the record is committed.
-- read: DescribeConfigs at a random broker. Kafka answers it from that broker's metadata image, which
+- read: DescribeConfigs at a random broker (sent on Kafka's wire to that broker: librdkafka cannot aim
+  it, workloads/kafka_client.py). Kafka answers it from that broker's metadata image, which
   follows the committed metadata log at its own pace: Kafka documents no read barrier, so these reads
   are not linearizable (measured: a single node answers the default value right after acknowledging
   a SET). History: value = the integer, or null while the key has only its default.
@@ -23,19 +24,19 @@ import contextlib
 import random
 from typing import Any
 
+from harness.db.kafka.quorum import topic_configs
 from harness.generators import Op, as_gen, seq
 from harness.invocation import Completion, DoneFn, Handler
 from workloads import Workload, WorkloadEnv, WorkloadRun, register_workload
 from workloads.config_register import GENERATION, op_maker, register_keys, register_value
 from workloads.config_requests import split_key
-from workloads.kafka_client import KafkaAdmins
+from workloads.kafka_client import KafkaClients
 
 with contextlib.suppress(ImportError):  # pyproject installs it; the module still loads without it
     from confluent_kafka.admin import (
         AlterConfigOpType,
         ConfigEntry,
         ConfigResource,
-        ConfigSource,
         NewTopic,
         ResourceType,
     )
@@ -45,37 +46,31 @@ SETUP_TIMEOUT_S = 60.0
 
 
 class KafkaRegisterClient:
-    """Carries out config-register ops through `KafkaAdmins`."""
+    """Carries out config-register ops through `KafkaClients`."""
 
-    def __init__(self, admins: KafkaAdmins, seed: int) -> None:
-        self.admins = admins
+    def __init__(self, clients: KafkaClients, seed: int) -> None:
+        self.clients = clients
         self.rng = random.Random(seed ^ 0xCAFE)
 
     def invoke(self, op: Op, done: DoneFn) -> None:
-        aimed = op.value.get("node") if isinstance(op.value, dict) else None  # a final read names its broker
-        node = aimed or self.rng.choice(self.admins.nodes)
         topic, config = split_key(str(op.key))
-        admin = self.admins.clients[node]
-        timeout = self.admins.timeout_s
+        timeout = self.clients.timeout_s
         if op.f == "write":
             entry = ConfigEntry(config, str(op.value), incremental_operation=AlterConfigOpType.SET)
             resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
-            future = admin.incremental_alter_configs([resource], request_timeout=timeout)[resource]
-            self.admins.submit(node, future, lambda _: Completion("ok", node=node), done, read=False)
+            future = self.clients.admin.incremental_alter_configs([resource], request_timeout=timeout)[resource]
+            self.clients.submit(None, future, lambda _: Completion("ok"), done, read=False)
         elif op.f == "read":
-            resource = ConfigResource(ResourceType.TOPIC, topic)
-            future = admin.describe_configs([resource], request_timeout=timeout)[resource]
-            self.admins.submit(node, future, lambda entries: self._read(entries, config, node), done, read=True)
+            aimed = op.value.get("node") if isinstance(op.value, dict) else None  # a final read names its broker
+            node = aimed or self.rng.choice(self.clients.nodes)
+
+            def call(host: str, port: int) -> Any:
+                return topic_configs(host, port, topic, [config], timeout)
+
+            answer = lambda values: Completion("ok", register_value(values[config]), node=node)  # noqa: E731
+            self.clients.read(node, call, answer, done)
         else:
             done(Completion("fail", error=f"config-register has no op {op.f!r}"))
-
-    @staticmethod
-    def _read(entries: dict[str, Any], config: str, node: str) -> Completion:
-        entry = entries.get(config)
-        if entry is None:
-            return Completion("fail", node=node, error=f"DescribeConfigs did not return {config}")
-        dynamic = entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-        return Completion("ok", register_value(entry.value if dynamic else None), node=node)
 
 
 class KafkaConfigRegister(WorkloadRun):
@@ -85,23 +80,24 @@ class KafkaConfigRegister(WorkloadRun):
         self.read_fraction = float(env.option("read_fraction", 0.5))
         self.timeout_s = int(env.option("request_timeout_ms", 5_000)) / 1000
         self._generations = 0
-        self._admins: KafkaAdmins | None = None
+        self._clients: KafkaClients | None = None
 
-    def admins(self) -> KafkaAdmins:
-        if self._admins is None:
+    def clients(self) -> KafkaClients:
+        if self._clients is None:
             db, loop = self.env.db, getattr(self.env.scheduler, "loop", None)
             if loop is None or getattr(db, "name", "") != "kafka":
                 raise ValueError("the kafka workloads need --sut kafka on a real backend (netns)")
-            bootstraps = {node: db.bootstrap([node]) for node in db.brokers}  # type: ignore[attr-defined]
-            self._admins = KafkaAdmins(bootstraps, loop, self.timeout_s)
-        return self._admins
+            brokers = {node: db.bootstrap([node]) for node in db.brokers}  # type: ignore[attr-defined]
+            self._clients = KafkaClients(brokers, loop, self.timeout_s, self.env.spec.concurrency + 2)
+        return self._clients
 
     def setup(self) -> None:
         """Create the topics (one partition, replicated to up to 3 brokers) and wait for each."""
-        admins = self.admins()
-        admin = next(iter(admins.clients.values()))
-        replicas = min(3, len(admins.nodes))
-        futures = admin.create_topics([NewTopic(t, 1, replicas) for t in self.topics], request_timeout=SETUP_TIMEOUT_S)
+        clients = self.clients()
+        replicas = min(3, len(clients.nodes))
+        futures = clients.admin.create_topics(
+            [NewTopic(t, 1, replicas) for t in self.topics], request_timeout=SETUP_TIMEOUT_S
+        )
         for topic, future in futures.items():
             try:
                 future.result(timeout=SETUP_TIMEOUT_S)
@@ -116,14 +112,14 @@ class KafkaConfigRegister(WorkloadRun):
 
     def final_generator(self) -> Any:
         """Every key at every broker."""
-        return seq(*(Op("read", {"node": b}, key=k) for b in self.admins().nodes for k in self.keys))
+        return seq(*(Op("read", {"node": b}, key=k) for b in self.clients().nodes for k in self.keys))
 
     def client(self) -> Handler:
-        return KafkaRegisterClient(self.admins(), self.env.seed)
+        return KafkaRegisterClient(self.clients(), self.env.seed)
 
     def close(self) -> None:
-        if self._admins is not None:
-            self._admins.close()
+        if self._clients is not None:
+            self._clients.close()
 
 
 WORKLOAD = register_workload(

@@ -1,10 +1,15 @@
-"""The harness's own questions to a Kafka cluster, on Kafka's wire: DescribeQuorum and DescribeCluster.
+"""The harness's own questions to a Kafka cluster, on Kafka's wire: DescribeQuorum, DescribeCluster and
+DescribeConfigs at one chosen broker.
 
 confluent-kafka's Python AdminClient has no DescribeQuorum, and the adapter must find the active
-controller (for `isolate-leader` and `kill leader`) and know when every voter has caught up. These two
-requests are small, so they are sent here with the request/response layouts the reference cluster
-already serves (node/protocol/kafka_schemas.py), over one blocking socket per call. Kafka 4.x answers
-both versions used (DescribeQuorum v1, DescribeCluster v1).
+controller (for `isolate-leader` and `kill leader`) and know when every voter has caught up. Nor can
+it aim a topic's DescribeConfigs at a broker: measured with Kafka's request log, librdkafka sends
+every topic DescribeConfigs and IncrementalAlterConfigs to the broker the Metadata answer names as
+controller (a KRaft broker names a random live broker there), whichever broker the client was
+bootstrapped with. A read from one broker's metadata image is what the workloads must attribute, so
+it is sent here. These requests are small: they use the layouts the reference cluster already serves
+(node/protocol/kafka_schemas.py), one blocking socket per call. Kafka 4.x answers every version used
+(DescribeQuorum v1, DescribeCluster v1, DescribeConfigs v4).
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from typing import Any
 from node.protocol.kafka_schemas import (
     DESCRIBE_CLUSTER_REQUEST,
     DESCRIBE_CLUSTER_RESPONSE,
+    DESCRIBE_CONFIGS_REQUEST,
+    DESCRIBE_CONFIGS_RESPONSE,
     DESCRIBE_QUORUM_REQUEST,
     DESCRIBE_QUORUM_RESPONSE,
 )
@@ -114,3 +121,36 @@ def unfenced_brokers(host: str, port: int, timeout: float = 1.0) -> set[int]:
     if answer["ErrorCode"] != 0:
         raise WireError(f"{host}:{port}: DescribeCluster error {answer['ErrorCode']}")
     return {b["BrokerId"] for b in answer["Brokers"]}
+
+
+TOPIC_RESOURCE = 2
+DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' ConfigSource of a topic's own (dynamic) value
+
+
+class ServerError(WireError):
+    """The broker answered with an error code (`code`)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def topic_configs(host: str, port: int, topic: str, names: list[str], timeout: float = 5.0) -> dict[str, str | None]:
+    """The topic's dynamic values of `names` as this broker's metadata image has them (None: the key
+    has only a default); ServerError for an error answer, WireError for none."""
+    body = {
+        "Resources": [{"ResourceType": TOPIC_RESOURCE, "ResourceName": topic, "ConfigurationKeys": names}],
+        "IncludeSynonyms": False,
+        "IncludeDocumentation": False,
+    }
+    answer = call(host, port, DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE, 4, body, timeout)
+    result = answer["Results"][0] if answer["Results"] else None
+    if result is None:
+        raise WireError(f"{host}:{port}: DescribeConfigs answered no resource")
+    if result["ErrorCode"] != 0:
+        raise ServerError(f"{host}:{port}: DescribeConfigs error {result['ErrorCode']}", result["ErrorCode"])
+    found = {c["Name"]: c for c in result["Configs"]}
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise WireError(f"{host}:{port}: DescribeConfigs did not return {missing[0]}")
+    return {n: found[n]["Value"] if found[n]["ConfigSource"] == DYNAMIC_TOPIC_CONFIG else None for n in names}
