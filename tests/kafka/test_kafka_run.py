@@ -41,8 +41,9 @@ def test_config_register_on_kafka_under_kill_gets_a_verdict_from_every_checker(t
     events = [json.loads(line) for line in (path / "history.jsonl").read_text().splitlines()]
     kills = [e for e in events if e["process"] == "nemesis" and e["f"] == "start-kill" and e["type"] == "info"]
     assert any(e["value"].get("targets") for e in kills)  # a node was killed
-    ok = {e["f"] for e in events if e["process"] != "nemesis" and e["type"] == "ok"}
-    assert {"read", "write"} <= ok
+    ok = [e for e in events if e["process"] != "nemesis" and e["type"] == "ok"]
+    assert {"read", "write"} <= {e["f"] for e in ok}
+    assert {e["node"] for e in ok if e["f"] == "read"} == {"n1", "n2", "n3"}  # each read names its broker
     verdicts = json.loads((path / "results.json").read_text())["checkers"]
     # Kafka keeps what it promises for topic configs: one order, monotonic per broker, nothing lost
     assert verdicts["prefix-reads"]["valid"] is True and verdicts["prefix-reads"]["reads"] > 0

@@ -156,6 +156,16 @@ def test_a_node_going_back_or_nodes_disagreeing_on_the_order_is_invalid():
         ]
     )
     assert check_prefix_reads(concurrent).details["anomaly_types"] == ["order-cycle"]
+    seen_first = _history(
+        [
+            (0, "write", 1, 0, 100, "info", None),  # never acknowledged: only a read orders it
+            (1, "read", 1, 20, 21, "ok", "n2"),  # 1 was committed by 21 ms, so before a write begun at 30
+            (2, "write", 2, 30, 40, "ok", "n1"),
+            (3, "read", 2, 50, 51, "ok", "n3"),
+            (3, "read", 1, 60, 61, "ok", "n3"),
+        ]
+    )
+    assert check_prefix_reads(seen_first).details["anomaly_types"] == ["order-cycle"]
     reset = _history(
         [(0, "write", 1, 0, 10, "ok", "n1"), (1, "read", 1, 20, 21, "ok", "n2"), (1, "read", None, 30, 31, "ok", "n2")]
     )
