@@ -13,11 +13,13 @@ verb="${1:-run}"; shift || true
 # preload shims), libfuse2 for lazyfs (lose_unsynced), Docker's engine plus debootstrap for the docker
 # backend (its node image is built here, from Debian), OpenSSH (the ssh backend's client; its tests
 # run an sshd per namespace host), vagrant (its tests validate the Vagrantfile), qemu (the VM tests boot
-# a cluster of real VMs from a box built here with debootstrap: `kchaos vagrant up`) and etcd 3.4 (`--sut etcd`, the second system under test; etcd-client brings etcdctl for looking around).
+# a cluster of real VMs from a box built here with debootstrap: `kchaos vagrant up`), etcd 3.4 (`--sut etcd`,
+# the second system under test; etcd-client brings etcdctl for looking around) and Maven (it fetches Apache
+# Kafka's jars for `--sut kafka`, the third, from Maven Central).
 # apt-get only runs when something is missing.
 apt_pkgs=(python3-venv python3-dev gcc openjdk-17-jre-headless chromium iproute2 iptables nftables procps faketime
           libfuse2 docker.io debootstrap openssh-client openssh-server vagrant etcd-server etcd-client
-          qemu-system-x86 qemu-utils e2fsprogs)
+          qemu-system-x86 qemu-utils e2fsprogs maven)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -27,6 +29,7 @@ if python3 -c 'import venv, ensurepip' 2>/dev/null; then
     missing=("${missing[@]/python3-venv}"); missing=("${missing[@]/python3-dev}")
 fi
 command -v java >/dev/null 2>&1 && missing=("${missing[@]/openjdk-17-jre-headless}")
+command -v mvn >/dev/null 2>&1 && missing=("${missing[@]/maven}")
 mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sed '/^$/d')
 if ((${#missing[@]})); then
     echo "setup: installing ${missing[*]}" >&2
@@ -44,6 +47,9 @@ fi
 .venv/bin/python -m compileall -q -j 0 harness node nemesis workloads checkers reports >/dev/null
 # The netns backend's clock and disk preload shims, compiled once into ~/.cache/kchaos/native.
 .venv/bin/python -m harness.backends.native >/dev/null
+# Apache Kafka's jars for `--sut kafka` (one pinned version, harness/db/kafka/pom.xml), fetched with Maven
+# into ~/.cache/kchaos/kafka-<version> only when they are missing (~45 MB, 12-22 s the first time).
+.venv/bin/python -m harness.db.kafka.dist
 export PATH="$PWD/.venv/bin:$PATH"
 
 case "$verb" in

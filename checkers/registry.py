@@ -34,6 +34,7 @@ CHECKERS: dict[str, str] = {
     "quorum-progress": "checkers.quorum_progress:check_from_args",
     "watch-order": "checkers.watch_order:check_from_args",
     "elections": "checkers.elections:check_from_args",
+    "prefix-reads": "checkers.prefix_reads:check_from_args",
 }
 
 

@@ -184,6 +184,23 @@ def _etcd_probe() -> str:
     return f"etcd {version} at {binary}; --sut etcd runs on {backends}, not on sim"
 
 
+KAFKA_FIX = "bash setup.sh (or: python -m harness.db.kafka.dist; needs Java 17+ and mvn)"
+
+
+def _kafka_probe() -> str:
+    """Java and the pinned Kafka version's jars; where `--sut kafka` runs (never on sim)."""
+    from harness.db import SUT_BACKENDS
+    from harness.db.kafka.dist import KafkaDistError, probe
+
+    try:
+        found = probe()
+    except KafkaDistError as exc:
+        raise BackendError(str(exc)) from None
+    if importlib.util.find_spec("confluent_kafka") is None:
+        raise BackendError("confluent_kafka is not importable (the kafka workloads' client)")
+    return f"{found}; --sut kafka runs on {', '.join(SUT_BACKENDS['kafka'])}, not on sim"
+
+
 def _docker_probe() -> str:
     from harness.backends.docker_engine import engine_url, reachable
 
@@ -295,6 +312,7 @@ def run_checks(inventory: str | None = None) -> list[Check]:
     checks.append(_try("docker engine (--backend docker)", False, "apt-get install docker.io", _docker_probe))
     checks.append(_try("docker node image", False, "apt-get install debootstrap", _docker_image_probe))
     checks.append(_try("etcd (--sut etcd)", False, ETCD_FIX, _etcd_probe))
+    checks.append(_try("kafka (--sut kafka)", False, KAFKA_FIX, _kafka_probe))
     checks.append(_try("python packages", True, "pip install -e . (in the project's venv)", _python_deps_probe))
     checks.append(_try("compiled checker core", False, LINCORE_FIX, _lincore_probe))
     from harness.backends.ssh_doctor import ssh_checks

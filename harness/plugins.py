@@ -29,10 +29,17 @@ def load_workloads() -> None:
     load_builtin()
 
 
-def get_workload(name: str) -> Workload:
-    """The workload registered as `name` (KeyError naming the known ones when none is)."""
+def get_workload(name: str, sut: str | None = None) -> Workload:
+    """The workload registered as `name`, its variant for `sut` where it has one (KeyError naming the
+    known ones when none is)."""
     load_workloads()
-    return registry.get_workload(name)
+    return registry.get_workload(name, sut)
+
+
+def workload_suts(name: str) -> tuple[str, ...]:
+    """Every system under test some variant of workload `name` speaks to (KeyError: no such workload)."""
+    load_workloads()
+    return registry.workload_suts(name)
 
 
 def workload_names(sut: str | None = None) -> tuple[str, ...]:
@@ -41,10 +48,13 @@ def workload_names(sut: str | None = None) -> tuple[str, ...]:
     return registry.workload_names(sut)
 
 
-def find_workload(name: str) -> Workload | None:
-    """The workload registered as `name`, or None."""
+def find_workload(name: str, sut: str | None = None) -> Workload | None:
+    """The workload registered as `name` (its variant for `sut` where it has one), or None."""
     load_workloads()
-    return registry.WORKLOADS.get(name)
+    try:
+        return registry.get_workload(name, sut)
+    except KeyError:
+        return None
 
 
 def make_nemesis(

@@ -25,7 +25,10 @@ from vocab.errors import UserError
 # The reference cluster: 3 controllers + 2 brokers, so client writes go through forwarding brokers.
 DEFAULT_NODES = "3+2"
 # What a system under test other than kraft runs when the test does not say (its members, its workload).
-SUT_DEFAULTS: dict[str, dict[str, str]] = {"etcd": {"nodes": "3", "workload": "register"}}
+SUT_DEFAULTS: dict[str, dict[str, str]] = {
+    "etcd": {"nodes": "3", "workload": "register"},
+    "kafka": {"nodes": "3", "workload": "config-register"},  # 3 combined nodes fit 2 cores
+}
 BACKENDS = ("sim", "netns", "docker", "ssh")  # as harness.test_spec.BACKENDS (a test checks), without importing it
 
 
@@ -188,7 +191,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--nodes", help="cluster shape: N combined nodes, or C+B controllers+brokers (default 3+2)")
     p.add_argument(
-        "--sut", help="system under test: kraft (default) or etcd (netns, docker, ssh; 3 members, workload register)"
+        "--sut",
+        help="system under test: kraft (default), etcd (netns, docker, ssh; 3 members, workload register) "
+        "or kafka (Apache Kafka 4.x, netns; 3 combined nodes, workload config-register)",
     )
     p.add_argument("--workload", help="workload name (default config-register; register with --sut etcd)")
     p.add_argument("--nemesis", help="comma-separated fault kinds, e.g. clock,kill,disk_stall; 'none' for none")

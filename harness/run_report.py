@@ -65,17 +65,18 @@ class Analysis:
 # Which checkers, with which options
 
 
-def _registered_workload(name: Any) -> Any:
-    """The workload registry's entry (workloads/), or None for a name it does not know."""
+def _registered_workload(name: Any, sut: Any = None) -> Any:
+    """The workload registry's entry (workloads/) for the test's system under test, or None for a name
+    it does not know."""
     from harness.plugins import find_workload
 
-    return find_workload(str(name))
+    return find_workload(str(name), None if sut is None else str(sut))
 
 
 def workload_checkers(test: Mapping[str, Any], mapping: Mapping[str, Sequence[str]] | None = None) -> list[str]:
     """The checkers the test's workload names for its own history."""
     name = str(test.get("workload"))
-    registered = _registered_workload(name)
+    registered = _registered_workload(name, test.get("sut"))
     table = {**DEFAULT_CHECKERS, **({name: registered.checkers} if registered else {}), **(mapping or {})}
     return list(table.get(name, ()))
 
@@ -116,7 +117,7 @@ def run_options(test: Mapping[str, Any], options: Mapping[str, Mapping[str, Any]
     """Checker options for a run: the workload's (registry), the availability window from the test's
     `recovery_s`, then `options` on top."""
     merged: dict[str, dict[str, Any]] = {}
-    registered = _registered_workload(test.get("workload"))
+    registered = _registered_workload(test.get("workload"), test.get("sut"))
     layers: list[Mapping[str, Mapping[str, Any]]] = [registered.checker_options if registered else {}]
     recovery = test.get("recovery_s")
     if isinstance(recovery, int | float) and not isinstance(recovery, bool):
@@ -448,7 +449,7 @@ def render_report(analysis: Analysis, test: Mapping[str, Any], figures: Figures)
 def _workload_section(test: Mapping[str, Any], stats: Mapping[str, Any]) -> list[str]:
     """The run's workload: what it is, and its ops by f and outcome."""
     name = str(test.get("workload"))
-    registered = _registered_workload(name)
+    registered = _registered_workload(name, test.get("sut"))
     about = html.escape(registered.description) if registered and registered.description else ""
     rows = "".join(
         f"<tr><td>{html.escape(f)}</td>"

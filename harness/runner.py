@@ -342,7 +342,7 @@ class Run:
 def make_workload(spec: Any, env: WorkloadEnv) -> WorkloadRun:
     """The run's workload; options it cannot use are the test's fault (a one-line error, exit 254)."""
     try:
-        return get_workload(spec.workload).make(env)
+        return get_workload(spec.workload, spec.sut).make(env)
     except (ValueError, TypeError) as exc:
         raise UserError(f"workload {spec.workload}: [workload_options] {exc}") from None
 
@@ -426,7 +426,7 @@ def run_test(
     from harness.run_report import analyze_run
 
     say = say or (lambda text: print(f"kchaos run: {text}", file=sys.stderr, flush=True))
-    workload = get_workload(spec.workload)
+    workload = get_workload(spec.workload, spec.sut)
     run = store.create_run(spec.name, root)
     test = {**spec.to_dict(store.iso_utc(store.utc_now())), **(extra_test or {})}
     store.write_json_atomic(run.test_json, test)

@@ -6,7 +6,7 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     name = "partition-kill"          # default: "<workload>-<nemesis label>"
     backend = "sim"                  # sim | netns | ssh  (BACKENDS)
     inventory = "hosts.toml"         # ssh only: the hosts (harness/backends/inventory.py)
-    sut = "kraft"                    # system under test adapter (SUTS): kraft | etcd (not on sim)
+    sut = "kraft"                    # system under test adapter (SUTS): kraft | etcd | kafka (not on sim)
     workload = "config-register"     # the workload registry (vocab/workload.py, harness/plugins.py)
     nemesis = ["partition", "kill"]  # fault kinds (vocab.faults.catalogue); [] = no faults
     nemesis_interval_s = 10          # a fault starts this long after the previous start (or stop, when full)
@@ -64,7 +64,7 @@ SCHEMA_VERSION = 1
 
 # Default registries (what load_test accepts when the caller passes none).
 BACKENDS: tuple[str, ...] = ("sim", "netns", "docker", "ssh")
-SUTS: tuple[str, ...] = ("kraft", "etcd")  # as harness.db.SUTS (not imported: CLI start-up)
+SUTS: tuple[str, ...] = ("kraft", "etcd", "kafka")  # as harness.db.SUTS (not imported: CLI start-up)
 NEMESES: tuple[str, ...] = FAULT_KINDS
 
 
@@ -567,9 +567,9 @@ def _sut_problem(values: Mapping[str, Any]) -> str | None:
     sut = values.get("sut", TestSpec.sut)
     workload = values.get("workload", TestSpec.workload)
     try:
-        from harness.plugins import get_workload
+        from harness.plugins import workload_suts
 
-        suts: tuple[str, ...] | None = get_workload(workload).suts
+        suts: tuple[str, ...] | None = workload_suts(workload)
     except KeyError:
         suts = None
     brokers = values.get("cluster", Cluster(combined=3)).brokers

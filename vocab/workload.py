@@ -83,23 +83,38 @@ class Workload:
     suts: tuple[str, ...] = ("kraft",)  # the systems under test its client speaks to (harness.db.SUTS)
 
 
-WORKLOADS: dict[str, Workload] = {}
+WORKLOADS: dict[str, Workload] = {}  # name -> the reference cluster's workload of that name (else the first)
+# (name, sut) -> the workload of that name for that system: one name (e.g. config-register) may have a
+# variant per system under test, each with its own client and the checkers of what that system promises
+SUT_WORKLOADS: dict[tuple[str, str], Workload] = {}
 
 
 def register_workload(workload: Workload) -> Workload:
-    WORKLOADS[workload.name] = workload
+    if workload.name not in WORKLOADS or "kraft" in workload.suts:
+        WORKLOADS[workload.name] = workload
+    for sut in workload.suts:
+        SUT_WORKLOADS[(workload.name, sut)] = workload
     return workload
 
 
-def get_workload(name: str) -> Workload:
-    """The registered workload `name` (`harness.plugins.get_workload` loads the built-in ones first)."""
+def get_workload(name: str, sut: str | None = None) -> Workload:
+    """The registered workload `name`; with `sut`, its variant for that system when it has one
+    (`harness.plugins.get_workload` loads the built-in ones first)."""
+    if sut is not None and (name, sut) in SUT_WORKLOADS:
+        return SUT_WORKLOADS[(name, sut)]
     try:
         return WORKLOADS[name]
     except KeyError:
         raise KeyError(f"unknown workload {name!r} (known: {', '.join(sorted(WORKLOADS))})") from None
 
 
+def workload_suts(name: str) -> tuple[str, ...]:
+    """Every system under test some variant of workload `name` speaks to (KeyError: no such workload)."""
+    get_workload(name)
+    return tuple(sorted({sut for (n, sut) in SUT_WORKLOADS if n == name}))
+
+
 def workload_names(sut: str | None = None) -> tuple[str, ...]:
     """Every registered workload, or those whose client speaks to `sut` (the planted-bug matrix and
     the kraft suites want the reference cluster's only)."""
-    return tuple(sorted(name for name, w in WORKLOADS.items() if sut is None or sut in w.suts))
+    return tuple(sorted({name for (name, s) in SUT_WORKLOADS if sut is None or s == sut}))

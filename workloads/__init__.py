@@ -13,5 +13,6 @@ def load_builtin() -> None:
         etcd_register,
         etcd_watch,
         isr_changes,
+        kafka_config_register,
         registrations,
     )

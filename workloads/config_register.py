@@ -40,7 +40,7 @@ TOPIC_PREFIX = "register-"
 DEFAULT_CONFIGS = ("retention.ms", "segment.ms")
 GENERATION = 1_000_000_000  # write values of the n-th generator start at n * GENERATION + 1
 
-__all__ = ["ConfigRegister", "key_of", "op_maker", "register_value", "split_key"]
+__all__ = ["ConfigRegister", "key_of", "op_maker", "register_keys", "register_value", "split_key"]
 
 
 def op_maker(
@@ -99,17 +99,22 @@ class RegisterClient:
             done(Completion("fail", error=f"config-register has no op {op.f!r}"))
 
 
+def register_keys(env: WorkloadEnv) -> tuple[list[str], list[str]]:
+    """The topics and the `<topic>/<config>` keys the `topics` and `configs` options ask for."""
+    topics = int(env.option("topics", 3))
+    configs = env.option("configs", list(DEFAULT_CONFIGS))
+    if isinstance(configs, str):
+        configs = [c.strip() for c in configs.split(",") if c.strip()]
+    if topics < 1 or not configs:
+        raise ValueError("config-register needs topics >= 1 and at least one config")
+    names = [f"{TOPIC_PREFIX}{i}" for i in range(topics)]
+    return names, [key_of(t, c) for t in names for c in configs]
+
+
 class ConfigRegister(CallsWorkloadRun):
     def __init__(self, env: WorkloadEnv) -> None:
         self.env = env
-        topics = int(env.option("topics", 3))
-        configs = env.option("configs", list(DEFAULT_CONFIGS))
-        if isinstance(configs, str):
-            configs = [c.strip() for c in configs.split(",") if c.strip()]
-        if topics < 1 or not configs:
-            raise ValueError("config-register needs topics >= 1 and at least one config")
-        self.topics = [f"{TOPIC_PREFIX}{i}" for i in range(topics)]
-        self.keys = [key_of(t, c) for t in self.topics for c in configs]
+        self.topics, self.keys = register_keys(env)
         self.read_fraction = float(env.option("read_fraction", 0.5))
         self.broker_read_fraction = float(env.option("broker_read_fraction", 0.3))
         self.timeout_ms = int(env.option("request_timeout_ms", 5_000))

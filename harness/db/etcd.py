@@ -28,8 +28,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.db.program import ProgramDB
 from vocab.backend import Backend
-from vocab.db import DB, DBError
+from vocab.db import DBError
 
 CLIENT_PORT = 2379
 PEER_PORT = 2380
@@ -49,7 +50,7 @@ def etcd_binary() -> str:
     return found
 
 
-class EtcdDB(DB):
+class EtcdDB(ProgramDB):
     """See the module docstring. Every node is a voting member (no broker role)."""
 
     name = "etcd"
@@ -155,40 +156,8 @@ class EtcdDB(DB):
             return f"a linearizable read at the leader {leader} failed"
         return None
 
-    # -- faults and recovery -----------------------------------------------------------------------------
-
-    def restart_node(self, node: str) -> None:
-        self._backend().restart(node)
-
     # -- collecting and stopping -------------------------------------------------------------------------
 
     def collect(self, run_dir: Path, *, stop: bool) -> list[str]:
-        backend = self._backend()
-        warnings: list[str] = []
         statuses = {node: self.status(node, timeout=2.0) for node in self._nodes}
-        if stop:
-            alive = [n for n in self._nodes if backend.is_alive(n)]
-            killed = backend.stop_nodes(alive, STOP_TIMEOUT_S)
-            warnings += [f"{n}: did not stop within {STOP_TIMEOUT_S:.0f} s of SIGTERM; killed" for n in killed]
-        remote_collect = getattr(backend, "collect_node", None)
-        for node in self._nodes:
-            target = Path(run_dir) / "nodes" / node
-            target.mkdir(parents=True, exist_ok=True)
-            if statuses[node] is None:
-                warnings.append(f"{node}: no maintenance status at the end of the run")
-            else:
-                (target / STATUS_FILE).write_text(json.dumps(statuses[node], sort_keys=True) + "\n", encoding="utf-8")
-            if remote_collect is not None:
-                warnings += remote_collect(node, target)
-                continue
-            data = self.data_dir(node)
-            listing = sorted(str(p.relative_to(data)) for p in data.rglob("*")) if data.is_dir() else []
-            (target / "data-dir.txt").write_text("\n".join(listing) + "\n", encoding="utf-8")
-        return warnings
-
-    def teardown(self) -> None:
-        if self.backend is None:
-            return
-        for node in self._nodes:
-            with contextlib.suppress(Exception):
-                self.backend.kill(node)
+        return self.collect_members(run_dir, stop, statuses, STATUS_FILE, STOP_TIMEOUT_S)

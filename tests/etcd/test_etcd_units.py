@@ -74,7 +74,7 @@ def test_etcd_is_refused_on_sim_with_one_line_and_no_run(tmp_path, capsys):
 
 
 def test_workloads_name_the_system_they_speak_to(tmp_path):
-    with pytest.raises(UserError, match="workload config-register: that workload runs on kraft, not on etcd"):
+    with pytest.raises(UserError, match="workload config-register: that workload runs on kafka, kraft, not on etcd"):
         load_test(None, {"sut": "etcd", "backend": "netns", "workload": "config-register"})
     with pytest.raises(UserError, match="workload register: that workload runs on etcd, not on kraft"):
         load_test(None, {"backend": "netns", "workload": "register"})

@@ -1,0 +1,185 @@
+"""`--sut kafka` pieces that need no cluster: the set-up (jars, doctor row), where it may run, the
+workload variant, the client's error mapping, and the prefix-reads checker (both verdicts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from checkers.history import pair, read_events
+from checkers.prefix_reads import check_prefix_reads
+from harness.db.kafka import dist
+from harness.db.kafka.db import KafkaDB, cluster_id
+from harness.plugins import get_workload
+from harness.test_spec import load_test
+from vocab.errors import UserError
+from workloads.kafka_admin import failure
+
+# --- set-up ------------------------------------------------------------------------------------------
+
+
+def test_setup_fetched_the_pinned_jars_and_doctor_says_so():
+    jars = dist.installed_jars()
+    names = {j.name for j in jars}
+    assert dist.SERVER_JAR in names and f"kafka-clients-{dist.KAFKA_VERSION}.jar" in names
+    assert any(n.startswith("log4j-slf4j-impl-") for n in names)  # without a binding Kafka logs nothing
+    row = dist.probe()
+    assert row.startswith(f"Kafka {dist.KAFKA_VERSION}: {len(jars)} jars") and "; Java " in row
+
+
+def test_doctor_has_a_kafka_row(capsys):
+    from harness.doctor_cli import _kafka_probe
+
+    assert "--sut kafka runs on netns, not on sim" in _kafka_probe()
+
+
+def test_an_incomplete_fetch_does_not_count(tmp_path):
+    (tmp_path / dist.SERVER_JAR).write_bytes(b"jar")
+    assert dist.installed_jars(tmp_path) == []  # no manifest: a fetch that was interrupted
+    (tmp_path / dist.MANIFEST).write_text(f"{dist.SERVER_JAR}\nkafka-clients-x.jar\n")
+    assert dist.installed_jars(tmp_path) == []  # a listed jar is missing
+    (tmp_path / "kafka-clients-x.jar").write_bytes(b"jar")
+    assert len(dist.installed_jars(tmp_path)) == 2
+    with pytest.raises(dist.KafkaDistError, match="are not in"):
+        dist.classpath(tmp_path / "elsewhere")
+
+
+# --- where it runs, what it runs -----------------------------------------------------------------------
+
+
+def test_kafka_is_refused_on_sim_and_for_unmeasured_faults():
+    with pytest.raises(UserError, match="kafka is not available on the sim backend"):
+        load_test(None, {"sut": "kafka", "backend": "sim"})
+    with pytest.raises(UserError, match="clock faults cannot be done to kafka nodes"):
+        load_test(None, {"sut": "kafka", "backend": "netns", "nemesis": "kill,clock"})
+    with pytest.raises(UserError, match="that workload runs on etcd, not on kafka"):
+        load_test(None, {"sut": "kafka", "backend": "netns", "workload": "register"})
+
+
+def test_config_register_has_a_kafka_variant_with_kafkas_checkers():
+    kafka = get_workload("config-register", "kafka")
+    ours = get_workload("config-register", "kraft")
+    assert kafka is not ours and get_workload("config-register") is ours
+    assert kafka.checkers == ("prefix-reads", "committed-loss") and "linearizable" in ours.checkers
+
+
+def test_cluster_shapes_and_ids():
+    combined = KafkaDB(["n1", "n2", "n3"], cluster_id())
+    assert combined.controllers == combined.brokers == ["n1", "n2", "n3"]
+    split = KafkaDB(["c1", "c2", "c3", "b1", "b2"], cluster_id())
+    assert split.controllers == ["c1", "c2", "c3"] and split.brokers == ["b1", "b2"]
+    assert split.node_id("b1") == 4 and split.node_of(4) == "b1" and split.node_of(9) is None
+    assert len(cluster_id()) == 22 and cluster_id() != cluster_id()
+
+
+# --- the client's error mapping ------------------------------------------------------------------------
+
+
+def _exc(code: int) -> KafkaException:
+    return KafkaException(KafkaError(code))
+
+
+@pytest.mark.parametrize(
+    ("code", "write_type"),
+    [
+        (KafkaError.INVALID_CONFIG, "fail"),  # the server refused it
+        (KafkaError.UNKNOWN_TOPIC_OR_PART, "fail"),
+        (KafkaError.NOT_CONTROLLER, "info"),  # librdkafka may have retried behind it
+        (KafkaError.REQUEST_TIMED_OUT, "info"),  # a forwarding broker lost track of it
+        (KafkaError.UNKNOWN, "info"),  # UNKNOWN_SERVER_ERROR
+        (KafkaError._TIMED_OUT, "info"),  # librdkafka gave up waiting: it may have been sent
+        (KafkaError._TRANSPORT, "info"),
+    ],
+)
+def test_a_write_fails_only_when_it_certainly_did_not_happen(code, write_type):
+    assert failure(_exc(code), "n1", read=False).type == write_type
+    assert failure(_exc(code), "n1", read=True).type == "fail"  # a read changes nothing
+
+
+# --- the prefix-reads checker --------------------------------------------------------------------------
+
+
+def _history(ops: list[tuple[Any, ...]]) -> Any:
+    """(process, f, value, start ms, end ms, type, node) -> a paired history on key "k"."""
+    events: list[dict[str, Any]] = []
+    for process, f, value, start, end, kind, node in ops:
+        invoke = value if f == "write" else None
+        events.append(
+            {"time": start * 10**6, "process": process, "type": "invoke", "f": f, "value": invoke, "key": "k"}
+        )
+        done = None if f == "write" else value
+        events.append(
+            {"time": end * 10**6, "process": process, "type": kind, "f": f, "value": done, "key": "k", "node": node}
+        )
+    events.sort(key=lambda e: e["time"])
+    for i, e in enumerate(events):
+        e["index"] = i
+    return pair(read_events(events))
+
+
+def test_stale_but_ordered_reads_are_valid_and_the_window_is_measured():
+    h = _history(
+        [
+            (0, "write", 1, 0, 10, "ok", "n1"),
+            (0, "write", 2, 20, 30, "ok", "n2"),
+            (1, "read", 1, 40, 41, "ok", "n3"),  # stale: 2 was acknowledged at 30 ms
+            (1, "read", 2, 50, 51, "ok", "n3"),
+            (2, "read", None, 5, 6, "ok", "n1"),
+        ]
+    )
+    v = check_prefix_reads(h)
+    assert v.valid is True
+    assert v.details["stale_reads"] == 1 and v.details["stale_window"]["max_ms"] == 10.0
+    assert v.details["by_node"]["n3"]["stale_window"]["count"] == 1
+
+
+def test_a_node_going_back_or_nodes_disagreeing_on_the_order_is_invalid():
+    back = _history(
+        [
+            (0, "write", 1, 0, 10, "ok", "n1"),
+            (0, "write", 2, 20, 30, "ok", "n1"),
+            (1, "read", 2, 40, 41, "ok", "n3"),
+            (1, "read", 1, 50, 51, "ok", "n3"),  # n3 showed 2, then 1: written before 2 began
+        ]
+    )
+    v = check_prefix_reads(back)
+    assert v.valid is False and v.details["anomaly_types"] == ["order-cycle"]
+    concurrent = _history(
+        [
+            (0, "write", 1, 0, 30, "ok", "n1"),
+            (1, "write", 2, 0, 30, "ok", "n1"),  # concurrent: either order is fine, but one for all
+            (2, "read", 1, 40, 41, "ok", "n2"),
+            (2, "read", 2, 50, 51, "ok", "n2"),
+            (3, "read", 2, 40, 41, "ok", "n3"),
+            (3, "read", 1, 50, 51, "ok", "n3"),
+        ]
+    )
+    assert check_prefix_reads(concurrent).details["anomaly_types"] == ["order-cycle"]
+    seen_first = _history(
+        [
+            (0, "write", 1, 0, 100, "info", None),  # never acknowledged: only a read orders it
+            (1, "read", 1, 20, 21, "ok", "n2"),  # 1 was committed by 21 ms, so before a write begun at 30
+            (2, "write", 2, 30, 40, "ok", "n1"),
+            (3, "read", 2, 50, 51, "ok", "n3"),
+            (3, "read", 1, 60, 61, "ok", "n3"),
+        ]
+    )
+    assert check_prefix_reads(seen_first).details["anomaly_types"] == ["order-cycle"]
+    reset = _history(
+        [(0, "write", 1, 0, 10, "ok", "n1"), (1, "read", 1, 20, 21, "ok", "n2"), (1, "read", None, 30, 31, "ok", "n2")]
+    )
+    assert check_prefix_reads(reset).details["anomaly_types"] == ["went-back"]
+
+
+def test_values_nobody_wrote_or_only_a_failed_write_wrote_are_invalid():
+    h = _history(
+        [
+            (0, "write", 1, 0, 10, "fail", "n1"),
+            (1, "read", 1, 20, 21, "ok", "n2"),
+            (1, "read", 7, 30, 31, "ok", "n2"),
+        ]
+    )
+    assert check_prefix_reads(h).details["anomaly_types"] == ["failed-read", "unexpected"]
+    assert check_prefix_reads(_history([(0, "write", 1, 0, 10, "ok", "n1")])).valid == "unknown"
