@@ -55,6 +55,7 @@ from node.client.results import (
     ConfigResource,
     ConfigsDescription,
     HeartbeatResult,
+    LeaderElection,
     NewTopic,
     PartitionChange,
     PartitionChangeResult,
@@ -359,6 +360,38 @@ class AdminClient:
 
     async def delete_topic(self, name: str) -> None:
         (await self.delete_topics([name]))[name].raise_for_error()
+
+    # --- leaders -----------------------------------------------------------------------------------
+
+    async def elect_leaders(
+        self, election_type: M.ElectionType, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], LeaderElection]:
+        """KIP-460: a preferred or unclean election for each (topic, partition), or for every partition
+        (None: then only the partitions where an election was tried are answered)."""
+        asked: dict[str, list[int]] = {}
+        for topic, partition in partitions or ():
+            asked.setdefault(topic, []).append(partition)
+        topics = (
+            None if partitions is None else tuple(M.ElectLeadersTopicPartitions(t, tuple(p)) for t, p in asked.items())
+        )
+        response, server = await self._send(
+            M.ElectLeadersRequest(election_type, topics, self.request_timeout_ms), Target.ANY, False, None
+        )
+        _raise_top(response.error_code, None, server)
+        results = {
+            (t.topic, p.partition_id): LeaderElection(
+                topic=t.topic,
+                partition=p.partition_id,
+                error=_resource_error(p.error_code, p.error_message, server, f"partition:{t.topic}-{p.partition_id}"),
+            )
+            for t in response.replica_election_results
+            for p in t.partition_result
+        }
+        for topic, partition in partitions or ():
+            if (topic, partition) not in results:
+                error = _unanswered(server, f"partition:{topic}-{partition}")
+                results[(topic, partition)] = LeaderElection(topic=topic, partition=partition, error=error)
+        return results
 
     # --- configs -----------------------------------------------------------------------------------
 

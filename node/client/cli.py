@@ -37,7 +37,8 @@ from node.protocol.acls import (
     PatternType,
     ResourceType,
 )
-from node.protocol.admin import ConfigResourceType
+from node.protocol.admin import ConfigResourceType, ElectionType
+from node.protocol.errors import ErrorCode
 from vocab.errors import UserError
 
 PASSWORD_ENV = "KCHAOS_ADMIN_PASSWORD"
@@ -143,7 +144,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     brokers.add_argument("action", choices=("list",))
     brokers.set_defaults(func=brokers_command)
 
-    for tool in (topics, configs, acls, cluster, brokers):
+    election = tools.add_parser(
+        "leader-election", help="elect preferred or unclean leaders (kafka-leader-election.sh, KIP-460)"
+    )
+    election.add_argument("--election-type", required=True, choices=("preferred", "unclean"))
+    which = election.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic", help="the topic (with --partition)")
+    which.add_argument("--all-topic-partitions", action="store_true", help="every partition of every topic")
+    election.add_argument("--partition", type=int, help="the partition of --topic")
+    election.set_defaults(func=leader_election_command)
+
+    for tool in (topics, configs, acls, cluster, brokers, election):
         _connection_options(tool, suppress=True)
 
 
@@ -452,6 +463,30 @@ def brokers_command(args: argparse.Namespace) -> int:
     with client_from(args) as admin:
         brokers = _call("list brokers", admin.list_brokers)
     _print(args, out.format_brokers(brokers), brokers)
+    return 0
+
+
+def leader_election_command(args: argparse.Namespace) -> int:
+    if args.topic is not None and args.partition is None:
+        raise UserError("leader-election --topic needs --partition")
+    if args.all_topic_partitions and args.partition is not None:
+        raise UserError("--partition goes with --topic, not with --all-topic-partitions")
+    kind = ElectionType[args.election_type.upper()]
+    asked = None if args.all_topic_partitions else [(args.topic, args.partition)]
+    with client_from(args) as admin:
+        results = _call("leader election", lambda: admin.elect_leaders(kind, asked))
+    ordered = [results[k] for k in sorted(results)]
+    done = [f"{r.topic}-{r.partition}" for r in ordered if r.error is None]
+    already = [f"{r.topic}-{r.partition}" for r in ordered if r.error and r.error.code == ErrorCode.ELECTION_NOT_NEEDED]
+    lines = [f"Successfully completed leader election ({kind.name}) for partitions {', '.join(done)}"] if done else []
+    if already:
+        lines.append(f"Valid replica already elected for partitions {', '.join(already)}")
+    if not ordered:
+        lines.append("No partition needed an election.")
+    _print(args, "\n".join(lines), ordered)
+    _raise_failures(
+        "leader election", [r for r in ordered if r.error and r.error.code != ErrorCode.ELECTION_NOT_NEEDED]
+    )
     return 0
 
 

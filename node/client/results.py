@@ -156,6 +156,14 @@ class TopicDeletion(Outcome):
 
 
 @dataclass(frozen=True, slots=True)
+class LeaderElection(Outcome):
+    """One partition's answer to ElectLeaders (KIP-460); `error` None: its leader was moved."""
+
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
 class ConfigAlteration(Outcome):
     resource: ConfigResource
 
@@ -284,6 +292,7 @@ __all__ = [
     "ConfigResource",
     "ConfigsDescription",
     "HeartbeatResult",
+    "LeaderElection",
     "NewTopic",
     "Outcome",
     "PartitionChange",

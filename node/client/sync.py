@@ -74,6 +74,7 @@ class SyncAdminClient:
     create_topic = _blocking(AdminClient.create_topic)
     delete_topics = _blocking(AdminClient.delete_topics)
     delete_topic = _blocking(AdminClient.delete_topic)
+    elect_leaders = _blocking(AdminClient.elect_leaders)
     incremental_alter_configs = _blocking(AdminClient.incremental_alter_configs)
     incremental_alter_config = _blocking(AdminClient.incremental_alter_config)
     alter_configs = _blocking(AdminClient.alter_configs)

@@ -54,6 +54,7 @@ from node.protocol.admin import (
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
+    ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
     MetadataRequest,
 )
@@ -81,6 +82,7 @@ _WRITES: dict[type, Handler] = {
     AlterConfigsRequest: configs.handle_alter_configs,
     CreateAclsRequest: acls.handle_create_acls,
     DeleteAclsRequest: acls.handle_delete_acls,
+    ElectLeadersRequest: partitions.handle_elect_leaders,
 }
 # Inter-node APIs: the sender must have ClusterAction on the cluster.
 _CLUSTER_ACTION = frozenset({BrokerRegistrationRequest, BrokerHeartbeatRequest, AlterPartitionRequest})

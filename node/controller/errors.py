@@ -27,6 +27,10 @@ from node.protocol.admin import (
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     DescribeConfigsResult,
+    ElectLeadersPartitionResult,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ElectLeadersTopicResult,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
@@ -57,6 +61,16 @@ def whole_request_error(request: object, code: int, message: str | None = None) 
             return CreateAclsResponse(tuple(AclCreationResult(code, message) for _ in items))
         case DeleteAclsRequest(filters=items):
             return DeleteAclsResponse(tuple(DeleteAclsFilterResult(code, message) for _ in items))
+        case ElectLeadersRequest(topic_partitions=topics):
+            # As Kafka's ElectLeadersRequest.getErrorResponse: the top-level code and every partition
+            # named with it (none when the request named every partition).
+            results = tuple(
+                ElectLeadersTopicResult(
+                    t.topic, tuple(ElectLeadersPartitionResult(p, code, message) for p in t.partitions)
+                )
+                for t in topics or ()
+            )
+            return ElectLeadersResponse(code, results)
     return error_response(request, code)
 
 

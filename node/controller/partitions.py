@@ -1,4 +1,5 @@
-"""Partition leadership and ISR: AlterPartition (KIP-497) and the moves fencing and shutdown make.
+"""Partition leadership and ISR: AlterPartition (KIP-497), ElectLeaders (KIP-460) and the moves fencing
+and shutdown make.
 
 AlterPartition is validated against the working state per partition, with the lessons of
 KAFKA-13916 and KAFKA-14617 (a fenced or shutting-down broker, or one that is not registered, may
@@ -18,9 +19,18 @@ from collections.abc import Callable
 
 from node.bugs import NO_BUGS, Bugs
 from node.controller.context import ControllerContext, Reply
+from node.controller.errors import whole_request_error
 from node.metadata.image import MetadataImage, PartitionState
 from node.metadata.records import NO_LEADER, PartitionChangeRecord
 from node.process.ports import RequestContext
+from node.protocol.acls import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
+from node.protocol.admin import (
+    ElectionType,
+    ElectLeadersPartitionResult,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ElectLeadersTopicResult,
+)
 from node.protocol.broker_api import (
     AlterPartitionPartitionData,
     AlterPartitionPartitionResult,
@@ -170,4 +180,109 @@ def handle_alter_partition(
             )
         topics.append(AlterPartitionTopicResult(topic.topic_id, tuple(results)))
     response = AlterPartitionResponse(ErrorCode.NONE, tuple(topics))
+    ctl.write(request, records, reply, lambda _outcome: response)
+
+
+# --- ElectLeaders (KIP-460) ----------------------------------------------------------------------
+
+
+def _preferred(view: MetadataImage, p: PartitionState) -> tuple[ErrorCode, int]:
+    """The leader a preferred election gives `p`: the first replica of the assignment if it is in the
+    ISR and live. Otherwise a live leader stays (PREFERRED_LEADER_NOT_AVAILABLE), and only a
+    leaderless partition takes another ISR member, as Kafka's PartitionChangeBuilder does."""
+    if p.leader == p.replicas[0]:
+        return ErrorCode.ELECTION_NOT_NEEDED, p.leader
+
+    def valid(b: int) -> bool:
+        return b in p.isr and is_live(view, b)
+
+    if valid(p.replicas[0]):
+        return ErrorCode.NONE, p.replicas[0]
+    if p.leader == NO_LEADER:
+        leader = choose_leader(p, p.isr, lambda b: is_live(view, b))
+        if leader != NO_LEADER:
+            return ErrorCode.NONE, leader
+    return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, p.leader
+
+
+def _unclean(view: MetadataImage, p: PartitionState) -> tuple[ErrorCode, int, tuple[int, ...]]:
+    """The leader and ISR an unclean election gives a leaderless `p`: a live ISR member if there is one
+    (a clean election), else the first live replica, which becomes the whole ISR (KIP-460: the topic's
+    `unclean.leader.election.enable` is not consulted; the request is the operator's consent)."""
+    if p.leader != NO_LEADER:
+        return ErrorCode.ELECTION_NOT_NEEDED, p.leader, p.isr
+
+    def live(b: int) -> bool:
+        return is_live(view, b)
+
+    clean = choose_leader(p, p.isr, live)
+    if clean != NO_LEADER:
+        return ErrorCode.NONE, clean, p.isr
+    for replica in p.replicas:
+        if live(replica):
+            return ErrorCode.NONE, replica, (replica,)
+    return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, NO_LEADER, p.isr
+
+
+def _elect(
+    view: MetadataImage, election: ElectionType, topic: str, pid: int
+) -> tuple[ErrorCode, str | None, PartitionChangeRecord | None]:
+    """One partition's election: its error code, message and change record (None: nothing changes)."""
+    topic_id = view.topic_id(topic)
+    p = None if topic_id is None else view.partition(topic_id, pid)
+    if topic_id is None or p is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{pid}", None
+    if election == ElectionType.PREFERRED:
+        code, leader = _preferred(view, p)
+        isr = p.isr
+    else:
+        code, leader, isr = _unclean(view, p)
+    if code != ErrorCode.NONE:
+        return code, None, None
+    return code, None, _change(topic_id, pid, p, isr, leader)
+
+
+def _all_partitions(view: MetadataImage) -> list[tuple[str, tuple[int, ...]]]:
+    return [(view.topics[tid], tuple(sorted(view.partitions(tid)))) for tid in sorted(view.topics, key=view.topics.get)]
+
+
+def handle_elect_leaders(
+    ctl: ControllerContext, now_ms: int, ctx: RequestContext, request: ElectLeadersRequest, reply: Reply
+) -> None:
+    """KIP-460: preferred or unclean elections, one PartitionChangeRecord per partition whose leader
+    moves (replay bumps its leader epoch), all in one batch. Alter on the cluster is required, as Kafka
+    requires it. A request naming no partitions (null) means every partition, and then only the
+    partitions where an election was attempted are answered (not ELECTION_NOT_NEEDED), as in Kafka."""
+    if not ctl.allowed(ctx, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):
+        ctl.answer_when_settled(request, reply, whole_request_error(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+        return
+    if request.election_type not in (ElectionType.PREFERRED, ElectionType.UNCLEAN):
+        message = f"unknown election type {int(request.election_type)}"
+        ctl.answer_when_settled(request, reply, whole_request_error(request, ErrorCode.INVALID_REQUEST, message))
+        return
+    view = ctl.working
+    every = request.topic_partitions is None
+    asked = (
+        _all_partitions(view)
+        if request.topic_partitions is None
+        else [(t.topic, t.partitions) for t in request.topic_partitions]
+    )
+    records: list[PartitionChangeRecord] = []
+    seen: set[tuple[str, int]] = set()
+    topics = []
+    for topic, pids in asked:
+        results = []
+        for pid in pids:
+            if (topic, pid) in seen:
+                code, message, change = ErrorCode.INVALID_REQUEST, f"{topic}-{pid} is named twice", None
+            else:
+                code, message, change = _elect(view, request.election_type, topic, pid)
+            seen.add((topic, pid))
+            if change is not None:
+                records.append(change)
+            if not (every and code == ErrorCode.ELECTION_NOT_NEEDED):
+                results.append(ElectLeadersPartitionResult(pid, code, message))
+        if results or not every:
+            topics.append(ElectLeadersTopicResult(topic, tuple(results)))
+    response = ElectLeadersResponse(ErrorCode.NONE, tuple(topics))
     ctl.write(request, records, reply, lambda _outcome: response)

@@ -31,16 +31,6 @@ from node.process.append_batch import HeldAppend, group_held
 from node.process.events import BeginShutdown, InboundRequest, InboundRequests, ResponsesReceived
 from node.process.ports import NOT_SENT, AppendOutcome, BarrierOutcome, RequestContext
 from node.protocol import messages
-from node.protocol.acls import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
-from node.protocol.admin import (
-    AlterConfigsRequest,
-    CreateTopicsRequest,
-    DeleteTopicsRequest,
-    DescribeClusterRequest,
-    DescribeConfigsRequest,
-    IncrementalAlterConfigsRequest,
-    MetadataRequest,
-)
 from node.protocol.broker_api import (
     AlterPartitionRequest,
     BrokerHeartbeatRequest,
@@ -51,7 +41,7 @@ from node.protocol.broker_api import (
 from node.protocol.codec import SUPPORTED_VERSIONS
 from node.protocol.errors import ErrorCode
 from node.protocol.refusal import error_response
-from node.protocol.registry import BROKER_API_KEYS, CONTROLLER_API_KEYS
+from node.protocol.registry import BROKER_API_KEYS, CONTROLLER_API_KEYS, FORWARDABLE_REQUESTS, READ_REQUESTS
 from node.protocol.session import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
 from node.raft.events import (
     Append,
@@ -77,20 +67,8 @@ _QUORUM_REQUESTS = frozenset(messages.REQUESTS) | {FetchSnapshotRequest}
 _CONTROLLER_REQUESTS = frozenset(
     {BrokerRegistrationRequest, BrokerHeartbeatRequest, AlterPartitionRequest, EnvelopeRequest}
 )
-_ADMIN_REQUESTS = frozenset(
-    {
-        CreateTopicsRequest,
-        DeleteTopicsRequest,
-        AlterConfigsRequest,
-        IncrementalAlterConfigsRequest,
-        CreateAclsRequest,
-        DeleteAclsRequest,
-        DescribeConfigsRequest,
-        DescribeAclsRequest,
-        DescribeClusterRequest,
-        MetadataRequest,
-    }
-)
+# Admin writes and reads: the controller or the broker answers them (`_admin_target`).
+_ADMIN_REQUESTS = FORWARDABLE_REQUESTS | READ_REQUESTS
 
 
 class Component(Protocol):

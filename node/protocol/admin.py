@@ -281,6 +281,49 @@ class MetadataResponse:
     metadata_offset: int = UNKNOWN_OFFSET  # extension
 
 
+# --- ElectLeaders (43) -------------------------------------------------------------------------------
+
+
+class ElectionType(IntEnum):
+    """KIP-460's election types. UNKNOWN (-1) stands for a code kraft-chaos does not know."""
+
+    UNKNOWN = -1
+    PREFERRED = 0  # move leadership to the first replica of the assignment, if it is in the ISR
+    UNCLEAN = 1  # a leaderless partition: any live replica, even one outside the ISR
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersTopicPartitions:
+    topic: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersRequest:
+    election_type: ElectionType
+    topic_partitions: tuple[ElectLeadersTopicPartitions, ...] | None  # None: every partition of every topic
+    timeout_ms: int = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersPartitionResult:
+    partition_id: int
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersTopicResult:
+    topic: str
+    partition_result: tuple[ElectLeadersPartitionResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersResponse:
+    error_code: int
+    replica_election_results: tuple[ElectLeadersTopicResult, ...] = ()
+
+
 __all__ = [
     "AlterConfigsRequest",
     "AlterConfigsResource",
@@ -307,6 +350,12 @@ __all__ = [
     "DescribeConfigsResourceResult",
     "DescribeConfigsResponse",
     "DescribeConfigsResult",
+    "ElectLeadersPartitionResult",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
+    "ElectLeadersTopicPartitions",
+    "ElectLeadersTopicResult",
+    "ElectionType",
     "IncrementalAlterConfigsRequest",
     "IncrementalAlterConfigsResource",
     "IncrementalAlterConfigsResponse",

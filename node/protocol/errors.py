@@ -44,6 +44,9 @@ class ErrorCode(IntEnum):
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     STALE_BROKER_EPOCH = 77
+    PREFERRED_LEADER_NOT_AVAILABLE = 80  # KIP-460: the preferred replica cannot lead
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83  # KIP-460: no replica at all can lead
+    ELECTION_NOT_NEEDED = 84  # KIP-460: the partition already has the leader asked for
     INVALID_RECORD = 87
     RESOURCE_NOT_FOUND = 91
     DUPLICATE_RESOURCE = 92

@@ -44,6 +44,9 @@ from node.protocol.admin import (
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeConfigsResource,
+    ElectionType,
+    ElectLeadersRequest,
+    ElectLeadersTopicPartitions,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResource,
     MetadataRequest,
@@ -218,6 +221,18 @@ def _delete_topics(body: dict[str, Any], version: int) -> DeleteTopicsRequest:
     return DeleteTopicsRequest(tuple(body["TopicNames"]), body["TimeoutMs"])
 
 
+def _elect_leaders(body: dict[str, Any], version: int) -> ElectLeadersRequest:
+    code = body["ElectionType"] if version >= 1 else ElectionType.PREFERRED
+    election = ElectionType(code) if code in ElectionType._value2member_map_ else ElectionType.UNKNOWN
+    asked = body["TopicPartitions"]
+    topics = (
+        None
+        if asked is None
+        else tuple(ElectLeadersTopicPartitions(t["Topic"], tuple(t["PartitionId"])) for t in asked)
+    )
+    return ElectLeadersRequest(election, topics, body["TimeoutMs"])
+
+
 def _resource_type(code: int) -> ConfigResourceType:
     return ConfigResourceType(code) if code in ConfigResourceType._value2member_map_ else ConfigResourceType.UNKNOWN
 
@@ -345,6 +360,7 @@ _TO_REQUEST: dict[int, Callable[[dict[str, Any], int], Any]] = {
     60: _describe_cluster,
     19: _create_topics,
     20: _delete_topics,
+    43: _elect_leaders,
     32: _describe_configs,
     44: _incremental_alter_configs,
 }
@@ -411,6 +427,20 @@ def _delete_topics_response(m: Any, version: int) -> dict[str, Any]:
     return {
         "Responses": [{"Name": t.name, "ErrorCode": t.error_code, "ErrorMessage": t.error_message} for t in m.responses]
     }
+
+
+def _elect_leaders_response(m: Any, version: int) -> dict[str, Any]:
+    results = [
+        {
+            "Topic": t.topic,
+            "PartitionResult": [
+                {"PartitionId": p.partition_id, "ErrorCode": p.error_code, "ErrorMessage": p.error_message}
+                for p in t.partition_result
+            ],
+        }
+        for t in m.replica_election_results
+    ]
+    return {"ErrorCode": m.error_code, "ReplicaElectionResults": results}
 
 
 def _describe_configs_response(m: Any, version: int) -> dict[str, Any]:
@@ -552,6 +582,7 @@ _FROM_RESPONSE: dict[int, Callable[[Any, int], dict[str, Any]]] = {
     60: _describe_cluster_response,
     19: _create_topics_response,
     20: _delete_topics_response,
+    43: _elect_leaders_response,
     32: _describe_configs_response,
     44: _alter_configs_response,
 }

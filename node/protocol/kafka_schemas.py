@@ -196,6 +196,49 @@ DELETE_TOPICS_RESPONSE = Message(
     ),
 )
 
+ELECT_LEADERS_REQUEST = Message(
+    43,
+    "ElectLeadersRequest",
+    (0, 2),
+    2,
+    (
+        F("ElectionType", "int8", "1+"),  # v0: preferred only (KIP-460 added the type in v1)
+        F(
+            "TopicPartitions",
+            "[]",
+            nullable=_ALL,
+            fields=(F("Topic", "string"), F("PartitionId", "[]int32")),
+        ),
+        F("TimeoutMs", "int32", default=60_000),
+    ),
+)
+ELECT_LEADERS_RESPONSE = Message(
+    43,
+    "ElectLeadersResponse",
+    (0, 2),
+    2,
+    (
+        F("ThrottleTimeMs", "int32"),
+        F("ErrorCode", "int16", "1+"),
+        F(
+            "ReplicaElectionResults",
+            "[]",
+            fields=(
+                F("Topic", "string"),
+                F(
+                    "PartitionResult",
+                    "[]",
+                    fields=(
+                        F("PartitionId", "int32"),
+                        F("ErrorCode", "int16"),
+                        F("ErrorMessage", "string", nullable=_ALL),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
 DESCRIBE_CONFIGS_REQUEST = Message(
     32,
     "DescribeConfigsRequest",
@@ -492,6 +535,7 @@ LAYOUTS: dict[int, tuple[Message, Message]] = {
         (DESCRIBE_CLUSTER_REQUEST, DESCRIBE_CLUSTER_RESPONSE),
         (CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
         (DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),
+        (ELECT_LEADERS_REQUEST, ELECT_LEADERS_RESPONSE),
         (DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE),
         (INCREMENTAL_ALTER_CONFIGS_REQUEST, INCREMENTAL_ALTER_CONFIGS_RESPONSE),
         (ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),

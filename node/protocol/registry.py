@@ -26,6 +26,8 @@ from node.protocol.admin import (
     DescribeClusterResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     MetadataRequest,
@@ -66,6 +68,7 @@ _APIS: tuple[tuple[int, type, type], ...] = (
     (32, DescribeConfigsRequest, DescribeConfigsResponse),
     (33, AlterConfigsRequest, AlterConfigsResponse),
     (36, SaslAuthenticateRequest, SaslAuthenticateResponse),
+    (43, ElectLeadersRequest, ElectLeadersResponse),
     (44, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     (56, AlterPartitionRequest, AlterPartitionResponse),
     (58, EnvelopeRequest, EnvelopeResponse),
@@ -101,6 +104,7 @@ FORWARDABLE_REQUESTS: frozenset[type] = frozenset(
         IncrementalAlterConfigsRequest,
         CreateAclsRequest,
         DeleteAclsRequest,
+        ElectLeadersRequest,
     }
 )
 # Answered from the local metadata image, by a broker or a controller.

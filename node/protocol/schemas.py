@@ -165,6 +165,30 @@ define(
 )
 define(admin.DeleteTopicsResponse, ("responses", struct_array(admin.DeletableTopicResult)))
 
+define(admin.ElectLeadersTopicPartitions, ("topic", NAME), ("partitions", INT32_ARRAY))
+define(
+    admin.ElectLeadersRequest,
+    ("election_type", enum8(admin.ElectionType)),
+    ("topic_partitions", nullable_array(inline_struct(admin.ElectLeadersTopicPartitions))),
+    ("timeout_ms", INT32),
+)
+define(
+    admin.ElectLeadersPartitionResult,
+    ("partition_id", INT32),
+    ("error_code", ERROR),
+    ("error_message", NULLABLE_STRING),
+)
+define(
+    admin.ElectLeadersTopicResult,
+    ("topic", NAME),
+    ("partition_result", struct_array(admin.ElectLeadersPartitionResult)),
+)
+define(
+    admin.ElectLeadersResponse,
+    ("error_code", ERROR),
+    ("replica_election_results", struct_array(admin.ElectLeadersTopicResult)),
+)
+
 define(
     admin.AlterableConfig,
     ("name", NAME),

@@ -262,3 +262,36 @@ def test_topics_describe_prints_partitions(cluster, capsys):
     assert kchaos(["admin", "--bootstrap-server", server.address, "topics", "--describe", "--topic", "t"]) == 0
     out = capsys.readouterr().out
     assert "PartitionCount: 1" in out and "Leader: 2\tLeaderEpoch: 5\tReplicas: 2,3\tIsr: 2" in out
+
+
+@pytest.mark.parametrize(
+    "args, problem",
+    [
+        (["--topic", "t"], "--topic needs --partition"),
+        (["--all-topic-partitions", "--partition", "0"], "--partition goes with --topic"),
+    ],
+)
+def test_leader_election_bad_input(args, problem, capsys):
+    argv = ["admin", "--bootstrap-server", "h:1", "leader-election", "--election-type", "preferred", *args]
+    assert kchaos(argv) == EXIT_ERROR
+    assert problem in one_line(capsys.readouterr().err)
+
+
+def _elected(request: M.ElectLeadersRequest, *codes: int) -> M.ElectLeadersResponse:
+    [topic] = request.topic_partitions
+    results = tuple(M.ElectLeadersPartitionResult(p, c) for p, c in zip(topic.partitions, codes, strict=True))
+    return M.ElectLeadersResponse(ErrorCode.NONE, (M.ElectLeadersTopicResult(topic.topic, results),))
+
+
+def test_leader_election_already_elected_is_success_and_a_refusal_is_not(cluster, capsys):
+    done = cluster.add(lambda r: _elected(r, ErrorCode.ELECTION_NOT_NEEDED))
+    argv = ["admin", "--bootstrap-server", done.address, "leader-election", "--election-type", "unclean"]
+    assert kchaos([*argv, "--topic", "t", "--partition", "3"]) == 0
+    [request] = done.requests(M.ElectLeadersRequest)
+    assert request.election_type == M.ElectionType.UNCLEAN
+    assert request.topic_partitions == (M.ElectLeadersTopicPartitions("t", (3,)),)
+    assert "Valid replica already elected for partitions t-3" in capsys.readouterr().out
+    refused = cluster.add(lambda r: _elected(r, ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE))
+    argv = ["admin", "--bootstrap-server", refused.address, "leader-election", "--election-type", "preferred"]
+    assert kchaos([*argv, "--topic", "t", "--partition", "0"]) == EXIT_ERROR
+    assert "PREFERRED_LEADER_NOT_AVAILABLE" in one_line(capsys.readouterr().err)

@@ -23,7 +23,7 @@ import confluent_kafka.admin as ck_admin
 import kafka.admin as kafka_admin
 import kafka.errors as kafka_errors
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import ElectionType, KafkaError, TopicPartition
 from confluent_kafka import TopicCollection as ck_TopicCollection
 
 from node.client import SyncAdminClient
@@ -45,11 +45,15 @@ TOPIC_PREFIX = "kafka-client-"
 
 
 @contextlib.contextmanager
-def running(base: Path, settings: dict[str, str], login: dict[str, str]) -> Iterator[LocalCluster]:
+def running(
+    base: Path, settings: dict[str, str], login: dict[str, str], procs: dict[int, NodeProcess] | None = None
+) -> Iterator[LocalCluster]:
     """3 controllers + 2 brokers, up once each broker's image sees both brokers unfenced; every
-    process is SIGKILLed by PID at the end (their logs printed when the tests failed)."""
+    process is SIGKILLed by PID at the end (their logs printed when the tests failed). `procs`, when
+    given, holds the processes by node id (a test that restarts one puts the new process there)."""
     plan = plan_cluster(base / "cluster", voters=3, observers=2, settings={**SETTINGS, **settings})
-    procs = {spec.node_id: NodeProcess(spec).start() for spec in plan.nodes}
+    procs = {} if procs is None else procs
+    procs.update({spec.node_id: NodeProcess(spec).start() for spec in plan.nodes})
     passed = False
     try:
         wait_for(lambda: find_leader(plan.voters), 30, what="a leader")
@@ -65,9 +69,12 @@ def running(base: Path, settings: dict[str, str], login: dict[str, str]) -> Iter
                 print(f"----- node {proc.spec.node_id} -----\n{proc.log_text()[-3000:]}")
 
 
+CLUSTER_PROCESSES: dict[int, NodeProcess] = {}  # the `cluster` fixture's processes, by node id
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[LocalCluster]:
-    with running(tmp_path_factory.mktemp("kafka"), {}, {}) as plan:
+    with running(tmp_path_factory.mktemp("kafka"), {}, {}, CLUSTER_PROCESSES) as plan:
         yield plan
 
 
@@ -588,6 +595,55 @@ def test_describe_topic_partitions_in_kafka_framing(cluster):
         return partitions
 
     assert wait_for(ask, 10, what="the topic on the broker") == ours
+
+
+def test_confluent_kafka_elect_leaders_after_a_broker_restart(cluster):
+    """KIP-460 through librdkafka: a restarted broker is back in the ISR but no longer leads its
+    preferred partition; a preferred election moves the leadership back (forwarded by a broker to the
+    active controller), and librdkafka's, our client's and `kchaos admin`'s views agree. Runs last in
+    the module: it restarts a broker (and waits until both are online again)."""
+    topic = TOPIC_PREFIX + "elect"
+    first, second = (b.node_id for b in cluster.brokers)
+    with SyncAdminClient(cluster.brokers_bootstrap) as admin:
+        admin.create_topic(topic, assignments={0: [first, second]})
+    settled = (first, [first, second], [first, second])
+    assert wait_for(lambda: _swallow(lambda: our_partitions(cluster, topic)) == {0: settled}, 20, what="the topic")
+
+    spec = next(b for b in cluster.brokers if b.node_id == first)
+    CLUSTER_PROCESSES[first].stop()  # SIGTERM: a controlled shutdown hands its leaderships over
+    CLUSTER_PROCESSES[first] = NodeProcess(spec).start()
+    with SyncAdminClient(cluster.brokers_bootstrap, request_timeout_ms=10_000) as admin:
+        wait_online(admin, 2)
+    moved = (second, [first, second], [first, second])  # back in the ISR, not leading
+    assert wait_for(lambda: _swallow(lambda: our_partitions(cluster, topic)) == {0: moved}, 30, what="the ISR")
+
+    admin = ck_admin.AdminClient({"bootstrap.servers": cluster.brokers_bootstrap})
+    tp = TopicPartition(topic, 0)
+    assert admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(20) == {tp: None}
+    agrees(lambda: our_partitions(cluster, topic), {0: settled}, "the preferred replica leads again")
+
+    def theirs() -> tuple[int, list[int], list[int]]:
+        p = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
+        return p.leader, sorted(p.replicas), sorted(p.isrs)
+
+    agrees(theirs, settled, "librdkafka sees the new leader")
+    described = kchaos_admin(cluster, "topics", "--describe", "--topic", topic)
+    assert [(p["leader"], sorted(p["isr"])) for p in described[0]["partitions"]] == [(first, [first, second])]
+
+    # Again: nothing to do (ELECTION_NOT_NEEDED), through librdkafka and through `kchaos admin`.
+    again = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(20)[tp]  # per partition, not raised
+    assert isinstance(again, KafkaError) and again.code() == KafkaError.ELECTION_NOT_NEEDED, again
+    kp = kafka_admin.KafkaAdminClient(bootstrap_servers=cluster.brokers_bootstrap.split(","))
+    try:
+        answer = kp.elect_leaders(0, {topic: [0]}, raise_errors=False)
+    finally:
+        kp.close()
+    results = [
+        (r.topic, p.partition_id, p.error_code) for r in answer.replica_election_results for p in r.partition_result
+    ]
+    assert (answer.API_VERSION, answer.error_code, results) == (2, 0, [(topic, 0, KafkaError.ELECTION_NOT_NEEDED)])
+    ours = kchaos_admin(cluster, "leader-election", "--election-type", "unclean", "--topic", topic, "--partition", "0")
+    assert [(r["topic"], r["partition"], r["error"]["code"]) for r in ours] == [(topic, 0, 84)]
 
 
 def _swallow(call):  # type: ignore[no-untyped-def]

@@ -61,6 +61,12 @@ from node.protocol.admin import (
     DescribeConfigsResourceResult,
     DescribeConfigsResponse,
     DescribeConfigsResult,
+    ElectionType,
+    ElectLeadersPartitionResult,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ElectLeadersTopicPartitions,
+    ElectLeadersTopicResult,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResource,
     IncrementalAlterConfigsResponse,
@@ -381,6 +387,20 @@ EXAMPLES = [
     ApiVersionsResponse(ErrorCode.NONE, (ApiVersion(19, 0, 0), ApiVersion(58, 0, 0))),
     ReplicaHeartbeatRequest(3, 40, 41, (ReplicaHeartbeatPartition(TOPIC_ID, 0, 7),)),
     ReplicaHeartbeatResponse(ErrorCode.STALE_BROKER_EPOCH),
+    ElectLeadersRequest(ElectionType.UNCLEAN, (ElectLeadersTopicPartitions("orders", (0, 2)),), 5000),
+    ElectLeadersRequest(ElectionType.PREFERRED, None),
+    ElectLeadersResponse(
+        ErrorCode.NONE,
+        (
+            ElectLeadersTopicResult(
+                "orders",
+                (
+                    ElectLeadersPartitionResult(0, ErrorCode.NONE),
+                    ElectLeadersPartitionResult(2, ErrorCode.ELECTION_NOT_NEEDED, "has its leader"),
+                ),
+            ),
+        ),
+    ),
 ]
 
 
@@ -398,6 +418,7 @@ KAFKA_API_KEYS = {
     "DescribeConfigs": 32,
     "AlterConfigs": 33,
     "SaslAuthenticate": 36,
+    "ElectLeaders": 43,
     "IncrementalAlterConfigs": 44,
     "AlterPartition": 56,
     "Envelope": 58,

@@ -17,6 +17,12 @@ from node.protocol.admin import (
     CreatableTopicResult,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    ElectionType,
+    ElectLeadersPartitionResult,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ElectLeadersTopicPartitions,
+    ElectLeadersTopicResult,
     IncrementalAlterConfigsRequest,
     MetadataRequest,
     MetadataResponse,
@@ -68,6 +74,7 @@ def test_api_versions_v3_advertises_exactly_the_served_layouts():
         32: (0, 4),
         33: (0, 2),
         36: (0, 2),
+        43: (0, 2),
         44: (0, 1),
         55: (0, 1),
         60: (0, 1),
@@ -82,8 +89,8 @@ def test_unknown_api_versions_version_gets_a_v0_unsupported_version_answer():
     frame = CODEC.decode_request(request(18, 77, b"\x05garbage", flexible=True)).answer
     assert frame is not None
     _, correlation_id, error, count = struct.unpack_from(">iihi", frame)
-    assert (correlation_id, error, count) == (42, ErrorCode.UNSUPPORTED_VERSION, 15)
-    assert len(frame) == 4 + 4 + 2 + 4 + 15 * 6  # v0: no throttle, no tagged fields
+    assert (correlation_id, error, count) == (42, ErrorCode.UNSUPPORTED_VERSION, 16)
+    assert len(frame) == 4 + 4 + 2 + 4 + 16 * 6  # v0: no throttle, no tagged fields
 
 
 def test_other_versions_not_served_are_frame_errors():
@@ -178,6 +185,40 @@ def test_create_topics_v7_both_ways():
     assert (r.int("int16"), r.string(True), r.int("int32"), r.int("int16")) == (0, None, 3, 2)
 
 
+def test_elect_leaders_v2_both_ways():
+    body = b"\x01" + b"\x02" + compact("t") + b"\x03" + struct.pack(">ii", 0, 2) + b"\x00"
+    body += struct.pack(">i", 5000) + b"\x00"
+    decoded = CODEC.decode_request(request(43, 2, body, flexible=True))
+    assert decoded.message == ElectLeadersRequest(
+        ElectionType.UNCLEAN, (ElectLeadersTopicPartitions("t", (0, 2)),), 5000
+    )
+    results = (
+        ElectLeadersPartitionResult(0, ErrorCode.NONE),
+        ElectLeadersPartitionResult(2, ErrorCode.ELECTION_NOT_NEEDED, "x"),
+    )
+    frame = CODEC.encode_response(decoded.header, ElectLeadersResponse(0, (ElectLeadersTopicResult("t", results),)))
+    r = Reader(frame, 8)
+    r.tagged_fields()
+    assert (r.int("int32"), r.int("int16"), r.uvarint(), r.string(True), r.uvarint()) == (0, 0, 2, "t", 3)
+    assert (r.int("int32"), r.int("int16"), r.string(True)) == (0, 0, None)
+    r.tagged_fields()
+    assert (r.int("int32"), r.int("int16"), r.string(True)) == (2, 84, "x")
+    r.tagged_fields()
+    r.tagged_fields()
+    r.tagged_fields()
+    assert r.pos == len(frame)
+
+
+def test_elect_leaders_v0_is_preferred_and_v1_maps_unknown_types():
+    # v0: no ElectionType, a null topic list (every partition), no top-level error code in the answer
+    decoded = CODEC.decode_request(request(43, 0, struct.pack(">ii", -1, 100), flexible=False))
+    assert decoded.message == ElectLeadersRequest(ElectionType.PREFERRED, None, 100)
+    frame = CODEC.encode_response(decoded.header, ElectLeadersResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ()))
+    assert frame[8:] == struct.pack(">ii", 0, 0)  # throttle, no results
+    v1 = CODEC.decode_request(request(43, 1, struct.pack(">bii", 7, -1, 100), flexible=False))
+    assert v1.message.election_type is ElectionType.UNKNOWN
+
+
 def test_incremental_alter_configs_v0_maps_unknown_codes():
     body = struct.pack(">i", 1) + struct.pack(">bh", 2, 1) + b"t" + struct.pack(">i", 2)
     body += struct.pack(">h", 1) + b"a" + struct.pack(">b", 3) + struct.pack(">h", -1)
@@ -241,7 +282,7 @@ def test_sniffing_tells_kafka_from_our_own_api_versions():
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.sampled_from([3, 17, 18, 19, 20, 29, 30, 31, 32, 33, 36, 44, 55, 60, 75]),
+    st.sampled_from([3, 17, 18, 19, 20, 29, 30, 31, 32, 33, 36, 43, 44, 55, 60, 75]),
     st.integers(0, 13),
     st.binary(max_size=64),
 )
