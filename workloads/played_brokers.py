@@ -91,7 +91,8 @@ class Options:
         if client != "kraft-chaos":  # not silently ignored: see docs/internals/kafka-protocol.md
             raise UserError(
                 f"{workload}: workload option client={client!r} is not supported: its metadata and "
-                "describe-cluster observations need the image's metadata offset, which Kafka's answers do not carry"
+                "describe-cluster observations are judged by the image's metadata offset and epochs, which "
+                "Kafka's answers do not carry (docs/internals/kafka-protocol.md)"
             )
         brokers = integer("brokers", 4, 1)
         slack = env.option("fence_slack_ms", None)

@@ -23,7 +23,7 @@ import confluent_kafka.admin as ck_admin
 import kafka.admin as kafka_admin
 import kafka.errors as kafka_errors
 import pytest
-from confluent_kafka import ElectionType, KafkaError, TopicPartition
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import TopicCollection as ck_TopicCollection
 
 from node.client import SyncAdminClient
@@ -527,6 +527,16 @@ def test_acls_with_each_client(sasl_cluster):
         kp.close()
     agrees(lambda: ck_acls(admin, "User:alice"), set(), "librdkafka's ACLs deleted")
     agrees(lambda: our_acls(sasl_cluster), set(), "our ACLs deleted")
+
+
+def test_elect_leaders_needs_alter_on_the_cluster(sasl_cluster):
+    """ElectLeaders through librdkafka as a principal without Alter on the cluster: refused with
+    CLUSTER_AUTHORIZATION_FAILED (forwarded, judged by the controller as the client)."""
+    alice = ck_sasl(sasl_cluster, "alice", USERS["alice"])
+    tp = TopicPartition(TOPIC_PREFIX + "not-alices", 0)
+    with pytest.raises(KafkaException) as refused:  # the top-level error code fails the whole call
+        alice.elect_leaders(ElectionType.PREFERRED, [tp]).result(20)
+    assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED, refused.value
 
 
 def test_describe_quorum_in_kafka_framing(cluster):

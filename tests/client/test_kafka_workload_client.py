@@ -157,6 +157,7 @@ def test_the_client_option_is_checked():
     [
         ("config-register", "client=confluent-kafka needs a real backend"),
         ("registrations", "client='confluent-kafka' is not supported"),
+        ("isr-changes", "client='confluent-kafka' is not supported"),
     ],
 )
 def test_the_cli_flag_reaches_the_workload(workload, message):
