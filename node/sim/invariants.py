@@ -71,6 +71,9 @@ class NodeView(Protocol):
     high_watermark: int
 
     @property
+    def log_start_offset(self) -> int: ...
+
+    @property
     def log_end_offset(self) -> int: ...
 
     @property
@@ -208,15 +211,24 @@ class InvariantChecker:
     def on_fail_stop(self, node_id: int, node: NodeView, disk: SimDisk, disks: Mapping[int, SimDisk]) -> None:
         """The node stopped on a disk error part way through an event: `after_event` never ran, but
         what its core learned in that event (a higher HWM, from the leader) is still the cluster's
-        commit, and a snapshot it wrote then must be judged against it."""
-        self._learn_hwm(node_id, node, disk, disks)
+        commit, and a snapshot it wrote then must be judged against it.
+
+        The core ran ahead of its disk by the action that failed: its HWM speaks of the core's log, so
+        only the disk's batches that the core's log still holds are judged by it. A failed `ResetLog`
+        (a fetched snapshot installed) leaves the old log on the disk below a core log that starts at
+        the snapshot's end, with the HWM there: the old log was never claimed committed (it is below
+        the snapshot or diverged from the leader; docs/trust/soak-207.md)."""
+        self._learn_hwm(node_id, node, disk, disks, floor=node.log_start_offset)
 
     # --- internals ---
-    def _learn_hwm(self, node_id: int, node: NodeView, disk: SimDisk, disks: Mapping[int, SimDisk]) -> None:
+    def _learn_hwm(
+        self, node_id: int, node: NodeView, disk: SimDisk, disks: Mapping[int, SimDisk], floor: int = 0
+    ) -> None:
+        """Judge the disk's batches newly below the node's HWM (none below `floor`) against the committed log."""
         mark = self._mark(node_id)
         hwm = min(node.high_watermark, disk.end_offset)
         if hwm > mark.hwm:
-            self._check_committed(node_id, disk, max(mark.hwm, disk.start_offset), hwm, disks)
+            self._check_committed(node_id, disk, max(mark.hwm, disk.start_offset, floor), hwm, disks)
             mark.hwm = hwm
 
     def _check_committed(self, node_id: int, disk: SimDisk, old: int, new: int, disks: Mapping[int, SimDisk]) -> None:

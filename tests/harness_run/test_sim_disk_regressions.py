@@ -29,3 +29,15 @@ def test_config_register_seed_11_restarts_on_a_snapshot_its_diverged_log_reaches
     assert "sim-invariants" not in results["checkers"], results["checkers"]["sim-invariants"]
     assert result.valid is True and result.exit_code == EXIT_VALID, results["checkers"]
     assert (result.run.path / "nodes" / "_sim").exists() is False  # no invariant-violation.txt
+
+
+def test_config_append_seed_207_fail_stops_in_a_log_reset_over_a_diverged_tail(tmp_path):
+    """Soak seed 207 (docs/trust/soak-207.md): c3, once a leader alone with its own tail at offsets
+    696-697 (epochs 8, 9), installed the leader's snapshot (end 725) and the ResetLog's directory fsync
+    failed (disk_fail ENOSPC). The fail-stop hook judged the old log on the disk by the core's new HWM
+    (the snapshot's end): a false 'committed entry changed' violation at t=58864 ms."""
+    result = run_test(soak_spec("config-append", 207), root=tmp_path, say=lambda _: None)
+    results = json.loads((result.run.path / "results.json").read_text())
+    assert "sim-invariants" not in results["checkers"], results["checkers"]["sim-invariants"]
+    assert result.valid is True and result.exit_code == EXIT_VALID, results["checkers"]
+    assert (result.run.path / "nodes" / "_sim").exists() is False  # no invariant-violation.txt

@@ -28,6 +28,11 @@ class View:
     election_voters: tuple[int, ...] = ()
     voted_id: int = NO_ID
     leader_id: int = NO_ID
+    log_start: int | None = None  # the core's log start, when it ran ahead of its disk (a fail-stop)
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.disk.start_offset if self.log_start is None else self.log_start
 
     @property
     def log_end_offset(self) -> int:
@@ -270,3 +275,40 @@ def test_a_node_restarting_on_a_snapshot_its_diverged_log_reaches_agrees_with_it
     assert sim.violation is None, sim.violation
     log = sim.raft(1).log
     assert (log.start_offset, log.last_epoch) == (disk.start_offset, disk.last_epoch) == (2, 3)
+
+
+# --- a fail-stop part way through an event (the core ran ahead of its disk) ---------------------------
+
+
+def diverged_follower_reset_fails(core_log_start: int) -> tuple[Cluster, View]:
+    """Soak seed 207 in small: nodes 1 and 2 committed [X (offset 0, epoch 1), Y (offset 1, epoch 3)];
+    node 3 holds X and its own uncommitted Z (offset 1, epoch 2) from a term it led alone. Told to fetch
+    the leader's snapshot (end 2), node 3 installs it: its core's log starts at `core_log_start` with
+    the HWM at 2, but the ResetLog fails on a disk error, so the disk still holds X and Z."""
+    c = Cluster()
+    for n in (1, 2):
+        c.append(n, batch(0, 1), batch(1, 3))
+    c.append(3, batch(0, 1), batch(1, 2))
+    c.check(1, role=Role.LEADER, epoch=3, high_watermark=2)
+    c.check(3, epoch=3, high_watermark=1)  # X: node 3 knew it committed before the snapshot
+    c.checker.on_snapshot(3, 2)
+    c.checker.on_reset(3, 2)  # the world tells the checker, then the disk raises
+    view = c.views[3]
+    view.high_watermark, view.log_start = 2, core_log_start
+    return c, view
+
+
+def test_a_fail_stop_in_a_log_reset_does_not_judge_the_old_log_by_the_snapshots_hwm():
+    """Soak seed 207: the core's HWM (the snapshot's end) speaks of its new log, not of the old one."""
+    c, view = diverged_follower_reset_fails(core_log_start=2)
+    c.checker.on_fail_stop(3, view, c.disks[3], c.disks)
+    assert c.checker.committed_batch(1) == batch(1, 3)
+    c.check(1, role=Role.LEADER, epoch=3, high_watermark=2)  # the pending snapshot (end 2) is within the commit
+
+
+def test_a_fail_stop_still_judges_a_core_that_claims_its_own_diverged_log_committed():
+    """The other verdict: a core whose log still starts at 0 and holds Z below its HWM 2 claims Z
+    committed, which the fail-stop hook still catches."""
+    c, view = diverged_follower_reset_fails(core_log_start=0)
+    with pytest.raises(InvariantViolation, match=r"committed entry changed: node 3 has batch \[1..2\) epoch 2"):
+        c.checker.on_fail_stop(3, view, c.disks[3], c.disks)
