@@ -55,6 +55,9 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     ),
 }
 
+# A listed difference in a dict answer must be in exactly these keys (else it is a new difference).
+DIFFERING_KEYS: dict[str, set[str]] = {"describe configs: every value and source": {"min.insync.replicas"}}
+
 
 Answer = object  # something JSON-able: "ok", an error code's name, or the values asked for
 
@@ -280,7 +283,7 @@ def script(admin: ck.AdminClient) -> list[tuple[str, Outcome]]:
         "incremental SET twice in one request",
         lambda: incremental(a, TOPIC, (NUM_KEY, "1", "SET"), (NUM_KEY, "2", "SET")),
     )
-    step("describe after the refused writes", lambda: describe(a, TOPIC))
+    step("describe after the refused writes", lambda: describe(a, TOPIC), lambda d: _value(d, NUM_KEY) != "60000")
     legacy = ck.ConfigResource(ck.ResourceType.TOPIC, TOPIC, set_config={NUM_KEY: "5000"})
     step("legacy AlterConfigs (replaces all)", lambda: legacy_alter(a, legacy))
     step("describe after legacy AlterConfigs", lambda: describe(a, TOPIC), lambda d: _value(d, NUM_KEY) == "5000")
@@ -300,7 +303,7 @@ def script(admin: ck.AdminClient) -> list[tuple[str, Outcome]]:
     # ACLs
     step("create ACLs (literal + prefixed)", lambda: create_acls(a, ALICE_READ, ALICE_PREFIX))
     step("describe ACLs", lambda: describe_acls(a), lambda acls: isinstance(acls, list) and len(acls) == 2)
-    step("describe ACLs, one operation", lambda: describe_acls(a, "READ"))
+    step("describe ACLs, one operation", lambda: describe_acls(a, "READ"), lambda acls: acls == [list(ALICE_READ)])
     step(
         "create ACL, principal without type",
         lambda: create_acls(a, ("TOPIC", TOPIC, "LITERAL", "alice", "*", "READ", "ALLOW")),
@@ -384,7 +387,12 @@ def table(rows: list[Row]) -> str:
 def unexplained(rows: list[Row]) -> list[str]:
     """Operations that differ without a listed reason, and listed ones that no longer differ."""
     differ = {r.operation for r in rows if not r.same}
-    return sorted(differ ^ set(KNOWN_DIFFERENCES))
+    wrong_keys = {
+        r.operation
+        for r in rows
+        if r.operation in DIFFERING_KEYS and not r.same and set(shown(r)[0].answer) != DIFFERING_KEYS[r.operation]  # type: ignore[arg-type]
+    }
+    return sorted((differ ^ set(KNOWN_DIFFERENCES)) | wrong_keys)
 
 
 def differential(base: Path) -> list[Row]:

@@ -39,4 +39,12 @@ def test_a_new_difference_is_reported():
         *(Row(op, Outcome(1), Outcome(2)) for op in KNOWN_DIFFERENCES if op != listed),
     ]
     assert unexplained(rows) == sorted(["create topic", listed])
+    # a listed difference in other keys than the listed ones is a new difference
+    every = "describe configs: every value and source"
+    ok = {"min.insync.replicas": [1, "DEFAULT_CONFIG"], "retention.ms": [1, "DEFAULT_CONFIG"]}
+    theirs = {"min.insync.replicas": [1, "DYNAMIC_DEFAULT_BROKER_CONFIG"], "retention.ms": [1, "DEFAULT_CONFIG"]}
+    others = [Row(op, Outcome(1), Outcome(2)) for op in KNOWN_DIFFERENCES if op != every]
+    assert unexplained([*others, Row(every, Outcome(theirs), Outcome(ok))]) == []
+    worse = {**ok, "retention.ms": [2, "DEFAULT_CONFIG"]}
+    assert unexplained([*others, Row(every, Outcome(theirs), Outcome(worse))]) == [every]
     assert "DIFFERENT" in table(rows) and "TOPIC_ALREADY_EXISTS" in table(rows)
