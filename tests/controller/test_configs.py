@@ -126,6 +126,10 @@ def test_values_are_validated_with_invalid_config() -> None:
         assert _codes(_alter(h, (TOPIC, "t", ((name, SET, value),)))) == [ErrorCode.INVALID_CONFIG], name
     assert _codes(_alter(h, (TOPIC, "t", (("retention.ms", 9, "1"),)))) == [ErrorCode.INVALID_REQUEST]
     assert not h.port.image.configs(TOPIC, "t")
+    # a bad broker-config value is INVALID_REQUEST in Kafka (an unknown name stays INVALID_CONFIG here)
+    assert _codes(_alter(h, (BROKER, "1", (("log.cleaner.threads", SET, "x"),)))) == [ErrorCode.INVALID_REQUEST]
+    assert _codes(_alter(h, (BROKER, "1", (("no.such.config", SET, "1"),)))) == [ErrorCode.INVALID_CONFIG]
+    assert not h.port.image.configs(BROKER, "1")
 
 
 def test_kafka_4_topic_configs_and_their_rules() -> None:
