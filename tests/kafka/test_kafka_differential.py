@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.kafka_differential import KNOWN_DIFFERENCES, Outcome, Row, differential, table, unexplained
+from benchmarks.kafka_differential import (
+    DIFFERING_KEYS,
+    KNOWN_DIFFERENCES,
+    Outcome,
+    Row,
+    differential,
+    table,
+    unexplained,
+)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "concepts" / "suts.md"
 
@@ -31,20 +39,32 @@ def test_every_listed_difference_is_in_the_docs():
 
 
 def test_a_new_difference_is_reported():
-    """The comparison itself: an unlisted difference, and a listed one that disappeared, both count."""
-    listed = next(iter(KNOWN_DIFFERENCES))
-    rows = [
-        Row("create topic", Outcome("ok"), Outcome("TOPIC_ALREADY_EXISTS")),
-        Row(listed, Outcome("ok"), Outcome("ok")),
-        *(Row(op, Outcome(1), Outcome(2)) for op in KNOWN_DIFFERENCES if op != listed),
+    """The comparison itself: an unlisted difference, a listed one that disappeared, and a listed one
+    in other keys than the listed ones all count."""
+
+    def as_listed() -> list[Row]:
+        rows = []
+        for op in KNOWN_DIFFERENCES:
+            if op in DIFFERING_KEYS:
+                ours = {key: [1, "DEFAULT_CONFIG"] for key in [*DIFFERING_KEYS[op], "retention.ms"]}
+                theirs = {**ours, **{key: [2, "DEFAULT_CONFIG"] for key in DIFFERING_KEYS[op]}}
+                rows.append(Row(op, Outcome(theirs), Outcome(ours)))
+            else:
+                rows.append(Row(op, Outcome("ok"), Outcome("_UNSUPPORTED_FEATURE")))
+        return rows
+
+    assert unexplained(as_listed()) == []
+    new = [*as_listed(), Row("create topic", Outcome("ok"), Outcome("TOPIC_ALREADY_EXISTS"))]
+    assert unexplained(new) == ["create topic"]
+    assert "DIFFERENT" in table(new) and "TOPIC_ALREADY_EXISTS" in table(new)
+    gone = as_listed()
+    gone[0] = Row(gone[0].operation, Outcome("ok"), Outcome("ok"))
+    assert unexplained(gone) == [gone[0].operation]
+    keyed = next(op for op in DIFFERING_KEYS)
+    other_keys = [
+        Row(r.operation, r.kafka, Outcome({**r.reference.answer, "retention.ms": [3, "DEFAULT_CONFIG"]}))  # type: ignore[dict-item]
+        if r.operation == keyed
+        else r
+        for r in as_listed()
     ]
-    assert unexplained(rows) == sorted(["create topic", listed])
-    # a listed difference in other keys than the listed ones is a new difference
-    every = "describe configs: every value and source"
-    ok = {"min.insync.replicas": [1, "DEFAULT_CONFIG"], "retention.ms": [1, "DEFAULT_CONFIG"]}
-    theirs = {"min.insync.replicas": [1, "DYNAMIC_DEFAULT_BROKER_CONFIG"], "retention.ms": [1, "DEFAULT_CONFIG"]}
-    others = [Row(op, Outcome(1), Outcome(2)) for op in KNOWN_DIFFERENCES if op != every]
-    assert unexplained([*others, Row(every, Outcome(theirs), Outcome(ok))]) == []
-    worse = {**ok, "retention.ms": [2, "DEFAULT_CONFIG"]}
-    assert unexplained([*others, Row(every, Outcome(theirs), Outcome(worse))]) == [every]
-    assert "DIFFERENT" in table(rows) and "TOPIC_ALREADY_EXISTS" in table(rows)
+    assert unexplained(other_keys) == [keyed]
