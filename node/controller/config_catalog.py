@@ -1,5 +1,8 @@
 """The configs kraft-chaos knows, with Kafka's names, types, defaults and validity rules.
 
+The topic configs are Apache Kafka 4.1's (benchmarks/kafka_differential.py compares the names and
+defaults with a real Kafka: message.downconversion.enable is gone since 4.0, KIP-724).
+
 The controller refuses a name not listed here for its resource type (INVALID_CONFIG), a value that
 does not parse or is out of range (INVALID_CONFIG), and APPEND/SUBTRACT on a config that is not a
 list. Describe answers show the defaults for keys that are not set dynamically.
@@ -27,6 +30,8 @@ class ConfigDef:
     high: float | None = None
     choices: frozenset[str] = frozenset()  # enum values, or the allowed items of a list
     item_check: Callable[[str], bool] | None = None  # list items without fixed choices
+    why: str = ""  # why some valid-looking values are refused (a bool with `choices`)
+    also: str | None = None  # a number outside [low, high] that is valid too (gzip's -1: "the default")
 
     @property
     def is_list(self) -> bool:
@@ -39,6 +44,8 @@ class ConfigDef:
                 number: float = float(value) if self.kind == "double" else int(value.strip())
             except ValueError:
                 return f"{self.name}: {value!r} is not a valid {self.kind}"
+            if self.also is not None and value.strip() == self.also:
+                return None
             limit = INT_MAX if self.kind == "int" else LONG_MAX
             if self.kind != "double" and not -limit - 1 <= number <= limit:
                 return f"{self.name}: {value} does not fit a {self.kind}"
@@ -48,7 +55,11 @@ class ConfigDef:
                 return f"{self.name}: {value} is above the maximum {self.high:g}"
             return None
         if self.kind == "bool":
-            return None if value.strip().lower() in ("true", "false") else f"{self.name}: {value!r} is not a boolean"
+            if value.strip().lower() not in ("true", "false"):
+                return f"{self.name}: {value!r} is not a boolean"
+            if self.choices and value.strip().lower() not in self.choices:
+                return f"{self.name}: {value.strip()} is not allowed here ({self.why})"
+            return None
         if self.kind == "enum":
             return None if value in self.choices else f"{self.name}: {value!r} is not one of {sorted(self.choices)}"
         for item in split_list(value):
@@ -78,7 +89,10 @@ _CLEANUP = frozenset({"delete", "compact"})
 
 _TOPIC = (
     ConfigDef("cleanup.policy", "list", "delete", choices=_CLEANUP),
+    ConfigDef("compression.gzip.level", "int", "-1", low=1, high=9, also="-1"),
+    ConfigDef("compression.lz4.level", "int", "9", low=1, high=17),
     ConfigDef("compression.type", "enum", "producer", choices=_COMPRESSION),
+    ConfigDef("compression.zstd.level", "int", "3", low=-131072, high=22),
     ConfigDef("delete.retention.ms", "long", "86400000", low=0),
     ConfigDef("file.delete.delay.ms", "long", "60000", low=0),
     ConfigDef("flush.messages", "long", str(LONG_MAX), low=1),
@@ -86,14 +100,21 @@ _TOPIC = (
     ConfigDef("follower.replication.throttled.replicas", "list", "", item_check=_throttled),
     ConfigDef("index.interval.bytes", "int", "4096", low=0),
     ConfigDef("leader.replication.throttled.replicas", "list", "", item_check=_throttled),
+    ConfigDef("local.retention.bytes", "long", "-2", low=-2),
+    ConfigDef("local.retention.ms", "long", "-2", low=-2),
     ConfigDef("max.compaction.lag.ms", "long", str(LONG_MAX), low=1),
     ConfigDef("max.message.bytes", "int", "1048588", low=0),
-    ConfigDef("message.downconversion.enable", "bool", "true"),
+    ConfigDef("message.timestamp.after.max.ms", "long", "3600000", low=0),
+    ConfigDef("message.timestamp.before.max.ms", "long", str(LONG_MAX), low=0),
     ConfigDef("message.timestamp.type", "enum", "CreateTime", choices=_TIMESTAMP),
     ConfigDef("min.cleanable.dirty.ratio", "double", "0.5", low=0, high=1),
     ConfigDef("min.compaction.lag.ms", "long", "0", low=0),
     ConfigDef("min.insync.replicas", "int", "1", low=1),
     ConfigDef("preallocate", "bool", "false"),
+    ConfigDef("remote.log.copy.disable", "bool", "false"),
+    ConfigDef("remote.log.delete.on.disable", "bool", "false"),
+    # No tiered storage here (as in a Kafka broker without remote.log.storage.system.enable): refused.
+    ConfigDef("remote.storage.enable", "bool", "false", choices=frozenset({"false"}), why="tiered storage is off"),
     ConfigDef("retention.bytes", "long", "-1"),
     ConfigDef("retention.ms", "long", "604800000", low=-1),
     ConfigDef("segment.bytes", "int", "1073741824", low=14),

@@ -126,6 +126,30 @@ def test_values_are_validated_with_invalid_config() -> None:
         assert _codes(_alter(h, (TOPIC, "t", ((name, SET, value),)))) == [ErrorCode.INVALID_CONFIG], name
     assert _codes(_alter(h, (TOPIC, "t", (("retention.ms", 9, "1"),)))) == [ErrorCode.INVALID_REQUEST]
     assert not h.port.image.configs(TOPIC, "t")
+    # a bad broker-config value is INVALID_REQUEST in Kafka (an unknown name stays INVALID_CONFIG here)
+    assert _codes(_alter(h, (BROKER, "1", (("log.cleaner.threads", SET, "x"),)))) == [ErrorCode.INVALID_REQUEST]
+    assert _codes(_alter(h, (BROKER, "1", (("no.such.config", SET, "1"),)))) == [ErrorCode.INVALID_CONFIG]
+    assert not h.port.image.configs(BROKER, "1")
+
+
+def test_kafka_4_topic_configs_and_their_rules() -> None:
+    """The topic configs Kafka 4.1 has and checks as it does (found by benchmarks/kafka_differential.py):
+    gzip's level is 1..9 or -1, tiered storage cannot be turned on, down-conversion is gone (KIP-724)."""
+    h = _harness()
+    for name, value in [
+        ("compression.gzip.level", "-1"),
+        ("compression.gzip.level", "9"),
+        ("local.retention.ms", "-2"),
+    ]:
+        assert _codes(_alter(h, (TOPIC, "t", ((name, SET, value),)))) == [ErrorCode.NONE], (name, value)
+    for name, value in [
+        ("compression.gzip.level", "0"),
+        ("compression.zstd.level", "23"),
+        ("message.timestamp.after.max.ms", "-1"),
+        ("remote.storage.enable", "true"),
+        ("message.downconversion.enable", "false"),
+    ]:
+        assert _codes(_alter(h, (TOPIC, "u", ((name, SET, value),)))) == [ErrorCode.INVALID_CONFIG], (name, value)
 
 
 def test_append_and_subtract_on_list_configs() -> None:

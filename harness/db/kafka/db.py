@@ -70,6 +70,10 @@ SMALL_CLUSTER = {
     "num.io.threads": "2",
     "background.threads": "2",
     "num.recovery.threads.per.data.dir": "1",
+    # The log cleaner's dedupe buffer (128 MB by default) is allocated again whenever a dynamic broker
+    # config restarts the cleaner (log.cleaner.threads, message.max.bytes, ...): with the default, such
+    # a change ran a 256 MB heap out of memory and the broker exited (benchmarks/kafka_differential.py).
+    "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
 }
 
 
