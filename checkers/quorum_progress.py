@@ -15,9 +15,10 @@ Four rules, over the history:
   check-quorum timer fires within two fetch timeouts of the last Fetch of a majority; half of R,
   `quorum.request.timeout.ms`, is slack). Only time the voter could act counts (see *cut off* below).
 - **unanswered**: a request to a voter (`node`) got no answer at all (`info`), although it was sent
-  2F + R/2 or longer after that voter was cut off from a majority, and the voter stayed cut off for R
-  after, and up and running (a crashed or paused node answers nothing) until the client gave up (the
-  `info`'s own time: a read's deadline may be longer than R): by then it no longer leads, and a
+  2F + R/2 or longer after that voter was cut off from a majority, and the voter stayed cut off (in
+  that one stretch: a client may ask it again late, after it rejoined and was cut off anew) and up and
+  running (a crashed or paused node answers nothing) until the client gave up (the `info`'s own time,
+  and no sooner than R after: a read's deadline may be longer than R): by then it no longer leads, and a
   non-leader refuses at once (NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER). The node is the one
   the client names for the silence: the server that held the request longest (a client rotating
   over the controllers blames that one, not the last it tried). Not judged for a voter that is also
@@ -498,6 +499,15 @@ def _silenced_during(tl: Timeline, node: str, start: int, end: int) -> bool:
     return any(node in segs[k].down or node in segs[k].frozen for k in range(tl.at(start), tl.at(end) + 1))
 
 
+def _cut_off_throughout(tl: Timeline, node: str, since: int, start: int, end: int) -> bool:
+    """Whether `node` stayed cut off, in the one stretch that began at `since`, over all of [start, end].
+    A client rotating over the controllers may send its last attempt at any time before it gives up,
+    so a voter that was linked with a majority again meanwhile may have been asked in a new stretch
+    (soak seed 280: refused at once for 4.6 s, elected with the others back, cut off again, and
+    asked 0.1 s into that): the request's invoke says nothing about how long that one had lasted."""
+    return all(tl.cut_since[k].get(node) == since for k in range(tl.at(start), tl.at(end) + 1))
+
+
 def _request_end(op: Op, request_ns: int) -> int:
     """When the client stopped waiting: its completion, or for an `info` the moment it gave up (a
     client's deadline may be longer than R: a read waits 5 s); R after the invoke when unknown."""
@@ -523,10 +533,12 @@ def _zombie_rules(history: History, commits: CommitTimes, tl: Timeline, found: A
         since = tl.cut_since[tl.at(t)].get(node)
         if since is None:
             continue  # not cut off, or impaired
-        if not claim and tl.cut_since[tl.at(t + request_ns)].get(node) != since:
-            continue  # healed (or impaired) while the request may still have been on its way
-        if not claim and _silenced_during(tl, node, t, _request_end(op, request_ns)):
-            continue  # a crashed or paused node answers nothing: its silence says nothing about leadership
+        if not claim:
+            end = max(t + request_ns, _request_end(op, request_ns))
+            if not _cut_off_throughout(tl, node, since, t, end):
+                continue  # healed (or impaired) while the client may still have been asking it
+            if _silenced_during(tl, node, t, end):
+                continue  # a crashed or paused node answers nothing: its silence says nothing about leadership
         if claim:
             claims_judged += 1
         else:

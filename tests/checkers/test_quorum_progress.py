@@ -181,6 +181,43 @@ def test_a_silence_counts_until_the_client_gave_up_not_r_after_it_asked() -> Non
     assert [a["time_s"] for a in verdict.details["anomalies"]["unanswered"]] == [30]
 
 
+def majority_killed_then_back(e: Events, start_s: float, end_s: float) -> None:
+    """c2 and c3 killed and restarted: c1, up, reaches no majority while they are down."""
+    e.nemesis("start-kill", start_s * 1000, {"kind": "kill", "targets": ["c2", "c3"]})
+    e.nemesis("stop-kill", end_s * 1000, {"kind": "kill", "targets": ["c2", "c3"], "restarted": ["c2", "c3"]})
+
+
+def test_a_voter_that_rejoined_a_majority_while_asked_is_not_judged_by_its_old_stretch() -> None:
+    """Soak seed 280: c1, cut off since 10 s (then alone among the live voters), refused a read at once
+    on each attempt; c2 and c3 came back at 23 s and elected c1, which was cut off again at 24 s; the
+    client's last attempt reached it 0.1 s later and was held until the client gave up at 24.5 s. The
+    invoke 9.5 s into the first stretch says nothing about the second."""
+    e = Events()
+    cut_leader(e, 10, 18.001)
+    majority_killed_then_back(e, 18, 23)
+    cut_leader(e, 24, 27)
+    e.op(1, "read", 19_500, 24_500, kind="info", node="c1")
+    verdict = check_quorum_progress(e.history(), commits((0, 10)))
+    assert verdict.valid is True, verdict.details
+    assert verdict.details["silences_judged"] == 0
+
+
+def test_a_voter_cut_off_for_the_whole_request_is_still_judged_across_the_others_restart() -> None:
+    """The other verdict: the same stretch, but the client gave up before c2 and c3 came back, and a
+    later read fell wholly inside the new stretch's allowance: the first is late, the second is not."""
+    e = Events()
+    cut_leader(e, 10, 18.001)
+    majority_killed_then_back(e, 18, 23)
+    cut_leader(e, 24, 40)
+    e.op(1, "read", 17_500, 22_500, kind="info", node="c1")  # 7.5 s into the stretch, which lasts past 22.5 s
+    e.op(2, "read", 25_000, 28_000, kind="info", node="c1")  # 1 s into the new stretch: within the allowance
+    e.op(3, "read", 30_000, 35_000, kind="info", node="c1")  # 6 s into it: should have refused
+    verdict = check_quorum_progress(e.history(), commits((0, 10)))
+    assert [a["time_s"] for a in verdict.details["anomalies"]["unanswered"]] == [17.5, 30]
+    assert [a["cut_off_since_s"] for a in verdict.details["anomalies"]["unanswered"]] == [10, 24]
+    assert verdict.details["silences_judged"] == 3
+
+
 def test_a_pause_stops_a_cut_off_voters_clock_without_starting_it_again() -> None:
     """A frozen process does nothing, and its timers come due the moment it thaws: the time it was
     paused does not count, the time before it does."""
