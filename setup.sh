@@ -44,7 +44,7 @@ fi
 .venv/bin/python -m pip install -q -e '.[test]'
 # Byte-code for the project's own modules, once: where PYTHONDONTWRITEBYTECODE is set (CI images,
 # build farms) every kchaos command would otherwise recompile what it imports (~0.1 s a command).
-.venv/bin/python -m compileall -q -j 0 harness node nemesis workloads checkers reports >/dev/null
+.venv/bin/python -m compileall -q -j 0 vocab harness node nemesis workloads checkers reports >/dev/null
 # The netns backend's clock and disk preload shims, compiled once into ~/.cache/kchaos/native.
 .venv/bin/python -m harness.backends.native >/dev/null
 # Apache Kafka's jars for `--sut kafka` (one pinned version, harness/db/kafka/pom.xml), fetched with Maven
