@@ -147,17 +147,24 @@ def _debootstrap(tarball: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="kchaos-rootfs-", dir=tarball.parent) as tmp:
         rootfs = Path(tmp) / "rootfs"
         argv = ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(rootfs), mirror()]
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=DEBOOTSTRAP_TIMEOUT_S, check=False)
-        except subprocess.TimeoutExpired as exc:
-            raise BackendError(f"debootstrap timed out after {DEBOOTSTRAP_TIMEOUT_S:.0f} s") from exc
-        if done.returncode != 0:
-            detail = (done.stderr or done.stdout).strip().splitlines()
-            raise BackendError(f"debootstrap failed (exit {done.returncode}): {detail[-1] if detail else ''}")
+        run_tool(argv, "debootstrap", DEBOOTSTRAP_TIMEOUT_S)
         partial = tarball.with_suffix(".partial")
         with tarfile.open(partial, "w") as tar:
             tar.add(rootfs, arcname=".")
         partial.replace(tarball)
+
+
+def run_tool(argv: list[str], what: str, timeout: float = 600.0) -> str:
+    """Run a build tool (debootstrap, mkfs, qemu-img, ...); its stdout, or a one-line BackendError
+    with the last line it printed."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise BackendError(f"{what} timed out after {timeout:.0f} s") from exc
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()
+        raise BackendError(f"{what} failed (exit {done.returncode}): {detail[-1] if detail else ''}")
+    return done.stdout
 
 
 def describe(client: Any | None) -> str:

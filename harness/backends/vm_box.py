@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import tarfile
 import tempfile
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.backends.docker_image import mirror
+from harness.backends.docker_image import run_tool as _run
 from harness.backends.shell import BackendError
 
 SUITE = "bookworm"
@@ -166,17 +166,6 @@ def ensure_box(say: Callable[[str], None] = lambda _: None) -> Box:
             shutil.rmtree(box.path)
         out.replace(box.path)
     return box
-
-
-def _run(argv: list[str], what: str, timeout: float = 600.0) -> str:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise BackendError(f"{what} timed out after {timeout:.0f} s") from exc
-    if done.returncode != 0:
-        detail = (done.stderr or done.stdout).strip().splitlines()
-        raise BackendError(f"{what} failed (exit {done.returncode}): {detail[-1] if detail else ''}")
-    return done.stdout
 
 
 def _debootstrap(rootfs: Path) -> None:
