@@ -183,3 +183,14 @@ def test_values_nobody_wrote_or_only_a_failed_write_wrote_are_invalid():
     )
     assert check_prefix_reads(h).details["anomaly_types"] == ["failed-read", "unexpected"]
     assert check_prefix_reads(_history([(0, "write", 1, 0, 10, "ok", "n1")])).valid == "unknown"
+
+
+def test_the_class_data_sharing_archive_is_made_from_a_serving_node(tmp_path):
+    """setup.sh makes the archive once per machine; a cached archive hid a broken import in this path."""
+    for jar in dist.installed_jars():
+        (tmp_path / jar.name).symlink_to(jar)
+    (tmp_path / dist.MANIFEST).write_text("\n".join(j.name for j in dist.installed_jars()) + "\n", encoding="utf-8")
+    archive, took = dist.make_archive(tmp_path)
+    assert archive == dist.archive_path(tmp_path) and took is not None
+    assert archive.stat().st_size > 10_000_000  # Kafka's loaded classes, not an empty file
+    assert dist.make_archive(tmp_path) == (archive, None)  # made once, then cached

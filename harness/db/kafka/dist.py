@@ -136,7 +136,7 @@ def make_archive(directory: Path | None = None, timeout_s: float = 180.0) -> tup
     class-data-sharing archive (-XX:ArchiveClassesAtExit), unless there is one: the nodes start from it
     in about a third of the time on a busy 2-core machine and map its 50 MB shared. (the archive, seconds
     taken or None when cached)"""
-    from harness.db.kafka import quorum
+    from node.client import kafka_wire as quorum
 
     directory = directory or jar_dir()
     target = archive_path(directory)
