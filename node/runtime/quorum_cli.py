@@ -19,7 +19,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from node.client.cli import PASSWORD_ENV, login_from
+from node.client.cli_parsing import PASSWORD_ENV, login_from
 from node.client.errors import code_name
 from node.protocol.codec import BinaryCodec, FrameError, FrameKind, FrameReader
 from node.protocol.errors import ErrorCode

@@ -8,7 +8,8 @@ import uuid
 
 import pytest
 
-from node.client.cli import parse_config_pairs, register, split_top_level
+from node.client.cli import register
+from node.client.cli_parsing import parse_config_pairs, split_top_level
 from node.protocol import acls as A
 from node.protocol import admin as M
 from node.protocol.errors import ErrorCode
