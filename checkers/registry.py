@@ -30,6 +30,7 @@ CHECKERS: dict[str, str] = {
     "registrations": "checkers.registrations:check_from_args",
     "partition-state": "checkers.partition_state:check_from_args",
     "partition-cas": "checkers.partition_cas:check_from_args",
+    "metadata-answers": "checkers.metadata_answers:check_from_args",
     "forgery": "checkers.forgery:check_from_args",
     "quorum-progress": "checkers.quorum_progress:check_from_args",
     "watch-order": "checkers.watch_order:check_from_args",

@@ -33,6 +33,7 @@ from vocab.generators import EXHAUSTED, PENDING, Context, Gen, Op, Rng
 MS = 1_000_000
 SETUP = "setup"
 READS = ("metadata", "describe-cluster", "quorum", "barrier")
+KAFKA_KINDS = {"metadata": "kafka-metadata", "describe-cluster": "kafka-describe-cluster"}
 ACTIONS = ("crash", "shutdown", "fence", "duplicate", "stale", "reregister")
 # AlterPartition kinds: `ahead` plays a leader that learned of a version this controller has not seen (a
 # newer controller moved the partition on), the KAFKA-14154 situation: KIP-497 wants NOT_CONTROLLER.
@@ -53,6 +54,7 @@ class Params:
     controllers: tuple[str, ...]
     mix: tuple[tuple[str, float], ...]  # op kind -> weight (heartbeats are scheduled, not mixed)
     lag_ms: int = 1_000  # how long a new registration stays behind before catching up (at most)
+    kafka_nodes: frozenset[str] = frozenset()  # their image reads go through confluent-kafka (`kafka-*`)
 
     @property
     def probe_after_ms(self) -> int:
@@ -189,6 +191,8 @@ class FleetGen(Gen):
             return Op("barrier", {}), self
         nodes = self.params.controllers if kind == "quorum" else self.params.nodes
         node = None if kind == "quorum" else rng.choice(nodes)
+        if node in self.params.kafka_nodes and kind in KAFKA_KINDS:
+            kind = KAFKA_KINDS[kind]  # a Kafka client's answer: no offset, no epochs to learn from
         return Op(kind, {"node": node}), self
 
     def _beat(self, slot: Slot, kind: str) -> tuple[Op, FleetGen]:

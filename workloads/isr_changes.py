@@ -10,7 +10,8 @@ from one version, and the broker events of `registrations` (crash, fence, shutdo
 run at the same time, so the controller moves leaders and ISRs between the workload's changes.
 
 Checkers: `partition-cas` (linearizability of the compare-and-sets per partition, model
-`partition-cas`), `partition-state` (versions, invariants, images, durability) and `registrations`.
+`partition-cas`), `partition-state` (versions, invariants, images, durability), `registrations` and
+`metadata-answers` (each Metadata answer alone, librdkafka's too with `client = "confluent-kafka"`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class IsrChanges(PlayedBrokersRun):
 WORKLOAD = register_workload(
     Workload(
         NAME,
-        ("partition-cas", "partition-state", "registrations"),
+        ("partition-cas", "partition-state", "registrations", "metadata-answers"),
         IsrChanges,
         "AlterPartition compare-and-sets as the leader of the workload's own partitions (KIP-497)",
         checker_options=PLAYED_BROKER_CHECKER_OPTIONS,

@@ -12,6 +12,10 @@ Both backends share the request and answer code; only the transport differs: `Si
 `node.sim.admin_client.SimAdminClient` over the simulated network, `RealTransport` the real
 `node.client.AdminClient` on the run's asyncio loop (with SASL when the cluster adapter offers a login).
 
+With `client = "confluent-kafka"` the reads of the brokers' images go through librdkafka instead
+(`kafka-metadata`, `kafka-describe-cluster`: `workloads.kafka_observer`); the RPCs above have no Kafka
+client API and stay on our client.
+
 Before the history starts (`setup`), the played brokers register and catch up, and the topics are
 created with explicit assignments on them; the first op of the history (`setup`) reports all of it.
 """
@@ -52,7 +56,9 @@ from vocab.errors import UserError
 from vocab.generators import Op, seq
 from vocab.invocation import Completion, DoneFn, error_text
 from vocab.workload import WorkloadEnv, WorkloadRun, client_login
-from workloads.fleet_gen import ACTIONS, READS, FleetGen, Params, Part, Remembered, Slot, incarnation_id
+from workloads.fleet_gen import ACTIONS, KAFKA_KINDS, READS, FleetGen, Params, Part, Remembered, Slot, incarnation_id
+from workloads.kafka_client import CONFLUENT, OURS, client_choice
+from workloads.kafka_observer import KafkaObserver
 
 SETUP_TIMEOUT_S = 60.0
 TOPIC_PREFIX = "played-"
@@ -72,6 +78,7 @@ class Options:
     fence_slack_ms: int | None
     lag_ms: int
     mix: tuple[tuple[str, float], ...]
+    client: str = OURS
 
     @staticmethod
     def parse(env: WorkloadEnv, workload: str, default_mix: Mapping[str, float]) -> Options:
@@ -87,13 +94,10 @@ class Options:
                 raise UserError(f"{workload}: workload option {name} must be >= {low}, got {number}")
             return number
 
-        client = env.option("client", "kraft-chaos")
-        if client != "kraft-chaos":  # not silently ignored: see docs/internals/kafka-protocol.md
-            raise UserError(
-                f"{workload}: workload option client={client!r} is not supported: its metadata and "
-                "describe-cluster observations are judged by the image's metadata offset and epochs, which "
-                "Kafka's answers do not carry (docs/internals/kafka-protocol.md)"
-            )
+        try:  # confluent-kafka changes the observations of the brokers' images only (workloads/kafka_observer.py)
+            client = client_choice(env)
+        except ValueError as exc:
+            raise UserError(f"{workload}: {exc}") from None
         brokers = integer("brokers", 4, 1)
         slack = env.option("fence_slack_ms", None)
         return Options(
@@ -106,6 +110,7 @@ class Options:
             fence_slack_ms=None if slack is None else integer("fence_slack_ms", 0, 0),
             lag_ms=integer("lag_ms", 1_000, 0),
             mix=parse_mix(env.option("mix", None), default_mix, workload),
+            client=client,
         )
 
 
@@ -199,7 +204,8 @@ def refused(value: Mapping[str, Any], code: int, node: str | None) -> Completion
 def broke(value: Mapping[str, Any], error: BaseException, node: str | None) -> Completion:
     """A transport failure: `fail` when it certainly did not happen, `info` otherwise."""
     definite = isinstance(error, KafkaError) and error.definite
-    name = f"client:{type(error).__name__}"
+    librdkafka = getattr(error, "librdkafka_name", None)  # confluent-kafka's errors keep their own names
+    name = f"librdkafka:{librdkafka}" if librdkafka else f"client:{type(error).__name__}"
     return Completion("fail" if definite else "info", {**value, "error": name}, node, error_text(error))
 
 
@@ -396,8 +402,15 @@ class CancelledOp(Exception):
 class PlayedBrokersClient:
     """A `Handler`: each op of the generator becomes one request; answers become completions."""
 
-    def __init__(self, transport: SimTransport | RealTransport, facts: Mapping[str, Any], seed: int) -> None:
+    def __init__(
+        self,
+        transport: SimTransport | RealTransport,
+        facts: Mapping[str, Any],
+        seed: int,
+        observer: KafkaObserver | None = None,
+    ) -> None:
         self.transport = transport
+        self.observer = observer  # the brokers' images through confluent-kafka (`kafka-*` reads)
         self.facts = dict(facts)
         self.cluster_id = facts["cluster_id"]
         self.topics = sorted(facts["topics"])
@@ -408,6 +421,9 @@ class PlayedBrokersClient:
     def invoke(self, op: Op, done: DoneFn) -> None:
         if op.f == "setup":
             done(Completion("ok", self.facts))
+            return
+        if op.f in KAFKA_KINDS.values():
+            self._observe(op, done)
             return
         try:
             request = request_of(op.f, op.value or {}, self.cluster_id, self.topics)
@@ -439,6 +455,18 @@ class PlayedBrokersClient:
             self.transport.to_node(node, request, asked)
         else:
             self.transport.to_node(op.value["node"], request, finish)
+
+    def _observe(self, op: Op, done: DoneFn) -> None:
+        """A `kafka-*` read: librdkafka's answer as it is (formats: `checkers.metadata_answers`)."""
+        v = dict(op.value or {})
+        if self.observer is None or not self.observer.observes(v.get("node")):
+            done(Completion("fail", v, error=f"{op.f}: no confluent-kafka client for node {v.get('node')!r}"))
+            return
+
+        def answered(value: Mapping[str, Any] | None, error: Exception | None, node: str) -> None:
+            done(broke(v, error, node) if error is not None else Completion("ok", {**v, **(value or {})}, node))
+
+        self.observer.read(op.f, v["node"], answered)
 
 
 # --- preparing the cluster -------------------------------------------------------------------------
@@ -580,6 +608,7 @@ class PlayedBrokersRun(WorkloadRun):
         self.transport: SimTransport | RealTransport | None = None
         self.facts: dict[str, Any] | None = None
         self._client: PlayedBrokersClient | None = None
+        self.observer: KafkaObserver | None = None
         self._latest: list[Any] = [None]  # the main phase's FleetGen after its last event
 
     def _transport(self) -> SimTransport | RealTransport:
@@ -620,6 +649,7 @@ class PlayedBrokersRun(WorkloadRun):
             controllers=tuple(n for n in nodes if n[0] in "cn"),
             mix=self.opts.mix,
             lag_ms=self.opts.lag_ms,
+            kafka_nodes=self._kafka_nodes(),
         )
         slots = tuple(Slot(r["broker"], r["incarnation"], 0, r["epoch"]) for r in facts["registrations"])
         parts = tuple(
@@ -639,15 +669,24 @@ class PlayedBrokersRun(WorkloadRun):
     def final_generator(self) -> Any:
         """After the heal: a barrier, then every node's image (Metadata and DescribeCluster)."""
         nodes = list(self.env.db.nodes)
-        reads = [Op(f, {"node": n}) for n in nodes for f in ("metadata", "describe-cluster")]
+        kafka = self._kafka_nodes()
+        reads = [Op(KAFKA_KINDS[f] if n in kafka else f, {"node": n}) for n in nodes for f in KAFKA_KINDS]
         return seq(Op("barrier", {}), *reads)
+
+    def _kafka_nodes(self) -> frozenset[str]:
+        """The nodes whose images are observed through confluent-kafka: the brokers, with that client."""
+        return frozenset(self.env.db.brokers) if self.opts.client == CONFLUENT else frozenset()
 
     def client(self) -> PlayedBrokersClient:
         if self._client is None:
             assert self.facts is not None, "setup() first"
-            self._client = PlayedBrokersClient(self._transport(), self.facts, self.env.seed)
+            if self.opts.client == CONFLUENT:
+                self.observer = KafkaObserver(self.env, self.opts.request_timeout_ms, sorted(self.facts["topics"]))
+            self._client = PlayedBrokersClient(self._transport(), self.facts, self.env.seed, self.observer)
         return self._client
 
     def close(self) -> None:
+        if self.observer is not None:
+            self.observer.close()
         if self.transport is not None:
             self.transport.close()

@@ -8,8 +8,9 @@ controlled shutdown, `want_fence`, a duplicate incarnation while the broker live
 superseded epoch, a re-registration of the same incarnation. The played brokers are the replicas of
 the workload's topics, so fencing and shutdown move their partitions' leadership too.
 
-Checkers: `registrations` (KIP-631 as a client sees it) and `partition-state` (what the controller
-made of the partitions).
+Checkers: `registrations` (KIP-631 as a client sees it), `partition-state` (what the controller
+made of the partitions) and `metadata-answers` (each Metadata answer alone; with `client =
+"confluent-kafka"` the brokers' images are read through librdkafka, `workloads/kafka_observer.py`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class Registrations(PlayedBrokersRun):
 WORKLOAD = register_workload(
     Workload(
         NAME,
-        ("registrations", "partition-state"),
+        ("registrations", "partition-state", "metadata-answers"),
         Registrations,
         "played brokers register, heartbeat, fence, shut down and crash; fencing and epochs checked (KIP-631)",
         checker_options=PLAYED_BROKER_CHECKER_OPTIONS,

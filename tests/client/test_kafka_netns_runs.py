@@ -8,6 +8,13 @@ read at the controller can see half of it: Elle's G-single (read skew) in config
 (long append transactions on few active keys, only controller reads, 10 workers at 100 ops/s) makes
 half-applied requests common enough to be caught in a 30 s run; docs/internals/kafka-protocol.md
 gives the seeds tried and how many caught it.
+
+The played-broker workloads (`registrations`, `isr-changes`) observe the brokers' images through
+librdkafka (`kafka-metadata`, `kafka-describe-cluster`; workloads/kafka_observer.py) while their
+inter-node writes stay on our client. Their planted bug is `ctl-fenced-replica-into-isr` (KIP-841 /
+KIP-903: AlterPartition adds a fenced broker to an ISR), which shows in a single Metadata answer: an ISR
+of two or more holding a broker the answer does not list as unfenced (`checkers/metadata_answers.py`).
+`registrations` sends no AlterPartition by default, so its bug run adds them to its mix (`alter=10`).
 """
 
 from __future__ import annotations
@@ -104,3 +111,39 @@ def test_a_planted_config_bug_is_caught_through_confluent_kafka(tmp_path):
     elle = results["checkers"]["elle-list-append"]
     assert code == 1 and elle["valid"] is False
     assert "G-single" in elle["anomaly_types"], elle["anomaly_types"]
+
+
+PLAYED = ["registrations", "isr-changes"]
+PLAYED_BUG = "ctl-fenced-replica-into-isr"
+PLAYED_SHAPE = {"registrations": ["--workload-option", "mix=alter=10"], "isr-changes": []}
+
+
+def oks(history: list[dict], f: str) -> list[dict]:
+    return [e for e in client_ops(history, "ok") if e["f"] == f]
+
+
+@pytest.mark.parametrize("workload", PLAYED)
+def test_the_played_broker_workloads_observe_through_confluent_kafka(tmp_path, workload):
+    code, results, history = run(tmp_path, "--workload", workload, "--seed", "1")
+    assert code == 0 and results["valid"] is True, {k: v.get("valid") for k, v in results["checkers"].items()}
+    metadata = oks(history, "kafka-metadata")
+    cluster = oks(history, "kafka-describe-cluster")
+    assert len(metadata) > 50 and len(cluster) > 10
+    # librdkafka's answers, from the brokers: no offset, the played brokers among the unfenced
+    assert all(e["node"] in ("b1", "b2") and "offset" not in e["value"] for e in metadata + cluster)
+    assert any(set(e["value"]["brokers"]) >= {1000, 1001} and e["value"]["partitions"] for e in metadata)
+    # our client still writes (registrations, heartbeats) and reads the controllers' images
+    assert len(oks(history, "heartbeat")) > 50 and oks(history, "metadata")
+    answers = results["checkers"]["metadata-answers"]
+    assert answers["valid"] is True and answers["counts"]["answers"]["kafka-metadata"] == len(metadata)
+
+
+@pytest.mark.parametrize("workload", PLAYED)
+def test_a_fenced_replica_in_an_isr_is_seen_through_confluent_kafka(tmp_path, workload):
+    code, results, _ = run(
+        tmp_path, "--workload", workload, "--seed", "1", "--bug", PLAYED_BUG, *PLAYED_SHAPE[workload]
+    )
+    answers = results["checkers"]["metadata-answers"]
+    assert code == 1 and answers["valid"] is False
+    assert "fenced-in-isr" in answers["anomalies"], answers["anomalies"]
+    assert answers["counts"]["anomalous_answers"]["kafka-metadata"] > 0  # librdkafka's answers show it

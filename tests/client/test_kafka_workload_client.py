@@ -156,8 +156,8 @@ def test_the_client_option_is_checked():
     ("workload", "message"),
     [
         ("config-register", "client=confluent-kafka needs a real backend"),
-        ("registrations", "client='confluent-kafka' is not supported"),
-        ("isr-changes", "client='confluent-kafka' is not supported"),
+        ("registrations", "registrations: workload option client=confluent-kafka needs a real backend"),
+        ("isr-changes", "isr-changes: workload option client=confluent-kafka needs a real backend"),
     ],
 )
 def test_the_cli_flag_reaches_the_workload(workload, message):

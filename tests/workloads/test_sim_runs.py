@@ -19,8 +19,8 @@ from tests.workloads import planted
 from vocab.errors import EXIT_ERROR, EXIT_INVALID, EXIT_VALID
 
 CHECKERS = {
-    "registrations": {"registrations", "partition-state"} | END_OF_RUN,
-    "isr-changes": {"partition-cas", "partition-state", "registrations"} | END_OF_RUN,
+    "registrations": {"registrations", "partition-state", "metadata-answers"} | END_OF_RUN,
+    "isr-changes": {"partition-cas", "partition-state", "registrations", "metadata-answers"} | END_OF_RUN,
 }
 
 
