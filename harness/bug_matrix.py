@@ -66,7 +66,8 @@ NEEDS: dict[str, str] = {
     "elections_per_leader_change (kill-leader cells), or availability when it never ends",
     "raft-end-quorum-epoch-ignored": "graceful stops of the leader (kill signal=TERM): the gate's "
     "leaderless_after_resign_s (graceful-leader cells); every checker stays valid",
-    "ctl-fenced-replica-into-isr": "isr-changes / registrations checkers (a fenced broker never joins an ISR)",
+    "ctl-fenced-replica-into-isr": "isr-changes / registrations checkers (a fenced broker never joins an ISR); "
+    "metadata-answers when the brokers are read through confluent-kafka",
     "ctl-stale-alter-partition-answer": "isr-changes CAS checker with AlterPartition sent to a stale controller",
     "ctl-stale-heartbeat-accepted": "registrations checker (stale broker epochs refused)",
     "ctl-unfence-before-catch-up": "registrations checker (unfenced only after catch-up)",
