@@ -11,6 +11,10 @@ Layout for a cluster with tag T (random hex), all ledgered in CLUSTER_DIR/ledger
 namespace (with its bridge, taps and whatever still runs inside), the veth, the disks. It works the
 same after the `up` process or a run was SIGKILLed, since only the ledger is needed.
 
+Whole-VM faults (harness/backends/vm_faults.py, for the ssh backend on these hosts): `power_off` /
+`power_on` (SIGKILL of a VM's qemu, and a boot with the same command line, each in this ledger) and
+`live_qemu` (the PID to SIGSTOP for a VM pause).
+
 Acceleration: KVM when a probe boots the box's kernel with `-accel kvm -cpu host` to its first panic
 (no root file system given), else software emulation (TCG). On the machine this was written on,
 qemu 7.2 aborts with `kvm_buf_set_msrs: Assertion ... failed` (a nested guest), so it is TCG there.
@@ -412,6 +416,8 @@ def up_command(args: argparse.Namespace) -> int:
     # recovery window would call a slow restart an availability failure.
     recovery = " --recovery 60s" if cluster.accel == "tcg" else ""
     print(f"run: kchaos run --backend ssh --inventory {Path(args.dir) / 'inventory.toml'}{recovery}")
+    cluster_flag = "" if Path(args.dir).resolve() == DEFAULT_DIR else f" --cluster {args.dir}"
+    print(f"reproduce a stored run: kchaos reproduce RUN_DIR --backend vagrant{cluster_flag}")
     return 0
 
 
