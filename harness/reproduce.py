@@ -66,10 +66,26 @@ def timeline_of(events: list[dict[str, Any]], time_limit_s: float) -> tuple[list
     return out, targeted
 
 
-def plan(run_dir: str | Path, backend: str | None = None, inventory: str | None = None) -> Plan:
+# A node killed in a TCG guest needs tens of seconds to import its code again (`kchaos vagrant up`
+# says so too): a shorter recovery window would call that slow restart an availability failure.
+TCG_RECOVERY_S = 60.0
+
+
+def plan(
+    run_dir: str | Path, backend: str | None = None, inventory: str | None = None, cluster: str | None = None
+) -> Plan:
     """The reproduction of the run in `run_dir` on `backend` (default: the run's own); `inventory` names
-    the hosts of an ssh reproduction (default: the run's own, when it ran over ssh)."""
+    the hosts of an ssh reproduction (default: the run's own, when it ran over ssh). `vagrant` is ssh
+    to the VMs `kchaos vagrant up` booted in `cluster` (default vagrant/.cluster)."""
     from harness.test_spec import from_dict
+
+    vms = None
+    if backend == "vagrant":
+        if inventory:
+            raise UserError("--inventory names ssh hosts; --backend vagrant takes the VMs of --cluster DIR")
+        vms, inventory, backend = _vagrant_cluster(cluster)
+    elif cluster:
+        raise UserError(f"--cluster names the VMs of a vagrant reproduction, not of a {backend or 'default'} one")
 
     run = store.open_run(run_dir)
     test = store.read_test(run)
@@ -81,6 +97,9 @@ def plan(run_dir: str | Path, backend: str | None = None, inventory: str | None 
     name = spec.name if spec.name.endswith("-reproduction") else f"{spec.name}-reproduction"
     new = dataclasses.replace(spec, backend=target, name=name, inventory=_inventory(spec, target, inventory))
     notes: list[str] = []
+    if vms is not None:
+        new, said = _on_vms(new, vms, inventory)
+        notes += said
     if spec.backend == "sim" and target == "sim":
         return Plan(run.path, new, None, ["simulator to simulator: the seed replays the whole run"])
     timeline, targeted = timeline_of(history.events, spec.time_limit_s)
@@ -94,6 +113,33 @@ def plan(run_dir: str | Path, backend: str | None = None, inventory: str | None 
     starts = sum(1 for _, f, _ in timeline if f.startswith("start-"))
     notes.append(f"{starts} fault start(s) replayed at their recorded times and targets")
     return Plan(run.path, new, timeline, notes)
+
+
+def _vagrant_cluster(directory: str | None) -> tuple[Any, str, str]:
+    """The VM cluster in `directory`, its inventory, and the backend that reaches it (ssh)."""
+    from harness.backends.vms import DEFAULT_DIR, Cluster
+
+    where = Path(directory).expanduser().resolve() if directory else DEFAULT_DIR
+    made = Cluster.load(where)  # a one-line error when no cluster is up there
+    return made, str(where / "inventory.toml"), "ssh"
+
+
+def _on_vms(spec: Any, vms: Any, inventory: str) -> tuple[Any, list[str]]:
+    """The spec fitted to the VMs: enough of them, and a recovery window a TCG guest can meet."""
+    count = len(spec.cluster.node_names())
+    if count > len(vms.vms):
+        raise UserError(
+            f"the run has {count} nodes but {Path(inventory).parent} has {len(vms.vms)} VM(s): "
+            f"`kchaos vagrant up --nodes {count}` there first"
+        )
+    notes = [f"on the VMs {', '.join(list(vms.vms)[:count])} of {Path(inventory).parent} ({vms.accel})"]
+    if vms.accel == "tcg" and spec.recovery_s < TCG_RECOVERY_S:
+        notes.append(
+            f"recovery window {spec.recovery_s:g} s -> {TCG_RECOVERY_S:g} s: a node restarted in a TCG guest "
+            "takes tens of seconds to serve again"
+        )
+        spec = dataclasses.replace(spec, recovery_s=TCG_RECOVERY_S)
+    return spec, notes
 
 
 def _inventory(spec: Any, target: str, given: str | None) -> str:

@@ -4,6 +4,7 @@
     kchaos reproduce results/latest --backend sim     # a netns/docker run's fault timeline, simulated
     kchaos reproduce results/latest --backend docker
     kchaos reproduce results/latest --backend ssh --inventory vagrant/inventory.toml
+    kchaos reproduce results/latest --backend vagrant # on the VMs of `kchaos vagrant up` (--cluster DIR)
 
 The same seed, workload, cluster shape and options, and the same fault timeline: each nemesis op at
 the same offset with the same targets and parameters (see harness/reproduce.py). Prints both runs'
@@ -25,7 +26,7 @@ def reproduce_command(args: argparse.Namespace) -> int:
     from harness.run_report import verdict_word
     from harness.runner import run_test
 
-    p = plan(args.run_dir, args.backend, args.inventory)
+    p = plan(args.run_dir, args.backend, args.inventory, args.cluster)
     print(
         f"kchaos reproduce: {p.source} ({p.spec.name}, seed {p.spec.seed}) on {p.spec.backend}",
         file=sys.stderr,
@@ -54,8 +55,13 @@ def reproduce_command(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("reproduce", description=__doc__.splitlines()[0])
     p.add_argument("run_dir", metavar="RUN_DIR", help="a stored run (e.g. results/latest)")
-    p.add_argument("--backend", choices=BACKENDS, help="where to run it (default: where it ran)")
+    p.add_argument(
+        "--backend",
+        choices=(*BACKENDS, "vagrant"),
+        help="where to run it (default: where it ran); vagrant: ssh to the VMs of `kchaos vagrant up`",
+    )
     p.add_argument("--inventory", metavar="FILE", help="ssh: the hosts to run on (default: the run's own)")
+    p.add_argument("--cluster", metavar="DIR", help="vagrant: the VM cluster's directory (default: vagrant/.cluster)")
     p.add_argument("--results", metavar="DIR", help="results root (default: $KCHAOS_RESULTS or ./results)")
     p.add_argument("--no-progress", action="store_true", help="no live progress line")
     p.set_defaults(func=reproduce_command)

@@ -8,6 +8,9 @@
     sudo = true                     # packet filters through `sudo -n` (a non-root login)
     clock = "libfaketime"           # clock faults: the node's own clock through libfaketime, or "guest":
                                     # the host's kernel clock (date -s), for a VM that runs only the node
+    vm = "vagrant/.cluster"         # the host is a VM of `kchaos vagrant up` there (written by `up`):
+                                    # lose_unsynced is a power loss of the VM, packet faults use netem
+    pause = "process"               # pause faults stop the node's process, or "vm": the whole VM (needs vm)
 
     [[hosts]]
     name = "kc1"
@@ -33,6 +36,7 @@ from vocab.errors import UserError
 HOST_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 HOST_KEY_CHECKING = ("yes", "accept-new", "no")
 CLOCKS = ("libfaketime", "guest")
+PAUSES = ("process", "vm")
 # key -> (type, default); `None` default = required
 _FIELDS: dict[str, tuple[type, Any]] = {
     "name": (str, None),
@@ -47,6 +51,8 @@ _FIELDS: dict[str, tuple[type, Any]] = {
     "known_hosts": (str, ""),
     "host_key_checking": (str, "accept-new"),
     "clock": (str, "libfaketime"),
+    "vm": (str, ""),
+    "pause": (str, "process"),
 }
 
 
@@ -66,6 +72,8 @@ class Host:
     known_hosts: str = ""
     host_key_checking: str = "accept-new"
     clock: str = "libfaketime"
+    vm: str = ""
+    pause: str = "process"
 
     @property
     def target(self) -> str:
@@ -171,6 +179,10 @@ def _check_host(host: Host, path: Path, where: str) -> None:
         )
     if host.clock not in CLOCKS:
         raise UserError(f"{path}: {where}: clock '{host.clock}' is not one of {', '.join(CLOCKS)}")
+    if host.pause not in PAUSES:
+        raise UserError(f"{path}: {where}: pause '{host.pause}' is not one of {', '.join(PAUSES)}")
+    if host.pause == "vm" and not host.vm:
+        raise UserError(f"{path}: {where}: pause 'vm' needs vm = the directory of `kchaos vagrant up`")
     for key in ("user", "python", "root", "key"):
         value = getattr(host, key)
         if not value or any(c in value for c in "'\"\n\\$`"):
@@ -188,4 +200,8 @@ def _resolve_key(host: Host, path: Path) -> Host:
     if known:
         known_path = Path(known).expanduser()
         known = str(known_path if known_path.is_absolute() else (path.parent / known_path).resolve())
-    return Host(**{**host.to_dict(), "key": str(key), "known_hosts": known})
+    vm = host.vm
+    if vm:
+        vm_path = Path(vm).expanduser()
+        vm = str(vm_path if vm_path.is_absolute() else (path.parent / vm_path).resolve())
+    return Host(**{**host.to_dict(), "key": str(key), "known_hosts": known, "vm": vm})

@@ -41,6 +41,8 @@ UNDO_MODULES += ["harness.backends.lazyfs.mount"]
 UNDO_MODULES += ["harness.backends.docker_engine", "harness.backends.docker"]
 # The ssh backend's processes, rules and faults on remote hosts.
 UNDO_MODULES += ["harness.backends.remote_faults"]
+# Whole-VM faults (power loss, VM pause, netem in the guests) of hosts booted by `kchaos vagrant up`.
+UNDO_MODULES += ["harness.backends.vm_faults"]
 
 
 def register_undo(kind: str) -> Callable[[Undo], Undo]:
@@ -182,6 +184,11 @@ class Ledger:
 
     def entry(self, rid: int) -> Entry:
         return self._entries[rid]
+
+    def all_entries(self) -> list[Entry]:
+        """Every entry, done or not, oldest first (what was made, e.g. a command line to run again)."""
+        with self._lock:
+            return sorted(self._entries.values(), key=lambda e: e.id)
 
     def outstanding(self) -> list[Entry]:
         """Entries not yet marked done, newest first (the order to undo them in)."""

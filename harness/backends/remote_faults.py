@@ -183,13 +183,20 @@ def undo_firewall(fields: dict[str, Any]) -> str | None:
             f"{ipt} -w -S {name} >/dev/null 2>&1 || exit 7; "
             f"while {ipt} -w -D INPUT -j {name} 2>/dev/null; do :; done; {ipt} -w -F {name} && {ipt} -w -X {name}"
         )
+    return undo_script(fields, script, f"{fields['tool']} {name}")
+
+
+def undo_script(fields: dict[str, Any], script: str, what: str) -> str | None:
+    """Run an undo's `script` on the entry's host: exit 7 means `what` was gone already (None), any
+    other failure raises; else what was removed."""
+    host = fields["host"]["name"]
     with remote_for(fields) as remote:
         proc = remote.run(script, check=False)
     if proc.returncode == 7:
         return None
     if proc.returncode != 0:
-        raise RuntimeError(f"host {host.name}: removing {name} failed: {proc.stderr.decode(errors='replace').strip()}")
-    return f"{fields['tool']} {name} on {host.name}"
+        raise RuntimeError(f"host {host}: removing {what} failed: {proc.stderr.decode(errors='replace').strip()}")
+    return f"{what} on {host}"
 
 
 # -- processes and pauses --------------------------------------------------------------------------------
@@ -276,6 +283,12 @@ class GuestClock(ClockControl):
 
     def process_starting(self) -> None:
         """Nothing to do: the kernel's clock is continuous across the node's restarts."""
+
+    def rebooted(self) -> None:
+        """The guest booted again (a power loss): its clock starts from the true time; put the fault back."""
+        with self._lock:
+            self._applied = 0.0
+            self._write()
 
     def apply(self, fault: ClockFault) -> None:
         if fault.mode == "rate":

@@ -10,8 +10,10 @@ The local run directory is mirrored: a local path under it in a start command (t
 uploaded to the same place under runs/TAG and the command rewritten to use it; the harness's Python
 becomes the venv's. Faults (remote_faults.py): partition (nft/iptables on the host), kill -9 and
 restart, pause (SIGSTOP/SIGCONT), clock (libfaketime), disk stall/fail (the kchaos_disk shim).
-Not here: packet faults (they need NFQUEUE daemons or per-host tc), lose_unsynced (a FUSE mount on the
-host) and corrupt (the DB adapter edits a node's files locally).
+On hosts that are VMs of `kchaos vagrant up` (inventory `vm = DIR`, vm_faults.py): lose_unsynced is a
+power loss of the whole VM, packet faults are netem in the guests, and `pause = "vm"` stops the VM.
+Not here: packet faults and lose_unsynced on other hosts (NFQUEUE daemons, a FUSE mount), and corrupt
+(the DB adapter edits a node's files locally).
 
 Every resource is ledgered with its host's login before it is created; teardown(), Ctrl-C, SIGTERM and
 `kchaos heal RUN_DIR` after a crash undo it over SSH. Per-host work (deploy, partitions, teardown) runs on
@@ -33,7 +35,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.backends import native
+from harness.backends import native, vm_faults
 from harness.backends.host_faults import DISK_KINDS
 from harness.backends.inventory import Host, Inventory, load_inventory
 from harness.backends.ledger import LEDGER_NAME, HealReport, Ledger
@@ -52,7 +54,7 @@ from harness.backends.remote_shell import Remote, each
 from harness.backends.shell import BackendError
 from harness.backends.signals import TeardownOnTermination, deferred_termination
 from vocab.backend import Backend, check_grudge
-from vocab.faults.kinds import BACKEND_FAULTS, ClockFault, DiskFault, FaultNotSupported, Grudge
+from vocab.faults.kinds import BACKEND_FAULTS, ClockFault, DiskFault, FaultNotSupported, Grudge, Links, PacketFault
 
 LATENCY_FILE = "ssh-latency.json"
 LIBFAKETIME_GLOBS = "/usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1"
@@ -100,6 +102,10 @@ class SshBackend(TeardownOnTermination, Backend):
         self._specs: dict[str, RemoteSpec] = {}
         self._procs: dict[str, tuple[int, int, int]] = {}  # node -> (pid, starttime, ledger id)
         self._paused: dict[str, int] = {}  # node -> ledger id
+        self._vm_paused: set[str] = set()  # nodes in _paused whose whole VM is stopped (pause = "vm")
+        self._powered_off: set[str] = set()  # nodes whose VM lost its power (lose_unsynced), until restart
+        self._grudge: dict[str, list[str]] = {}  # node -> the addresses it drops now (for a rebooted VM)
+        self._netem: vm_faults.GuestNetem | None = None
         self._blocks: list[int] = []
         self._lock = threading.RLock()
         self.latencies: dict[str, list[float]] = {}  # fault action -> wall seconds of each call
@@ -191,6 +197,8 @@ class SshBackend(TeardownOnTermination, Backend):
             remote.run(install_script(info.root, host.python, self.code_hash, [wheel.name, crc.name]), timeout=300)
         remote.put(CTL_SCRIPT.read_bytes(), self._ctl(node), mode="755")
         remote.run(f"mkdir -p {shlex.quote(self.node_dir(node))}/data")
+        if host.vm:  # a power loss takes what the guest has not written back: not the code
+            remote.run("sync")
 
     def teardown(self) -> HealReport:
         """Stop every node, remove every rule and fault on every host (in parallel), then whatever the
@@ -249,6 +257,8 @@ class SshBackend(TeardownOnTermination, Backend):
                 raise BackendError(f"node {node} already runs on host {self._host(node).name}")
             added = {k: v for k, v in (env or {}).items() if os.environ.get(k) != v}
             self._specs[node] = RemoteSpec(self._remote_argv(node, argv), added)
+            if self._host(node).vm:  # the node's config survives a power loss; its data need not
+                self._remote(node).run("sync")
             return self._spawn(node)
 
     def _remote_argv(self, node: str, argv: Sequence[str]) -> list[str]:
@@ -290,6 +300,8 @@ class SshBackend(TeardownOnTermination, Backend):
         self._host(node)
         if node not in self._procs:
             return False
+        if node in self._vm_paused:
+            return True  # its VM is stopped: nothing answers, and nothing died
         return self._remote(node).run(f"{self._ctl(node)} alive {self.node_dir(node)}", check=False).returncode == 0
 
     def kill(self, node: str) -> None:
@@ -298,6 +310,8 @@ class SshBackend(TeardownOnTermination, Backend):
             proc = self._procs.pop(node, None)
             if proc is None:
                 return  # not timed: a no-op is no fault
+            if node in self._vm_paused:  # a stopped VM runs no ssh: let it run, then kill the process
+                self.resume(node)
             with self._timed("kill"):
                 self._remote(node).run(f"{self._ctl(node)} kill {self.node_dir(node)}")
             self._drop_pause(node)
@@ -308,6 +322,8 @@ class SshBackend(TeardownOnTermination, Backend):
         with self._lock, self._timed("restart"):
             if node not in self._specs:
                 raise BackendError(f"node {node} was never started, so there is no command to restart")
+            if node in self._powered_off:
+                self._power_on(node)
             if self.is_alive(node):
                 return
             old = self._procs.pop(node, None)
@@ -379,14 +395,16 @@ class SshBackend(TeardownOnTermination, Backend):
                             tag=self.tag,
                         )
                     )
-            each(self._nodes, lambda n: self.firewalls[n].block(self.address(p) for p in grudge.get(n, ())))
+            self._grudge = {n: [self.address(p) for p in grudge.get(n, ())] for n in self._nodes}
+            each(self._reachable(), lambda n: self.firewalls[n].block(self._grudge[n]))
             for rid in old:
                 ledger.mark_done(rid)
 
     def heal_network(self) -> None:
         ledger = self._ready()
         with self._lock, self._timed("heal_network"):
-            each(self._nodes, lambda n: self.firewalls[n].block(()))
+            each(self._reachable(), lambda n: self.firewalls[n].block(()))
+            self._grudge = {}
             for rid in self._blocks:
                 ledger.mark_done(rid)
             self._blocks = []
@@ -402,6 +420,12 @@ class SshBackend(TeardownOnTermination, Backend):
         with self._lock, self._timed("pause"):
             proc = self._procs.get(node)
             if proc is None or node in self._paused:
+                return
+            if self._host(node).pause == "vm":
+                vm_rid = vm_faults.pause(self._ready(), self._host(node))
+                if vm_rid is not None:
+                    self._paused[node] = vm_rid
+                    self._vm_paused.add(node)
                 return
             rid = self._ready().record(
                 "ssh_paused",
@@ -421,6 +445,11 @@ class SshBackend(TeardownOnTermination, Backend):
         with self._lock, self._timed("resume"):
             if node not in self._paused:
                 return
+            if node in self._vm_paused:
+                self._vm_paused.discard(node)
+                vm_faults.resume(self._ready(), self._paused.pop(node))
+                self._catch_up(node)
+                return
             self._remote(node).run(f"{self._ctl(node)} signal {self.node_dir(node)} CONT", check=False)
             self._ready().mark_done(self._paused.pop(node))
 
@@ -428,9 +457,85 @@ class SshBackend(TeardownOnTermination, Backend):
         return node in self._paused and self.is_alive(node)
 
     def _drop_pause(self, node: str) -> None:
+        self._vm_paused.discard(node)
         rid = self._paused.pop(node, None)
         if rid is not None:
             self._ready().mark_done(rid)
+
+    # -- whole VMs (vm_faults.py) -------------------------------------------------------------------------
+
+    def lose_unsynced(self, node: str) -> None:
+        """Power loss of the node's VM: the guest's unsynced writes are gone; `restart` boots it."""
+        host = self._host(node)
+        if not host.vm:
+            raise FaultNotSupported(
+                f"lose_unsynced over ssh is a VM's power loss: host {host.name} is not a VM of `kchaos vagrant up` "
+                "(inventory vm = DIR)"
+            )
+        with self._lock, self._timed("power_off"):
+            if node in self._powered_off:
+                return
+            vm_faults.power_off(self._ready(), host)
+            self._powered_off.add(node)
+            self._remote(node).close()  # its shared connection went down with the VM
+            self._drop_pause(node)
+            proc = self._procs.pop(node, None)
+            if proc is not None:  # the process died with its VM
+                self._ready().mark_done(proc[2])
+
+    def _answers(self, node: str) -> None:
+        """A fault that needs the node's host now: refused while its VM is stopped or off."""
+        if node not in self._reachable():
+            raise FaultNotSupported(f"host {self._host(node).name}: its VM is paused or powered off")
+
+    def _reachable(self) -> list[str]:
+        """The nodes whose host answers ssh: not a stopped VM (its network faults wait for its resume)."""
+        return [n for n in self._nodes if n not in self._vm_paused and n not in self._powered_off]
+
+    def _catch_up(self, node: str) -> None:
+        """A resumed VM gets the partition and packet fault set while it was stopped."""
+        self.firewalls[node].block(self._grudge.get(node, ()))
+        if self._netem is not None:
+            self._netem.refresh(node)
+
+    def _power_on(self, node: str) -> None:
+        """Boot the VM again, then what its reboot emptied: this run's packet filter (with the current
+        grudge) and a faulted clock; netem comes back at the next packet fault."""
+        ledger, host = self._ready(), self._host(node)
+        with self._timed("power_on"):
+            vm_faults.power_on(ledger, host)
+            self._remote(node).close()
+            self._powered_off.discard(node)
+            self.firewalls[node].install(ledger)
+            self._catch_up(node)
+            clock = self.clocks.get(node)
+            if isinstance(clock, GuestClock):
+                clock.rebooted()
+
+    def packet(self, links: Links, fault: PacketFault) -> None:
+        if links is None:
+            links = {n: frozenset(p for p in self._nodes if p != n) for n in self._nodes}
+        check_grudge(links, self._nodes)
+        plain = sorted(self._host(n).name for n in self._nodes if not self._host(n).vm)
+        if plain:
+            raise FaultNotSupported(
+                f"packet faults over ssh use netem in VMs of `kchaos vagrant up`; not a VM: {', '.join(plain)}"
+            )
+        with self._lock, self._timed("packet"):
+            if self._netem is None:
+                addresses = {n: self.address(n) for n in self._nodes}
+                self._netem = vm_faults.GuestNetem(self._ready(), self.remotes, addresses)
+            self._netem.apply(links, fault, self._reachable())
+
+    def heal_packet(self) -> None:
+        with self._lock:
+            if self._netem is not None:
+                with self._timed("heal_packet"):
+                    self._netem.heal(self._reachable())
+
+    def packet_rules(self, node: str) -> str:
+        """The qdiscs on the node's guest, as `tc qdisc show` lists them."""
+        return self._netem.active(node) if self._netem is not None else ""
 
     # -- clock and disk ----------------------------------------------------------------------------------
 
@@ -502,6 +607,7 @@ class SshBackend(TeardownOnTermination, Backend):
         self._host(node)
         if node not in self.clocks:
             raise FaultNotSupported("clock faults were not enabled for this run (enable_faults before nodes start)")
+        self._answers(node)
         with self._timed("clock"):
             self.clocks[node].apply(fault)
 
@@ -515,6 +621,7 @@ class SshBackend(TeardownOnTermination, Backend):
         self._host(node)
         if node not in self.disks:
             raise FaultNotSupported(f"disk_{fault.kind} faults were not enabled for this run")
+        self._answers(node)
         with self._timed("disk"):
             self.disks[node].apply(fault)
 

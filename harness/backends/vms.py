@@ -11,6 +11,10 @@ Layout for a cluster with tag T (random hex), all ledgered in CLUSTER_DIR/ledger
 namespace (with its bridge, taps and whatever still runs inside), the veth, the disks. It works the
 same after the `up` process or a run was SIGKILLed, since only the ledger is needed.
 
+Whole-VM faults (harness/backends/vm_faults.py, for the ssh backend on these hosts): `power_off` /
+`power_on` (SIGKILL of a VM's qemu, and a boot with the same command line, each in this ledger) and
+`live_qemu` (the PID to SIGSTOP for a VM pause).
+
 Acceleration: KVM when a probe boots the box's kernel with `-accel kvm -cpu host` to its first panic
 (no root file system given), else software emulation (TCG). On the machine this was written on,
 qemu 7.2 aborts with `kvm_buf_set_msrs: Assertion ... failed` (a nested guest), so it is TCG there.
@@ -85,10 +89,12 @@ def probe_kvm(box: Box, timeout: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
     argv = [qemu_binary(), "-accel", "kvm", "-cpu", "host", "-m", "256", "-nodefaults", "-no-user-config"]
     argv += ["-display", "none", "-serial", "stdio", "-no-reboot", "-kernel", str(box.kernel)]
     argv += ["-append", "console=ttyS0 panic=-1 root=/dev/kchaos-none rootwait=0"]
+    ended = True
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
         out = done.stdout + done.stderr
     except subprocess.TimeoutExpired as exc:
+        ended = False
         out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else str(exc.stdout or "")
         out += "\n(timed out)"
     for line in out.splitlines():
@@ -97,6 +103,8 @@ def probe_kvm(box: Box, timeout: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
     if "Kernel panic" in out:
         return True, "the kernel booted under KVM to its expected panic (no root file system)"
     last = ([line for line in out.splitlines() if line.strip()][-1:] or ["no output"])[0].strip()
+    if ended:  # e.g. qemu 7.2 in a nested guest: "kvm_buf_set_msrs: Assertion ... failed"
+        return False, f"qemu ended before the kernel panicked under KVM: {last}"
     return False, f"the kernel did not reach its panic under KVM within {timeout:.0f} s: {last}"
 
 
@@ -175,16 +183,7 @@ def up(
         disk = disks / f"{name}.qcow2"
         run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(box.disk), "-F", "qcow2", str(disk)])
         argv = _qemu_argv(box, cluster, name, address, tap, disk, directory / "logs" / f"{name}.console", i)
-        rid = ledger.record("process", node=name, argv=argv)
-        with open(directory / "logs" / f"{name}.qemu.log", "wb") as log:
-            proc = subprocess.Popen(
-                ["ip", "netns", "exec", netns, *argv],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        ledger.update(rid, pid=proc.pid, starttime=start_time(proc.pid))
+        _start_qemu(directory, ledger, netns, name, argv)
     say(f"booting {nodes} VM(s) ({accel}, {memory_mb} MiB, {cpus} CPU each) on {subnet} in namespace {netns}")
     try:
         with ThreadPoolExecutor(max_workers=nodes) as pool:
@@ -196,6 +195,20 @@ def up(
     cluster.boot_s = round(time.monotonic() - started, 1)
     _write_state(directory, cluster, box)
     return cluster
+
+
+def _start_qemu(directory: Path, ledger: Ledger, netns: str, name: str, argv: list[str]) -> None:
+    """One VM's qemu in the cluster's namespace, ledgered first (`ip netns exec` execs: the PID is qemu's)."""
+    rid = ledger.record("process", node=name, argv=argv)
+    with open(directory / "logs" / f"{name}.qemu.log", "ab") as log:
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", netns, *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    ledger.update(rid, pid=proc.pid, starttime=start_time(proc.pid))
 
 
 def _qemu_argv(
@@ -276,11 +289,69 @@ def _write_state(directory: Path, cluster: Cluster, box: Box) -> None:
         'root = "/root/kchaos"',
         'host_key_checking = "no"',
         'clock = "guest"',
+        f'vm = "{directory}"',
+        'pause = "process"  # "vm": pause faults stop the whole VM (SIGSTOP of its qemu)',
         "",
     ]
     for name, address in cluster.vms.items():
         lines += ["[[hosts]]", f'name = "{name}"', f'address = "{address}"', ""]
     (directory / "inventory.toml").write_text("\n".join(lines), encoding="utf-8")
+
+
+# -- whole-VM faults (the ssh backend calls these for hosts whose inventory says `vm = DIR`) --------------
+
+
+def _qemu_entries(ledger: Ledger, name: str) -> list[Any]:
+    return [e for e in ledger.all_entries() if e.kind == "process" and e.fields.get("node") == name]
+
+
+def _live_qemu(directory: Path, name: str) -> tuple[Ledger, Any]:
+    """The cluster's ledger and VM `name`'s running qemu entry (None when it is off)."""
+    ledger = Ledger.load(Path(directory) / LEDGER_NAME)
+    for entry in _qemu_entries(ledger, name):
+        pid, start = entry.fields.get("pid"), entry.fields.get("starttime")
+        if not entry.done and pid is not None and start is not None and is_same_process(pid, start):
+            return ledger, entry
+    return ledger, None
+
+
+def power_off(directory: Path, name: str) -> bool:
+    """Pull the plug on VM `name`: SIGKILL its qemu. Whatever the guest had not fsynced (its page
+    cache) is gone, as in a power loss; what it fsynced qemu already wrote to the disk file. False
+    when the VM was already off."""
+    ledger, entry = _live_qemu(directory, name)
+    if entry is None:
+        return False
+    pid = entry.fields["pid"]
+    os.kill(pid, 9)
+    deadline = time.monotonic() + 30
+    while is_same_process(pid, entry.fields["starttime"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ledger.mark_done(entry.id)
+    return True
+
+
+def power_on(directory: Path, name: str) -> bool:
+    """Boot VM `name` again from its own disk (the same qemu command line) and wait for ssh. False
+    when it was running already."""
+    directory = Path(directory).resolve()
+    ledger, entry = _live_qemu(directory, name)
+    if entry is not None:
+        return False
+    cluster = Cluster.load(directory)
+    box = Box(cache_root() / cluster.box)
+    recorded = _qemu_entries(ledger, name)
+    if not recorded:
+        raise BackendError(f"{directory}: VM {name} is not in this cluster's ledger")
+    _start_qemu(directory, ledger, cluster.netns, name, recorded[-1].fields["argv"])
+    _wait_ssh(directory, ledger, box, name, cluster.vms[name])
+    return True
+
+
+def live_qemu(directory: Path, name: str) -> tuple[int, int] | None:
+    """(pid, starttime) of VM `name`'s running qemu, None when it is off."""
+    _, entry = _live_qemu(directory, name)
+    return None if entry is None else (entry.fields["pid"], entry.fields["starttime"])
 
 
 def status(directory: Path) -> list[dict[str, Any]]:
@@ -345,6 +416,8 @@ def up_command(args: argparse.Namespace) -> int:
     # recovery window would call a slow restart an availability failure.
     recovery = " --recovery 60s" if cluster.accel == "tcg" else ""
     print(f"run: kchaos run --backend ssh --inventory {Path(args.dir) / 'inventory.toml'}{recovery}")
+    cluster_flag = "" if Path(args.dir).resolve() == DEFAULT_DIR else f" --cluster {args.dir}"
+    print(f"reproduce a stored run: kchaos reproduce RUN_DIR --backend vagrant{cluster_flag}")
     return 0
 
 

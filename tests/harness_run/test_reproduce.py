@@ -11,6 +11,7 @@ import pytest
 from harness.cli import main
 from harness.reproduce import compare, plan, timeline_of
 from harness.runner import run_test
+from harness.test_spec import Cluster
 from tests.harness_run.helpers import one_cell_suite, sim_spec
 from vocab.errors import UserError
 from vocab.generators import Op, Outcome, fault_timeline, nemesis, run_virtual
@@ -128,3 +129,28 @@ def test_an_ssh_reproduction_needs_hosts_and_only_it_takes_them(tmp_path, capsys
     assert main(["reproduce", str(first.run.path), "--backend", "ssh", "--results", str(tmp_path / "b")]) == 254
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs --inventory FILE" in err[0]
+
+
+def test_a_vagrant_reproduction_runs_over_ssh_on_the_vms_of_its_cluster(tmp_path, capsys):
+    """`--backend vagrant` is ssh to the VMs `kchaos vagrant up` wrote into --cluster DIR (cluster.json,
+    inventory.toml); the VMs themselves are booted in tests/harness_vagrant."""
+    first = run_test(sim_spec(seed=3, time_limit_s=2.0), root=tmp_path / "a", say=lambda _: None)
+    cluster = tmp_path / "vms"
+    with pytest.raises(UserError, match="no VM cluster here"):
+        plan(first.run.path, "vagrant", cluster=str(cluster))
+    cluster.mkdir()
+    state = {"tag": "0", "netns": "n", "veth": "v", "subnet": "10.9.9.0/24", "accel": "tcg", "box": "b"}
+    state |= {"memory_mb": 512, "cpus": 1, "vms": {"kc1": "10.9.9.11", "kc2": "10.9.9.12", "kc3": "10.9.9.13"}}
+    (cluster / "cluster.json").write_text(json.dumps(state))
+    with pytest.raises(UserError, match=r"has 3 VM\(s\): `kchaos vagrant up --nodes 5` there first"):
+        plan(first.run.path, "vagrant", cluster=str(cluster))  # 3+2 nodes
+    combined = run_test(sim_spec(seed=3, time_limit_s=2.0, cluster=Cluster(combined=3)), root=tmp_path / "c", say=print)
+    capsys.readouterr()
+    p = plan(combined.run.path, "vagrant", cluster=str(cluster))
+    assert p.spec.backend == "ssh" and p.spec.inventory == str(cluster / "inventory.toml")
+    assert p.spec.recovery_s == 60.0 and any("TCG guest" in note for note in p.notes)
+    with pytest.raises(UserError, match="--cluster names the VMs of a vagrant reproduction"):
+        plan(combined.run.path, "ssh", str(cluster / "inventory.toml"), cluster=str(cluster))
+    code = main(["reproduce", str(combined.run.path), "--backend", "vagrant", "--cluster", str(tmp_path / "none")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 254 and len(err) == 1 and "no VM cluster here" in err[0]

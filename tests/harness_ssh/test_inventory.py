@@ -62,6 +62,12 @@ def test_defaults_apply_per_host_and_relative_keys_resolve_next_to_the_file(tmp_
     )
     assert first.key == second.key == str(key) and first.sudo and second.sudo
     assert inv.for_nodes(["c1", "c2"]) == {"c1": first, "c2": second}
+    assert first.vm == "" and first.pause == "process"
+
+
+def test_a_vm_host_names_its_cluster_directory_relative_to_the_file(tmp_path, key):
+    inv = load_inventory(write(tmp_path, GOOD.replace("sudo = true", 'sudo = true\nvm = "cluster"\npause = "vm"')))
+    assert [(h.vm, h.pause) for h in inv.hosts] == [(str(tmp_path / "cluster"), "vm")] * 2
 
 
 @pytest.mark.parametrize(
@@ -80,6 +86,8 @@ def test_defaults_apply_per_host_and_relative_keys_resolve_next_to_the_file(tmp_
         ("[[hosts]\n", "not valid TOML"),
         (GOOD.replace('user = "admin"', 'user = "ad\'min"'), "'user' must be non-empty and free of quotes"),
         (GOOD.replace("sudo = true", 'sudo = true\nclock = "ntp"'), "clock 'ntp' is not one of libfaketime, guest"),
+        (GOOD.replace("sudo = true", 'sudo = true\npause = "cgroup"'), "pause 'cgroup' is not one of process, vm"),
+        (GOOD.replace("sudo = true", 'sudo = true\npause = "vm"'), "pause 'vm' needs vm = the directory"),
     ],
 )
 def test_a_bad_inventory_is_one_line_naming_file_and_place(tmp_path, key, text, message):

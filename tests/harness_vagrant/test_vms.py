@@ -3,11 +3,16 @@ does not work, as here), a 60 s chaos run on them through the ssh backend with p
 guests), kills, pauses and steps of each guest's own clock (`date -s`), and nothing left afterwards,
 also when `up` itself was SIGKILLed mid-boot. No skip: if no VM boots, these fail.
 
+Also: a planted bug the simulator found, reproduced on the VMs (`kchaos reproduce --backend vagrant`),
+and the whole-VM faults (power loss, VM pause, netem in the guests). All share one module cluster.
+
 Takes minutes: the first run builds the box with debootstrap (~7 min here, then cached by content
-hash); booting three VMs under TCG ~1-2 min; the run ~4 min (Python is ~13x slower in a TCG guest)."""
+hash); booting three VMs under TCG ~1 min; each run ~4 min (Python is ~13x slower in a TCG guest);
+the whole module 12 min 50 s here with the box cached."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -17,6 +22,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,12 +30,15 @@ from harness.backends.ledger import LEDGER_NAME, Ledger
 from harness.backends.resources import link_names, netns_names
 from harness.backends.vm_box import Box, cache_root
 from harness.backends.vms import Cluster, destroy, guest_run, status, up
+from harness.cli import main
 from harness.runner import run_test
 from harness.test_spec import Cluster as Shape
 from tests.harness_run.helpers import sim_spec
 
 pytestmark = [pytest.mark.root]
 REPO = Path(__file__).resolve().parents[2]
+# Three combined nodes, one per VM, and a load a TCG guest keeps up with.
+VM_SHAPE: dict[str, Any] = {"cluster": Shape(combined=3), "concurrency": 3, "rate": 10.0}
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +68,17 @@ def qemu_processes(directory: Path) -> list[int]:
         if b"qemu-system" in argv[0] and any(str(directory).encode() in a for a in argv) and state != "Z":
             found.append(int(entry.name))
     return found
+
+
+def run_on_vms(inventory: Path, root: Path, **changes: Any) -> Any:
+    """A run of 3 combined nodes on the VMs. Every kind may be active at once, a start 3 s after the
+    last one completed, so the first starts are one of each kind (a fault takes seconds over ssh
+    into a TCG guest)."""
+    spec = sim_spec(backend="ssh", inventory=str(inventory), nemesis_max_active=0, nemesis_interval_s=3.0, **VM_SHAPE)
+    spec = dataclasses.replace(spec, **changes)
+    result = run_test(spec, root=root, say=lambda line: print(line, file=sys.stderr), progress=False)
+    assert result.error is None, result.error
+    return result
 
 
 def assert_nothing_left(directory: Path, made: Cluster) -> None:
@@ -92,25 +112,16 @@ def test_three_vms_boot_and_are_guests_of_their_own(cluster_dir):
 
 @pytest.mark.timeout(1800)  # ~7 min here under a load of 20 on 2 cores
 def test_chaos_run_on_the_vms_is_valid_with_guest_clock_steps(cluster_dir, tmp_path):
-    spec = sim_spec(
+    result = run_on_vms(
+        cluster_dir / "inventory.toml",
+        tmp_path,
         seed=5,
-        backend="ssh",
-        inventory=str(cluster_dir / "inventory.toml"),
-        cluster=Shape(combined=3),
         nemesis=("partition", "kill", "pause", "clock"),
         nemesis_options={"clock": {"modes": ["bump", "strobe"]}},  # rate needs libfaketime
         time_limit_s=60.0,
-        # Every kind may be active at once, each for 30 s, a start 3 s after the last one completed:
-        # the first four starts are the four kinds (a fault takes seconds over ssh into a TCG guest).
-        nemesis_max_active=0,
-        nemesis_interval_s=3.0,
         nemesis_duration_s=30.0,
-        concurrency=3,
-        rate=10.0,
         recovery_s=30.0,
     )
-    result = run_test(spec, root=tmp_path, say=lambda line: print(line, file=sys.stderr), progress=False)
-    assert result.error is None, result.error
     run = result.run.path
     events = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
     started = {e["f"] for e in events if e["process"] == "nemesis" and e["type"] == "info"}
@@ -158,3 +169,102 @@ def kchaos_destroy(directory: Path) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "harness", "vagrant", "destroy", "--dir", str(directory)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _fault_starts(run: Path) -> list[tuple[str, Any]]:
+    """The fault starts that did something, in order: (f, targets); a fault aimed at a role (the
+    leader) hits whoever holds it in the run, so only its kind counts."""
+    out = []
+    for line in (run / "history.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event["process"] == "nemesis" and event["type"] == "info" and event["f"].startswith("start-"):
+            value = event["value"]
+            role = value.get("mode") in ("leader", "follower", "isolate-leader", "leader-from-controllers")
+            out.append((event["f"], None if role else value.get("targets")))
+    return out
+
+
+@pytest.mark.timeout(1800)  # the simulator ~10 s; the reproduction on the VMs ~5 min here
+def test_a_planted_bug_found_in_the_simulator_is_caught_again_on_the_vms(cluster_dir, tmp_path, capsys):
+    """`kchaos reproduce RUN --backend vagrant`: the simulator's seed and fault timeline on the VMs.
+    KAFKA-13836's bug (a broker's read carries the offset of the log it fetched, not of the image it
+    applied) shows wherever a broker applies behind its fetches, which a TCG guest does all the time."""
+    spec = sim_spec(
+        seed=1,
+        nemesis=("partition", "kill", "pause"),
+        nemesis_buggify=False,  # the simulator's targeted faults are not replayed elsewhere
+        nemesis_interval_s=5.0,
+        nemesis_duration_s=20.0,
+        time_limit_s=60.0,
+        recovery_s=30.0,
+        bugs=("broker-read-offset-not-applied",),
+        **VM_SHAPE,
+    )
+    original = run_test(spec, root=tmp_path / "sim", say=lambda _: None, progress=False)
+    assert original.valid is False and original.exit_code == 1, original.checker_lines
+    argv = ["reproduce", str(original.run.path), "--backend", "vagrant", "--cluster", str(cluster_dir)]
+    code = main([*argv, "--results", str(tmp_path / "vms"), "--no-progress"])
+    out = capsys.readouterr().out
+    print(out)  # both verdicts, checker by checker
+    assert code == 1, out
+    image_reads = next(line.split() for line in out.splitlines() if line.startswith("image-reads"))
+    assert image_reads[1:] == ["INVALID", "INVALID"], out
+    assert "reproduced: yes" in out
+    (run,) = (p for p in (tmp_path / "vms").glob("*/2*") if p.is_dir())
+    test = json.loads((run / "test.json").read_text())
+    assert test["backend"] == "ssh" and test["inventory"] == str(cluster_dir / "inventory.toml")
+    assert test["reproduces"] == str(original.run.path) and test["bugs"] == ["broker-read-offset-not-applied"]
+    # The same faults on the same nodes, in the same order. A fault takes seconds over ssh into a TCG
+    # guest (a kill of three nodes ~12 s) and the nemesis does one at a time, so the replay falls
+    # behind and the main phase may end before the last recorded starts: a prefix, at least three.
+    replayed, recorded = _fault_starts(run), _fault_starts(original.run.path)
+    assert len(replayed) >= 3 and replayed == recorded[: len(replayed)], (replayed, recorded)
+    for i, node in enumerate(sorted(p.name for p in (run / "nodes").iterdir()), 1):
+        assert f"host kc{i} (Linux " in (run / "nodes" / node / "stderr.log").read_text()
+
+
+@pytest.mark.timeout(1800)  # ~6 min here: a power-cycled VM boots again under TCG (~1 min)
+def test_whole_vm_faults_power_loss_vm_pause_and_netem(cluster_dir, tmp_path):
+    """Power loss of a whole VM (qemu SIGKILLed, booted again from its disk), a VM stopped as a whole
+    (SIGSTOP of its qemu: `pause = "vm"` in the inventory), and packet loss and delay by netem in the
+    guests, all at once on the correct cluster: valid, and nothing left in the guests."""
+    inventory = tmp_path / "inventory.toml"
+    text = (cluster_dir / "inventory.toml").read_text()
+    inventory.write_text(text.replace('pause = "process"', 'pause = "vm"'))
+    before = {name: guest_uptime(cluster_dir, name) for name in ("kc1", "kc2", "kc3")}
+    result = run_on_vms(
+        inventory,
+        tmp_path,
+        seed=3,
+        nemesis=("lose_unsynced", "pause", "packet"),
+        nemesis_options={"packet": {"loss": 0.2, "delay_ms": 100, "jitter_ms": 50}},
+        time_limit_s=45.0,
+        nemesis_duration_s=15.0,
+        recovery_s=60.0,
+    )
+    run = result.run.path
+    started = [f for f, _ in _fault_starts(run)]
+    assert {"start-lose_unsynced", "start-pause", "start-packet"} <= set(started), started
+    ledger = [json.loads(line) for line in (run / LEDGER_NAME).read_text().splitlines()]
+    kinds = {rec.get("kind") for rec in ledger}
+    assert {"vm_power", "vm_paused", "vm_netem"} <= kinds, kinds
+    assert not Ledger.load(run / LEDGER_NAME).outstanding()
+    assert result.valid is True and result.exit_code == 0, result.checker_lines
+    # The power-cycled VM booted again (a younger kernel) and runs; the others kept theirs.
+    off = {rec["host"]["name"] for rec in ledger if rec.get("kind") == "vm_power"}
+    for name, up_s in before.items():
+        now = guest_uptime(cluster_dir, name)
+        assert (now < up_s) == (name in off), (name, up_s, now, off)
+    assert all(row["running"] for row in status(cluster_dir))
+    made = Cluster.load(cluster_dir)
+    key = Box(cache_root() / made.box).key
+    for address in made.vms.values():
+        left = guest_run(key, address, "tc qdisc show dev eth0; pgrep -f '[n]ode[.]runtime'", timeout=60)
+        assert "netem" not in left.stdout and "prio" not in left.stdout, left.stdout
+
+
+def guest_uptime(cluster_dir: Path, name: str) -> float:
+    made = Cluster.load(cluster_dir)
+    key = Box(cache_root() / made.box).key
+    done = guest_run(key, made.vms[name], "cut -d' ' -f1 /proc/uptime", timeout=60)
+    return float(done.stdout)

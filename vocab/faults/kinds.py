@@ -46,8 +46,9 @@ BACKEND_FAULTS: dict[str, frozenset[str]] = {
     # corrupt: the DB adapter edits a stopped node's files; no redeliver (see WHY_NOT)
     "netns": frozenset(FAULT_KINDS) - {"redeliver"},
     "docker": frozenset(FAULT_KINDS) - {"redeliver"},  # the netns machinery, in each container's namespace
-    # no packet (NFQUEUE daemons on every host), lose_unsynced (a FUSE mount there), corrupt (local edits)
-    "ssh": frozenset({"partition", "kill", "pause", "clock", "disk_stall", "disk_fail"}),
+    # packet (netem) and lose_unsynced (a power loss) only on VMs of `kchaos vagrant up`: elsewhere they
+    # would need NFQUEUE daemons or a FUSE mount on every host; no corrupt (the DB adapter edits locally)
+    "ssh": frozenset({"partition", "packet", "kill", "pause", "clock", "disk_stall", "disk_fail", "lose_unsynced"}),
 }
 
 # Why a backend cannot carry out a kind, where there is more to say than "not implemented": the
