@@ -85,7 +85,7 @@ SUT_UNREACHED_FAULTS: dict[str, frozenset[str]] = {
 }
 # (sut, kind) -> the one-line reason of a refusal, where the measurement says more than "unreached"
 SUT_FAULT_REASONS: dict[tuple[str, str], str] = {
-    ("kafka", "lose_unsynced"): "Kafka memory-maps its index files and the lazyfs mount refuses mmap",
+    ("kafka", "lose_unsynced"): "Kafka memory-maps its index files and the lazyfs mount (direct_io) refuses mmap",
     ("kafka", "corrupt"): "the adapter knows no Kafka file format to corrupt",
 }
 
