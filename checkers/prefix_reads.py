@@ -46,7 +46,7 @@ def _quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
-def _window(stale_ns: list[int]) -> dict[str, Any]:
+def window(stale_ns: list[int]) -> dict[str, Any]:
     ordered = sorted(stale_ns)
     if not ordered:
         return {"count": 0}
@@ -119,9 +119,7 @@ def check_prefix_reads(history: History, read_fs: tuple[str, ...] = ("read",)) -
     stale: list[int] = []
     stale_by_node: dict[str, list[int]] = defaultdict(list)
     reads_by_node: dict[str, int] = defaultdict(int)
-    total_reads = 0
     for key, (writes, reads) in by_key.items():
-        total_reads += len(reads)
         writer = {w.invoke_value: w for w in writes}
         taken = [w for w in writes if w.type != "fail"]
         order = _Order(taken)
@@ -170,22 +168,36 @@ def check_prefix_reads(history: History, read_fs: tuple[str, ...] = ("read",)) -
         loop = order.cycle()
         if loop is not None:
             anomalies.add("order-cycle", {"key": key, "values": loop[:12]})
+    return stale_verdict(CHECKER, anomalies, stale, stale_by_node, reads_by_node, keys=len(by_key))
+
+
+def stale_verdict(
+    checker: str,
+    anomalies: Anomalies,
+    stale: list[int],
+    stale_by_node: dict[str, list[int]],
+    reads_by_node: dict[str, int],
+    **more: Any,
+) -> Verdict:
+    """The verdict of a replica-reads checker: invalid with anomalies, unknown with no reads, and the
+    stale-read window (ns per stale read, in all and per node) measured either way."""
+    total_reads = sum(reads_by_node.values())
     details: dict[str, Any] = {
         "reads": total_reads,
-        "keys": len(by_key),
+        **more,
         "stale_reads": len(stale),
         "stale_fraction": round(len(stale) / total_reads, 4) if total_reads else 0.0,
-        "stale_window": _window(stale),
+        "stale_window": window(stale),
         "by_node": {
-            n: {"reads": reads_by_node[n], "stale_window": _window(stale_by_node[n])} for n in sorted(reads_by_node)
+            n: {"reads": reads_by_node[n], "stale_window": window(stale_by_node[n])} for n in sorted(reads_by_node)
         },
         **anomalies.details(),
     }
     if anomalies:
-        return Verdict(CHECKER, False, details)
+        return Verdict(checker, False, details)
     if not total_reads:
-        return Verdict(CHECKER, UNKNOWN, {**details, "reason": "no ok reads to judge"})
-    return Verdict(CHECKER, True, details)
+        return Verdict(checker, UNKNOWN, {**details, "reason": "no ok reads to judge"})
+    return Verdict(checker, True, details)
 
 
 def add_check_arguments(parser: Any) -> None:
@@ -197,12 +209,12 @@ def check_from_args(history: History, args: Any) -> Verdict:
     return check_prefix_reads(history, tuple(getattr(args, "prefix_read_f", None) or ("read",)))
 
 
-def summarize(verdict: Verdict) -> list[str]:
+def summarize(verdict: Verdict, noun: str = "reads") -> list[str]:
     d = verdict.details
     if "reads" not in d:
         return [f"{verdict.checker}: {verdict.valid}"]
     w = d["stale_window"]
-    window = f", stale by p50 {w['p50_ms']} / p99 {w['p99_ms']} / max {w['max_ms']} ms" if w["count"] else ""
-    lines = [f"{verdict.checker}: {verdict.valid} ({d['reads']} reads, {d['stale_reads']} stale{window})"]
+    span = f", stale by p50 {w['p50_ms']} / p99 {w['p99_ms']} / max {w['max_ms']} ms" if w["count"] else ""
+    lines = [f"{verdict.checker}: {verdict.valid} ({d['reads']} {noun}, {d['stale_reads']} stale{span})"]
     lines += [f"  {name}: {count}" for name, count in d["anomaly_counts"].items()]
     return lines

@@ -36,6 +36,7 @@ CHECKERS: dict[str, str] = {
     "watch-order": "checkers.watch_order:check_from_args",
     "elections": "checkers.elections:check_from_args",
     "prefix-reads": "checkers.prefix_reads:check_from_args",
+    "stale-list-reads": "checkers.stale_list_reads:check_from_args",
 }
 
 

@@ -13,6 +13,7 @@ def load_builtin() -> None:
         etcd_register,
         etcd_watch,
         isr_changes,
+        kafka_config_append,
         kafka_config_register,
         registrations,
     )

@@ -173,7 +173,9 @@ def planned_topics(spec: Any, active: int, span: int) -> int:
     return max(3, min(MAX_TOPICS, math.ceil(keys / len(LIST_CONFIGS))))
 
 
-class ConfigAppend(CallsWorkloadRun):
+class AppendKeys:
+    """config-append's options and keys, the same on every system under test (the module docstring)."""
+
     def __init__(self, env: WorkloadEnv) -> None:
         self.env = env
         self.max_txn_length = int(env.option("max_txn_length", 4))
@@ -187,11 +189,16 @@ class ConfigAppend(CallsWorkloadRun):
         self.topics = [f"{TOPIC_PREFIX}{i}" for i in range(topics)]
         self.keys = [key_of(t, c) for t in self.topics for c in LIST_CONFIGS]
         self.read_fraction = float(env.option("read_fraction", 0.5))
+        self.timeout_ms = int(env.option("request_timeout_ms", 5_000))
+        self._generations = 0
+
+
+class ConfigAppend(AppendKeys, CallsWorkloadRun):
+    def __init__(self, env: WorkloadEnv) -> None:
+        super().__init__(env)
         self.broker_read_fraction = float(env.option("broker_read_fraction", 0.3))
         self.controller_write_fraction = float(env.option("controller_write_fraction", 0.2))
-        self.timeout_ms = int(env.option("request_timeout_ms", 5_000))
         client_choice(env)  # an unknown `client` stops the run before it starts
-        self._generations = 0
 
     def setup(self) -> None:
         create_topics(self.env, self.topics, replicas=1)
