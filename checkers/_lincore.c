@@ -73,13 +73,15 @@ typedef struct {
     /* per value: csr lists */
     int *needs;             /* per det op: value it must observe, or NONE_VALUE */
     int *wr_off, *wr;       /* determinate setters of each value, ascending */
+    int *iw_off, *iw;       /* indeterminate setters of each value, ascending */
     int *kp_off, *kp;       /* determinate ops that need each value, ascending */
     i64 *info_min;          /* earliest invoke of an indeterminate setter of each value */
     /* search */
     int W, WI;              /* words of the determinate window mask, of the indeterminate mask */
     size_t E;               /* words per memo entry: key word, W mask words, imask list head */
-    U64s entries, inodes;
-    i64 *table; size_t tcap, count;
+    U64s entries, inodes, isets;
+    u64 *table; size_t tcap, count;
+    uint32_t *istab; size_t iscap, niset;
 } S;
 
 static inline int bit(const u64 *m, int W, i64 k) {
@@ -87,19 +89,38 @@ static inline int bit(const u64 *m, int W, i64 k) {
     return (int)((m[k >> 6] >> (k & 63)) & 1);
 }
 
-static int pending_setter(S *s, int v, int lo, const u64 *dm, i64 deadline) {
-    int lo_i = s->wr_off[v], hi_i = s->wr_off[v + 1];
+/* Unlinearized determinate setters of v (index >= lo, not in dm) invoked by `deadline`, counted up
+   to `enough`. */
+static int open_setters(S *s, int v, int lo, const u64 *dm, i64 deadline, int enough) {
+    int lo_i = s->wr_off[v], hi_i = s->wr_off[v + 1], got = 0;
     /* bisect_left(ws, lo) */
     while (lo_i < hi_i) {
         int mid = (lo_i + hi_i) / 2;
         if (s->wr[mid] < lo) lo_i = mid + 1; else hi_i = mid;
     }
-    for (int k = lo_i; k < s->wr_off[v + 1]; k++) {
+    for (int k = lo_i; k < s->wr_off[v + 1] && got < enough; k++) {
         int w = s->wr[k];
-        if (s->inv[w] > deadline) return 0;
-        if (!bit(dm, s->W, w - lo)) return 1;
+        if (s->inv[w] > deadline) break;
+        if (!bit(dm, s->W, w - lo)) got++;
     }
-    return 0;
+    return got;
+}
+
+static int pending_setter(S *s, int v, int lo, const u64 *dm, i64 deadline) {
+    return open_setters(s, v, lo, dm, deadline, 1);
+}
+
+/* How many ops may begin a fresh stretch of value v by `deadline`: the state itself if it is v,
+   unlinearized determinate setters and indeterminate ones invoked by then (linearized or not: an
+   upper bound). Counting stops at `enough`. */
+static int setters_by(S *s, int v, int state, int lo, const u64 *dm, i64 deadline, int enough) {
+    int got = state == v;
+    if (got < enough) got += open_setters(s, v, lo, dm, deadline, enough - got);
+    for (int k = s->iw_off[v]; k < s->iw_off[v + 1] && got < enough; k++) {
+        if (s->iinv[s->iw[k]] > deadline) break;
+        got++;
+    }
+    return got;
 }
 
 static int doomed(S *s, int state, int lo, const u64 *dm, const int *cands, size_t nc) {
@@ -110,6 +131,18 @@ static int doomed(S *s, int state, int lo, const u64 *dm, const int *cands, size
         i64 deadline = s->ret[c];
         if (pending_setter(s, v, lo, dm, deadline)) continue;
         if (s->info_min[v] > deadline) return c;
+    }
+    /* Successful cas from v (to another value) each end a stretch of v, so the k-th of them by
+       deadline needs k stretches begun by then (Hall's condition for matching them to setters). */
+    for (size_t i = 0; i < nc; i++) {
+        int c = cands[i];
+        if (s->kind[c] != K_CAS || s->a[c] == s->b[c]) continue;
+        int v = s->a[c], k = 0;
+        for (size_t j = 0; j <= i; j++) {
+            int x = cands[j];
+            k += s->kind[x] == K_CAS && s->a[x] == v && s->b[x] != v;
+        }
+        if (k >= 2 && setters_by(s, v, state, lo, dm, s->ret[c], k) < k) return c;
     }
     return -1;
 }
@@ -156,63 +189,118 @@ static u64 hash_key(S *s, u64 kw, const u64 *dm) {
     return h;
 }
 
+static u64 hash_words(const u64 *w, int n) {
+    u64 h = 0x243f6a8885a308d3ULL;
+    for (int i = 0; i < n; i++) h = mix(h ^ (w[i] + 0x9e3779b97f4a7c15ULL * (u64)(i + 1)));
+    return h;
+}
+
+/* The memo, compact (issue 29: a hard key needs millions of configurations): an open-addressing
+   table of entry numbers, each slot with the upper half of the entry's hash beside it so that a probe
+   of another entry rarely has to read it (the lookups are cache misses: most of the search's time);
+   an entry is its key word (lo, state), its W window words and the head of its list of
+   indeterminate-op sets; the sets are interned once (few differ), so a list node is one word,
+   (next node + 1) << 32 | set number. */
+#define EMPTY32 UINT32_MAX
+#define SLOT_EMPTY UINT64_MAX
+
+static int grow32(uint32_t **tab, size_t *cap, size_t count, u64 (*key_of)(S *, size_t), S *s) {
+    size_t ncap = *cap ? *cap * 2 : 1 << 12;
+    uint32_t *t = malloc(ncap * sizeof(uint32_t));
+    if (!t) return -1;
+    memset(t, 0xff, ncap * sizeof(uint32_t));
+    for (size_t e = 0; e < count; e++) {
+        size_t h = key_of(s, e) & (ncap - 1);
+        while (t[h] != EMPTY32) h = (h + 1) & (ncap - 1);
+        t[h] = (uint32_t)e;
+    }
+    free(*tab);
+    *tab = t; *cap = ncap;
+    return 0;
+}
+
+static u64 entry_hash(S *s, size_t e) {
+    u64 *ent = s->entries.v + e * s->E;
+    return hash_key(s, ent[0], ent + 1);
+}
+
+static u64 iset_hash(S *s, size_t k) { return hash_words(s->isets.v + k * s->WI, s->WI); }
+
+/* the number of info-op set `im`, interned; -1: out of memory */
+static i64 iset_id(S *s, const u64 *im) {
+    if (s->WI == 0) return 0;
+    if ((s->niset + 1) * 2 > s->iscap && grow32(&s->istab, &s->iscap, s->niset, iset_hash, s) < 0) return -1;
+    size_t h = hash_words(im, s->WI) & (s->iscap - 1);
+    while (s->istab[h] != EMPTY32) {
+        if (memcmp(s->isets.v + (size_t)s->istab[h] * s->WI, im, s->WI * sizeof(u64)) == 0) return s->istab[h];
+        h = (h + 1) & (s->iscap - 1);
+    }
+    if (s->niset >= EMPTY32 - 1 || u64s_reserve(&s->isets, s->WI) < 0) return -1;
+    memcpy(s->isets.v + s->niset * s->WI, im, s->WI * sizeof(u64));
+    s->isets.n += s->WI;
+    s->istab[h] = (uint32_t)s->niset;
+    return (i64)s->niset++;
+}
+
+/* 1: new configuration (recorded), 0: dominated (skip), -1: out of memory */
 static int table_grow(S *s) {
     size_t cap = s->tcap ? s->tcap * 2 : 1 << 12;
-    i64 *t = malloc(cap * sizeof(i64));
+    u64 *t = malloc(cap * sizeof(u64));
     if (!t) return -1;
-    for (size_t i = 0; i < cap; i++) t[i] = -1;
-    for (size_t e = 0; e < s->count; e++) {
-        u64 *ent = s->entries.v + e * s->E;
-        size_t h = hash_key(s, ent[0], ent + 1) & (cap - 1);
-        while (t[h] >= 0) h = (h + 1) & (cap - 1);
-        t[h] = (i64)e;
+    memset(t, 0xff, cap * sizeof(u64));
+    for (size_t i = 0; i < s->tcap; i++) {
+        u64 slot = s->table[i];
+        if (slot == SLOT_EMPTY) continue;
+        size_t h = entry_hash(s, (uint32_t)slot) & (cap - 1);
+        while (t[h] != SLOT_EMPTY) h = (h + 1) & (cap - 1);
+        t[h] = slot;
     }
     free(s->table);
     s->table = t; s->tcap = cap;
     return 0;
 }
 
-/* 1: new configuration (recorded), 0: dominated (skip), -1: out of memory */
 static int memo(S *s, int lo, int state, const u64 *dm, const u64 *im) {
     if ((s->count + 1) * 2 > s->tcap && table_grow(s) < 0) return -1;
+    if (s->count >= EMPTY32 - 1) return -1;
     u64 kw = ((u64)(uint32_t)lo << 32) | (uint32_t)state;
-    size_t h = hash_key(s, kw, dm) & (s->tcap - 1);
-    while (s->table[h] >= 0) {
-        u64 *ent = s->entries.v + (size_t)s->table[h] * s->E;
-        if (ent[0] == kw && memcmp(ent + 1, dm, s->W * sizeof(u64)) == 0) {
-            /* seen: dominated if some recorded imask is a subset of this one */
-            u64 node = ent[1 + s->W];
-            while (node != UINT64_MAX) {
-                u64 *q = s->inodes.v + node;
-                int subset = 1;
-                for (int i = 0; i < s->WI; i++)
-                    if (q[1 + i] & ~im[i]) { subset = 0; break; }
-                if (subset) return 0;
-                node = q[0];
-            }
-            if (u64s_reserve(&s->inodes, 1 + s->WI) < 0) return -1;
-            size_t at = s->inodes.n;
-            ent = s->entries.v + (size_t)s->table[h] * s->E; /* (entries did not move) */
-            s->inodes.v[at] = ent[1 + s->W];
-            memcpy(s->inodes.v + at + 1, im, s->WI * sizeof(u64));
-            s->inodes.n += 1 + s->WI;
-            ent[1 + s->W] = at;
-            return 1;
+    u64 hash = hash_key(s, kw, dm), tag = hash >> 32 << 32;
+    size_t h = hash & (s->tcap - 1);
+    u64 *ent = NULL;
+    while (s->table[h] != SLOT_EMPTY) {
+        u64 slot = s->table[h];
+        if ((slot & 0xffffffff00000000ULL) == tag) {
+            u64 *e = s->entries.v + (size_t)(uint32_t)slot * s->E;
+            if (e[0] == kw && memcmp(e + 1, dm, s->W * sizeof(u64)) == 0) { ent = e; break; }
         }
         h = (h + 1) & (s->tcap - 1);
     }
-    if (u64s_reserve(&s->entries, s->E) < 0 || u64s_reserve(&s->inodes, 1 + s->WI) < 0) return -1;
-    u64 *ent = s->entries.v + s->count * s->E;
-    ent[0] = kw;
-    memcpy(ent + 1, dm, s->W * sizeof(u64));
-    size_t at = s->inodes.n;
-    s->inodes.v[at] = UINT64_MAX;
-    memcpy(s->inodes.v + at + 1, im, s->WI * sizeof(u64));
-    s->inodes.n += 1 + s->WI;
-    ent[1 + s->W] = at;
-    s->entries.n += s->E;
-    s->table[h] = (i64)s->count;
-    s->count++;
+    if (ent) { /* seen: dominated if some recorded set of info ops is a subset of this one */
+        u64 node = ent[1 + s->W];
+        while (node) {
+            u64 link = s->inodes.v[node - 1];
+            const u64 *q = s->isets.v + (size_t)(uint32_t)link * s->WI;
+            int subset = 1;
+            for (int i = 0; i < s->WI; i++)
+                if (q[i] & ~im[i]) { subset = 0; break; }
+            if (subset) return 0;
+            node = link >> 32;
+        }
+    }
+    i64 id = iset_id(s, im);
+    if (id < 0 || s->inodes.n >= EMPTY32 - 1 || u64s_reserve(&s->inodes, 1) < 0) return -1;
+    if (!ent) {
+        if (u64s_reserve(&s->entries, s->E) < 0) return -1;
+        ent = s->entries.v + s->count * s->E;
+        ent[0] = kw;
+        memcpy(ent + 1, dm, s->W * sizeof(u64));
+        ent[1 + s->W] = 0;
+        s->entries.n += s->E;
+        s->table[h] = tag | (u64)s->count;
+        s->count++;
+    }
+    s->inodes.v[s->inodes.n++] = (ent[1 + s->W] << 32) | (u64)id;
+    ent[1 + s->W] = s->inodes.n; /* node number + 1; 0 ends the list */
     return 1;
 }
 
@@ -494,7 +582,7 @@ static PyObject *py_search(PyObject *self, PyObject *args) {
     S s;
     memset(&s, 0, sizeof s);
     Py_ssize_t n, ni, tmp;
-    int *pure_i = NULL, *blind_i = NULL, *setter = NULL, *needv = NULL;
+    int *pure_i = NULL, *blind_i = NULL, *setter = NULL, *needv = NULL, *isetter = NULL;
     PyObject *result = NULL;
     if (load_i64(inv, &s.inv, &n) < 0 || load_i64(ret, &s.ret, &tmp) < 0) goto out;
     if (tmp != n) { PyErr_SetString(PyExc_ValueError, "arrays of different lengths"); goto out; }
@@ -526,7 +614,11 @@ static PyObject *py_search(PyObject *self, PyObject *args) {
         if (v < 0 || v >= nv) { PyErr_SetString(PyExc_ValueError, "value id out of range"); goto out; }
         if (s.iinv[j] < s.info_min[v]) s.info_min[v] = s.iinv[j];
     }
-    if (build_csr(nv, (int)n, setter, &s.wr_off, &s.wr) < 0 || build_csr(nv, (int)n, needv, &s.kp_off, &s.kp) < 0) {
+    isetter = malloc(sizeof(int) * (ni + 1));
+    if (!isetter) { PyErr_NoMemory(); goto out; }
+    for (Py_ssize_t j = 0; j < ni; j++) isetter[j] = s.ikind[j] == K_WRITE ? s.ia[j] : s.ib[j];
+    if (build_csr(nv, (int)n, setter, &s.wr_off, &s.wr) < 0 || build_csr(nv, (int)n, needv, &s.kp_off, &s.kp) < 0 ||
+        build_csr(nv, (int)ni, isetter, &s.iw_off, &s.iw) < 0) {
         PyErr_NoMemory();
         goto out;
     }
@@ -560,8 +652,8 @@ static PyObject *py_search(PyObject *self, PyObject *args) {
 out:
     free(s.inv); free(s.ret); free(s.iinv); free(s.kind); free(s.a); free(s.b); free(s.ikind); free(s.ia);
     free(s.ib); free(s.pure); free(s.blind); free(s.needs); free(s.wr_off); free(s.wr); free(s.kp_off); free(s.kp);
-    free(s.info_min); free(pure_i); free(blind_i); free(setter); free(needv);
-    free(s.entries.v); free(s.inodes.v); free(s.table);
+    free(s.info_min); free(pure_i); free(blind_i); free(setter); free(needv); free(isetter); free(s.iw_off); free(s.iw);
+    free(s.entries.v); free(s.inodes.v); free(s.table); free(s.isets.v); free(s.istab);
     return result;
 }
 

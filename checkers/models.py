@@ -8,7 +8,7 @@ subclassing `Model` and calling `register_model`.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -257,11 +257,14 @@ class RegisterModel(Model):
     def pruner(self, ops: list[Op], info: list[Op]) -> Pruner | None:
         """A read (or successful cas) of v needs state v now, or a pending writer of v it can follow."""
         needs: dict[int, Any] = {}  # op index -> value it must observe
+        consumes: dict[int, Any] = {}  # op index -> value a successful cas changes to another
         writers: dict[Any, list[int]] = {}  # value -> determinate ops that may set it, by index
         info_writers: dict[Any, list[int]] = {}  # value -> invoke times of indeterminate setters
         for i, (op, (f, a, b)) in enumerate(zip(ops, self._all_parts(ops), strict=True)):
             if f == "read" or (f == "cas" and op.type == "ok"):
                 needs[i] = a
+                if f == "cas" and a != b:
+                    consumes[i] = a
             if f == "write":
                 writers.setdefault(a, []).append(i)
             elif f == "cas" and op.type == "ok":
@@ -272,7 +275,7 @@ class RegisterModel(Model):
             return None
         inv = [op.invoke_time for op in ops]
         ret = [op.complete_time for op in ops]
-        return _settable_pruner(needs, writers, info_writers, inv, ret)
+        return _settable_pruner(needs, writers, info_writers, inv, ret, consumes)
 
     def written(self, ops: list[Op]) -> list[Any]:
         """The values `ops` may write (writes, and cas that succeeded or may have)."""
@@ -705,9 +708,12 @@ def _settable_pruner(
     info_writers: dict[Any, list[int]],
     inv: list[int],
     ret: list[Any],
+    consumes: dict[int, Any],
 ) -> Pruner:
     """Doomed: a candidate that needs value v while the state is not v and no unlinearized writer
-    of v was invoked before it returned (a register-like state that ops overwrite wholesale)."""
+    of v was invoked before it returned (a register-like state that ops overwrite wholesale). Or:
+    k candidates that each end a stretch of v (a successful cas from v to another value) need k
+    stretches of v begun by the k-th one's deadline (Hall's condition), and fewer ops can begin one."""
     empty: list[int] = []
 
     def doomed(state: Any, lo: int, dmask: int, cands: list[int]) -> int:
@@ -721,7 +727,30 @@ def _settable_pruner(
             times = info_writers.get(v)
             if not times or times[0] > deadline:
                 return c
+        if consumes:
+            ended: dict[Any, int] = {}
+            for c in cands:  # earliest deadline first
+                v = consumes.get(c, empty)
+                if v is empty:
+                    continue
+                k = ended[v] = ended.get(v, 0) + 1
+                if k >= 2 and _stretches_by(v, state, lo, dmask, ret[c], k) < k:
+                    return c
         return -1
+
+    def _stretches_by(v: Any, state: Any, lo: int, dmask: int, deadline: Any, enough: int) -> int:
+        """Ops that may begin a stretch of v by `deadline`: the state itself, unlinearized writers
+        invoked by then, indeterminate ones (linearized or not: an upper bound). Stops at `enough`."""
+        got = 1 if state == v else 0
+        ws = writers.get(v, empty)
+        for k in range(bisect_left(ws, lo), len(ws)):
+            if got >= enough or inv[ws[k]] > deadline:
+                break
+            if not (dmask >> (ws[k] - lo)) & 1:
+                got += 1
+        if got < enough:
+            got += bisect_right(info_writers.get(v, empty), deadline)
+        return got
 
     return doomed
 

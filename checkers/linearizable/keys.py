@@ -19,7 +19,8 @@ from checkers.progress import Tracker
 from checkers.register_search import undecided_window
 from checkers.verdict import UNKNOWN
 
-DEFAULT_MAX_STATES = 4_000_000  # memoised configurations per key (~1 GB); beyond that: unknown
+DEFAULT_MAX_STATES = 12_000_000  # memoised configurations per key (~1 GB compiled); beyond that: unknown
+PURE_PYTHON_MAX_STATES = 4_000_000  # the default for the pure-Python search (~250 bytes a configuration)
 QUICK_STATES = 5_000  # the first search's state budget: easy keys need about one state per op
 QUICK_STATES_PER_OP = 2
 QUICK_SECONDS = 0.25  # and its time budget: a state of a hard key can cost a millisecond
@@ -78,6 +79,8 @@ class _KeyCheck:
         not shown valid then gets the model's zone analysis, which may decide it (with a proof of
         why), and else the search again with the full budget."""
         model, p = self.model, self.p
+        if self.native is None and max_states == DEFAULT_MAX_STATES:
+            max_states = PURE_PYTHON_MAX_STATES  # the default, sized for the compiled memo
         zones = zones and type(model).zones is not Model.zones  # no zones to fall back on: no quick search
         quick = min(max_states, QUICK_STATES + QUICK_STATES_PER_OP * len(p.ops)) if zones else max_states
         soon = min(deadline, time.monotonic() + QUICK_SECONDS) if zones else deadline

@@ -124,3 +124,57 @@ def test_an_undecided_key_names_the_window_it_could_not_linearize_and_a_budget()
     assert window["window_ops"] >= 2
     assert window["estimated_states"] > res["states"]
     assert any("could not linearize the window of" in line for line in summarize(verdict))
+
+
+def _cas_from_seven(cases: int, extra_sevens: list[tuple[int, int | None]]) -> list:
+    """write 7, then `cases` successful cas from 7 (7→1, 7→2, ...) all at once, ending at 50, 51, ...;
+    each (invoke, end) of `extra_sevens` is another write of 7 (end None: crashed, may land any time).
+    Each cas from 7 ends a stretch of 7, so the k-th of them needs k stretches of 7 by its end."""
+    rows: list[tuple] = [(0, 0, "invoke", "write", 7), (1, 0, "ok", "write", 7)]
+    for k in range(cases):
+        rows += [(10, 10 + k, "invoke", "cas", [7, 1 + k]), (50 + k, 10 + k, "ok", "cas", [7, 1 + k])]
+    for k, (start, end) in enumerate(extra_sevens):
+        rows.append((start, 20 + k, "invoke", "write", 7))
+        rows.append((start + 1, 20 + k, "info", "write", 7) if end is None else (end, 20 + k, "ok", "write", 7))
+    return history(*rows).ops
+
+
+def _doomed_after_the_first_write(ops) -> int:
+    """The register pruner's answer at the configuration where only the first write of 7 is linearized."""
+    from checkers.linearizable.prepared import candidates, prepare
+
+    p = prepare(MODEL, ops)
+    assert p.ops[0].f == "write" and p.ops[0].invoke_value == 7
+    cands, _ = candidates(p, 1, 0)
+    return MODEL.pruner(p.ops, p.info)(7, 1, 0, cands)
+
+
+@pytest.mark.parametrize(
+    ("cases", "extra", "valid"),
+    [
+        (2, [], False),  # one stretch of 7 for two cas from 7
+        (2, [(12, 60)], True),  # a second write of 7 between them
+        (2, [(51, 60)], True),  # invoked just as the second cas ends: still concurrent with it
+        (2, [(52, 60)], False),  # invoked after both ended: too late
+        (2, [(12, None)], True),  # a crashed write of 7 may land between them
+        (3, [(12, 60)], False),  # three cas from 7, two stretches
+        (3, [(12, 60), (13, 61)], True),
+    ],
+)
+@pytest.mark.parametrize("native", [True, False])
+def test_cas_from_the_same_value_need_a_stretch_each(cases, extra, valid, native):
+    """The pruner's count (Hall's condition over the cas from v by deadline) decides the same as the
+    search without any cut, both verdicts, at the boundary (invoked exactly at the deadline) too."""
+    ops = _cas_from_seven(cases, extra)
+    assert check_key(MODEL, None, ops, zones=False, prune=False).valid is valid
+    assert check_key(MODEL, None, ops, zones=False, native=native).valid is valid
+    assert check(ops, "register").valid is valid
+
+
+def test_the_pruner_counts_stretches_of_a_value():
+    """Two cas from 7 pending with only the current 7: doomed at once (before this count the pruner
+    let the search go on until the second cas found no 7); with a second writer of 7: not doomed."""
+    assert _doomed_after_the_first_write(_cas_from_seven(2, [])) >= 0
+    assert _doomed_after_the_first_write(_cas_from_seven(2, [(12, 60)])) == -1
+    assert _doomed_after_the_first_write(_cas_from_seven(2, [(12, None)])) == -1
+    assert _doomed_after_the_first_write(_cas_from_seven(3, [(12, 60)])) >= 0
