@@ -12,6 +12,11 @@ applied batch by batch, so from a state the controller once had):
   as Kafka keeps it (with no leader) so that it can come back as the leader;
 - the leader is in the ISR, the ISR is not empty, within the replicas and without duplicates.
 
+With `--elr` (the cluster runs KIP-966's Eligible Leader Replicas, on by default in new Apache Kafka
+4.1 clusters) an ISR may be empty: the controller moves the last ISR member to the ELR when it is
+fenced, so the partition has no leader and no ISR until an ELR member comes back. Then an empty ISR
+is an anomaly (`empty-isr`) only when the answer names a leader.
+
 "Fenced" in one answer means "not among the brokers the answer lists": Metadata lists exactly the
 registered, unfenced brokers. The rules apply to every Metadata answer of the history, whichever
 client got it; the offset-based rules of `registrations` and `partition-state` (an image placed after
@@ -75,8 +80,9 @@ def _leader(value: Any, key: str, op: Op) -> int:
     return leader
 
 
-def judge_answer(op: Op, out: Anomalies) -> int:
-    """Add the anomalies of one ok Metadata answer to `out`; the number of partitions it showed."""
+def judge_answer(op: Op, out: Anomalies, *, elr: bool = False) -> int:
+    """Add the anomalies of one ok Metadata answer to `out`; the number of partitions it showed
+    (`elr`: an empty ISR without a leader is valid, module docstring)."""
     v = op.value
     if not isinstance(v, Mapping):
         raise BrokerOpsError(f"op {op.id} ({op.f}): value must be an object, got {v!r}")
@@ -95,7 +101,7 @@ def judge_answer(op: Op, out: Anomalies) -> int:
         if len(isr) >= 2 and set(isr) - unfenced:
             fenced = sorted(set(isr) - unfenced)
             out.add("fenced-in-isr", {"partition": key, "op": op.id, "why": f"{where}, has ISR {isr} with {fenced}"})
-        if not isr:
+        if not isr and not (elr and leader < 0):
             out.add("empty-isr", {"partition": key, "op": op.id, "why": f"{where}, has an empty ISR"})
         elif leader >= 0 and leader not in isr:
             out.add("leader-not-in-isr", {"partition": key, "op": op.id, "why": f"{where}: leader {leader}, ISR {isr}"})
@@ -176,7 +182,7 @@ def fencing_delays(history: History) -> dict[str, Any] | None:
     }
 
 
-def check_metadata_answers(history: History) -> Verdict:
+def check_metadata_answers(history: History, *, elr: bool = False) -> Verdict:
     """Judge every ok Metadata answer of the history alone (module docstring)."""
     out = Anomalies(EXPLANATIONS)
     counts = {f: 0 for f in (*METADATA_F, *COUNTED_F)}
@@ -188,7 +194,7 @@ def check_metadata_answers(history: History) -> Verdict:
         counts[op.f] += 1
         if op.f in METADATA_F:
             before = sum(len(found) for found in out.found.values())
-            partitions += judge_answer(op, out)
+            partitions += judge_answer(op, out, elr=elr)
             anomalous[op.f] += sum(len(found) for found in out.found.values()) > before
     if not any(counts[f] for f in METADATA_F):
         return Verdict(CHECKER, UNKNOWN, {"reason": "no Metadata answers in the history"})
@@ -202,8 +208,17 @@ def check_metadata_answers(history: History) -> Verdict:
     return Verdict(CHECKER, not out, details)
 
 
+def add_check_arguments(parser: Any) -> None:
+    group = parser.add_argument_group("metadata-answers")
+    group.add_argument(
+        "--elr",
+        action="store_true",
+        help="the cluster runs KIP-966 Eligible Leader Replicas: an empty ISR without a leader is valid",
+    )
+
+
 def check_from_args(history: History, args: Any) -> Verdict:
-    return check_metadata_answers(history)
+    return check_metadata_answers(history, elr=bool(getattr(args, "elr", False)))
 
 
 def summarize(verdict: Verdict) -> list[str]:

@@ -21,7 +21,10 @@ metadata image, a committed prefix of the KRaft metadata log applied at its own 
 consistent; no read barrier, no offset or epoch in the answer the Python API returns). So answers
 cannot be ordered against each other, and the checker (`metadata-answers`) judges each one alone by
 the rules every image the controller writes satisfies: no fenced broker as a leader or in an ISR of
-two or more, the leader in the ISR, the ISR within the replicas. It also measures how long a killed
+two or more, the leader in the ISR, the ISR within the replicas. The ISR may be empty when there is
+no leader: Kafka 4.1 formats a new cluster with KIP-966's Eligible Leader Replicas
+(`eligible.leader.replicas.version=1`), and then fencing the last ISR member moves it to the ELR
+(checker option `elr`). It also measures how long a killed
 or paused broker stays listed, and stays a leader, in the other brokers' answers (the fencing delay:
 `broker.session.timeout.ms` plus the image's lag). `availability` asks for one Metadata answer
 within the recovery window after the final heal (these workloads write nothing).
@@ -47,8 +50,9 @@ from workloads.played_brokers import observe
 SETUP_TIMEOUT_S = 60.0
 READ_FS = ("kafka-metadata", "kafka-describe-cluster")
 CHECKERS = ("metadata-answers",)
-# these workloads write nothing: a Metadata answer after the final heal is the cluster's liveness
-CHECKER_OPTIONS = {"availability": {"write_f": list(READ_FS)}}
+# these workloads write nothing: a Metadata answer after the final heal is the cluster's liveness;
+# Kafka 4.1 formats new clusters with KIP-966's Eligible Leader Replicas, so an ISR may be empty
+CHECKER_OPTIONS = {"availability": {"write_f": list(READ_FS)}, "metadata-answers": {"elr": True}}
 
 
 class ObserverClient:

@@ -69,6 +69,19 @@ def test_each_broken_rule_is_its_anomaly(brokers, leader, isr, anomaly):
     assert set(verdict.details["anomalies"]) <= set(EXPLANATIONS)
 
 
+def test_with_eligible_leader_replicas_an_empty_isr_without_leader_is_valid():
+    """KIP-966 (Kafka 4.1's default): the last ISR member, fenced, moves to the ELR, leaving the
+    partition with no leader and an empty ISR (seen on Kafka 4.1.1: brokers [2, 3], leader -1, ISR [])."""
+    h = BrokerHistoryBuilder()
+    answer(h, [4, B0, B1, B2], B0, [B0], at=10)
+    answer(h, [4, B1, B2], -1, [], at=20)
+    assert check_metadata_answers(h.history(), elr=True).valid is True
+    assert "empty-isr" in check_metadata_answers(h.history()).details["anomalies"]  # not without ELR
+    answer(h, [4, B1, B2], B1, [], at=30)  # a leader with an empty ISR is wrong either way
+    verdict = check_metadata_answers(h.history(), elr=True)
+    assert verdict.valid is False and verdict.details["anomalies"]["empty-isr"]["count"] == 1
+
+
 def test_our_clients_answers_are_judged_by_the_same_rules():
     h = BrokerHistoryBuilder()
     answer(h, [4, B0, B1], B0, [B0, B1, B2], at=10, f="metadata", offset=40)

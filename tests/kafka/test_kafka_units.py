@@ -74,6 +74,7 @@ def test_the_broker_workloads_have_kafka_variants_that_only_observe(name):
     assert kafka.checkers == ("metadata-answers",) and "registrations" in ours.checkers
     # no write on Kafka: liveness is a Metadata answer after the final heal
     assert kafka.checker_options["availability"]["write_f"] == ["kafka-metadata", "kafka-describe-cluster"]
+    assert kafka.checker_options["metadata-answers"] == {"elr": True}  # Kafka 4.1's new clusters run KIP-966
     load_test(None, {"sut": "kafka", "backend": "netns", "workload": name, "nemesis": "partition,kill,pause"})
 
 
