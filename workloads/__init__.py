@@ -15,5 +15,6 @@ def load_builtin() -> None:
         isr_changes,
         kafka_config_append,
         kafka_config_register,
+        kafka_observe,
         registrations,
     )

@@ -21,7 +21,7 @@ them. A failed read is always `fail` (reads change nothing).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -30,9 +30,9 @@ from workloads.kafka_client import from_librdkafka
 
 try:
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import AdminClient, NewTopic
 except ImportError:  # pragma: no cover - pyproject installs it
-    AdminClient = None  # type: ignore[assignment,misc]
+    AdminClient = NewTopic = None  # type: ignore[assignment,misc]
     KafkaException = Exception  # type: ignore[assignment,misc]
 
 
@@ -40,6 +40,17 @@ def failure(exc: BaseException, node: str | None, *, read: bool) -> Completion:
     """`fail` when the op certainly did not happen, `info` otherwise (see the module docstring)."""
     definite = read or from_librdkafka(exc).definite
     return Completion("fail" if definite else "info", node=node, error=error_text(exc))
+
+
+def create_topics(admin: Any, topics: Sequence[str], partitions: int, replicas: int, timeout_s: float) -> None:
+    """Create `topics` (set-up, blocking) and wait for each; one that already exists is fine."""
+    futures = admin.create_topics([NewTopic(t, partitions, replicas) for t in topics], request_timeout=timeout_s)
+    for topic, future in futures.items():
+        try:
+            future.result(timeout=timeout_s)
+        except Exception as exc:
+            if "already exists" not in str(exc).lower():
+                raise ValueError(f"cannot create topic {topic}: {exc}") from None
 
 
 class KafkaClients:

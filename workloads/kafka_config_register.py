@@ -30,14 +30,13 @@ from vocab.invocation import Completion, DoneFn, Handler
 from vocab.workload import Workload, WorkloadEnv, WorkloadRun, register_workload
 from workloads.config_register import GENERATION, op_maker, register_keys, register_value
 from workloads.config_requests import split_key
-from workloads.kafka_admin import KafkaClients
+from workloads.kafka_admin import KafkaClients, create_topics
 
 with contextlib.suppress(ImportError):  # pyproject installs it; the module still loads without it
     from confluent_kafka.admin import (
         AlterConfigOpType,
         ConfigEntry,
         ConfigResource,
-        NewTopic,
         ResourceType,
     )
 
@@ -95,15 +94,7 @@ class KafkaConfigRegister(WorkloadRun):
         """Create the topics (one partition, replicated to up to 3 brokers) and wait for each."""
         clients = self.clients()
         replicas = min(3, len(clients.nodes))
-        futures = clients.admin.create_topics(
-            [NewTopic(t, 1, replicas) for t in self.topics], request_timeout=SETUP_TIMEOUT_S
-        )
-        for topic, future in futures.items():
-            try:
-                future.result(timeout=SETUP_TIMEOUT_S)
-            except Exception as exc:
-                if "already exists" not in str(exc).lower():
-                    raise ValueError(f"cannot create topic {topic}: {exc}") from None
+        create_topics(clients.admin, self.topics, 1, replicas, SETUP_TIMEOUT_S)
 
     def generator(self) -> Any:
         base = self._generations * GENERATION

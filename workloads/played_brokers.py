@@ -457,16 +457,21 @@ class PlayedBrokersClient:
             self.transport.to_node(op.value["node"], request, finish)
 
     def _observe(self, op: Op, done: DoneFn) -> None:
-        """A `kafka-*` read: librdkafka's answer as it is (formats: `checkers.metadata_answers`)."""
-        v = dict(op.value or {})
-        if self.observer is None or not self.observer.observes(v.get("node")):
-            done(Completion("fail", v, error=f"{op.f}: no confluent-kafka client for node {v.get('node')!r}"))
-            return
+        observe(self.observer, op, done)
 
-        def answered(value: Mapping[str, Any] | None, error: Exception | None, node: str) -> None:
-            done(broke(v, error, node) if error is not None else Completion("ok", {**v, **(value or {})}, node))
 
-        self.observer.read(op.f, v["node"], answered)
+def observe(observer: KafkaObserver | None, op: Op, done: DoneFn) -> None:
+    """A `kafka-*` read: librdkafka's answer as it is (formats: `checkers.metadata_answers`); also the
+    whole client of the observation workloads on Apache Kafka (`workloads.kafka_observe`)."""
+    v = dict(op.value or {})
+    if observer is None or not observer.observes(v.get("node")):
+        done(Completion("fail", v, error=f"{op.f}: no confluent-kafka client for node {v.get('node')!r}"))
+        return
+
+    def answered(value: Mapping[str, Any] | None, error: Exception | None, node: str) -> None:
+        done(broke(v, error, node) if error is not None else Completion("ok", {**v, **(value or {})}, node))
+
+    observer.read(op.f, v["node"], answered)
 
 
 # --- preparing the cluster -------------------------------------------------------------------------

@@ -100,3 +100,25 @@ def test_config_append_on_kafka_under_kill_and_clock_faults_is_valid_by_every_ch
     assert verdicts["stale-list-reads"]["reads"] > 0 and "stale_window" in verdicts["stale-list-reads"]
     assert {name: v["valid"] for name, v in verdicts.items() if v["valid"] is not True} == {}
     assert results["valid"] is True
+
+
+@pytest.mark.parametrize("workload", ["registrations", "isr-changes"])
+def test_the_observation_workloads_on_kafka_under_partition_kill_and_pause_are_valid(tmp_path: Path, workload: str):
+    """On Kafka registrations and isr-changes only watch (no client can register a broker or alter an
+    ISR): Metadata and DescribeCluster answers from every broker while nodes fail, each answer judged."""
+    path, events = _run(tmp_path, f"kafka-{workload}-test", workload, ("partition", "kill", "pause"))
+    assert _faults(events, "kill") or _faults(events, "pause") or _faults(events, "partition")
+    ok = [e for e in events if e["process"] != "nemesis" and e["type"] == "ok"]
+    assert {e["f"] for e in ok} == {"kafka-metadata", "kafka-describe-cluster"}  # reads only
+    assert {e["node"] for e in ok} == {"n1", "n2", "n3"}  # each answer names its broker
+    shown = {p for e in ok if e["f"] == "kafka-metadata" for p in e["value"]["partitions"]}
+    assert shown == {f"{workload}-{t}/{p}" for t in range(2) for p in range(3 if workload == "registrations" else 6)}
+    results = json.loads((path / "results.json").read_text())
+    verdicts = results["checkers"]
+    assert set(verdicts) == {"metadata-answers", "availability"}
+    answers = verdicts["metadata-answers"]["counts"]["answers"]
+    assert answers["kafka-metadata"] > 0 and answers["kafka-describe-cluster"] > 0
+    assert verdicts["availability"]["writes_ok_after_heal"] > 0  # an answer after the final heal
+    # Kafka keeps what every image promises: no fenced leader, no fenced broker in an ISR of two or more
+    assert {name: v["valid"] for name, v in verdicts.items() if v["valid"] is not True} == {}
+    assert results["valid"] is True

@@ -67,6 +67,17 @@ def test_config_register_has_a_kafka_variant_with_kafkas_checkers():
     assert kafka.checkers == ("prefix-reads", "committed-loss") and "linearizable" in ours.checkers
 
 
+@pytest.mark.parametrize("name", ["registrations", "isr-changes"])
+def test_the_broker_workloads_have_kafka_variants_that_only_observe(name):
+    kafka, ours = get_workload(name, "kafka"), get_workload(name, "kraft")
+    assert kafka is not ours and get_workload(name) is ours  # the reference cluster's keeps the name
+    assert kafka.checkers == ("metadata-answers",) and "registrations" in ours.checkers
+    # no write on Kafka: liveness is a Metadata answer after the final heal
+    assert kafka.checker_options["availability"]["write_f"] == ["kafka-metadata", "kafka-describe-cluster"]
+    assert kafka.checker_options["metadata-answers"] == {"elr": True}  # Kafka 4.1's new clusters run KIP-966
+    load_test(None, {"sut": "kafka", "backend": "netns", "workload": name, "nemesis": "partition,kill,pause"})
+
+
 def test_cluster_shapes_and_ids():
     combined = KafkaDB(["n1", "n2", "n3"], cluster_id())
     assert combined.controllers == combined.brokers == ["n1", "n2", "n3"]

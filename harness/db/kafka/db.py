@@ -122,9 +122,13 @@ class KafkaDB(ProgramDB):
     def node_of(self, node_id: int) -> str | None:
         return self._nodes[node_id - 1] if 1 <= node_id <= len(self._nodes) else None
 
+    def broker_address(self, node: str) -> str:
+        """A broker's client listener, "host:port" (what `workloads.kafka_observer` bootstraps on)."""
+        return f"{self._backend().address(node)}:{BROKER_PORT}"
+
     def bootstrap(self, nodes: Sequence[str] | None = None) -> str:
         """`bootstrap.servers` for clients: the brokers' listeners (these, or every broker)."""
-        return ",".join(f"{self._backend().address(n)}:{BROKER_PORT}" for n in (nodes or self.brokers))
+        return ",".join(self.broker_address(n) for n in (nodes or self.brokers))
 
     # -- install and start ---------------------------------------------------------------------------
 
