@@ -55,7 +55,7 @@ NEEDS: dict[str, str] = {
     "raft-leader-ignores-last-fetched-epoch": "a follower with a divergent tail after a failover: sim invariants "
     "(log matching, committed entries final)",
     "raft-follower-truncates-to-leader-epoch-end": "fast failovers (a deposed leader's tail on a follower): "
-    "quorum-progress / a follower that never catches up",
+    "sim invariants (a divergence repaired)",
     "raft-describe-quorum-answered-by-non-leader": "DescribeQuorum ops of the played-broker workloads during an "
     "election: quorum-progress (leaderless-answer)",
     "raft-vote-skips-log-up-to-date-check": "elections without pre-vote (pre_vote = false: suites/gate.toml's "

@@ -434,6 +434,12 @@ class NodeProcess:
         elif pending.on_reply is not None:
             pending.on_reply(message)
 
+    def raft_correlation_id(self, correlation_id: int) -> int | None:
+        """The Raft core's id of the request this process sent as `correlation_id`, while the answer is
+        still awaited; None for a component's request or an answer already had (a stale copy)."""
+        pending = self._outbound.get(correlation_id)
+        return None if pending is None else pending.raft_correlation_id
+
     def _feed_raft(self, event: Any) -> None:
         if self._held:  # the Raft core sees the held appends before anything that follows them
             self._release_held()

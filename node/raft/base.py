@@ -116,6 +116,12 @@ class RaftNodeBase:
     def _can_send(self, now: int, dest: int) -> bool:
         return dest not in self._inflight and self._backoff_until.get(dest, 0) <= now
 
+    def awaits(self, source: int, correlation_id: int) -> bool:
+        """This node waits for the answer `correlation_id` from `source`: it would act on it (any other
+        answer is a stale or duplicated one, dropped unread)."""
+        inflight = self._inflight.get(source)
+        return inflight is not None and inflight.correlation_id == correlation_id
+
     def _send(self, now: int, dest: int, message: Request) -> None:
         cid = self._next_correlation
         self._next_correlation += 1

@@ -379,8 +379,7 @@ class RaftNode(
                 raise TypeError(f"unknown request {message!r}")
 
     def _on_response(self, now: int, source: int, cid: int, message: Response) -> None:
-        inflight = self._inflight.get(source)
-        if inflight is None or inflight.correlation_id != cid:
+        if not self.awaits(source, cid):
             return  # an answer to a request this role no longer waits for
         del self._inflight[source]
         self._failures.pop(source, None)

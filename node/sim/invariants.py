@@ -47,6 +47,16 @@ Against the crashes to come (durable state, as a power loss now would leave each
     node would refuse to start on counts as remembering). And a voter restarting in that epoch comes
     back remembering it (it did not vote, and cannot vote, for anyone else in it). Otherwise one crash
     lets the voter vote again in the epoch, and a second leader can be elected in it.
+
+Of the protocol's repair of a diverged log:
+
+11. A divergence is repaired (KIP-595 FetchResponse handling, step 2: truncate from DivergingEpoch's
+    end offset, and every offset of a greater epoch). When a follower of leader L in epoch E acts on
+    L's answer in E naming DivergingEpoch (e, X), its log afterwards holds no entry of an epoch above
+    e, and if its last epoch is e it ends at X or before. (The world judges only the answer the Raft
+    core waits for: a stale or redelivered copy is dropped unread.) A follower that keeps a deposed leader's
+    tail is told the same divergence for ever and never catches up again (KAFKA-6361); no other rule
+    breaks, because it never counts that tail as committed.
 """
 
 from __future__ import annotations
@@ -207,6 +217,22 @@ class InvariantChecker:
                         f"node {who} holds a snapshot up to offset {end}, past the committed log's end "
                         f"{self.committed_end}"
                     )
+
+    def after_diverging(self, node_id: int, node: NodeView, diverging_epoch: int, end_offset: int) -> None:
+        """Rule 11, after the follower handled its leader's DivergingEpoch (`diverging_epoch`, `end_offset`).
+        Epoch 0 is the leader's log start (no epoch of the follower's is known to it): only the end offset
+        binds then."""
+        last, end = node.last_epoch, node.log_end_offset
+        if diverging_epoch > 0 and last > diverging_epoch:
+            kept = f"entries of epoch {last}, above the diverging epoch {diverging_epoch}"
+        elif (last == diverging_epoch or diverging_epoch == 0) and end > end_offset:
+            kept = f"entries up to offset {end}, past the leader's end offset {end_offset} of epoch {diverging_epoch}"
+        else:
+            return
+        raise InvariantViolation(
+            f"divergence not repaired: node {node_id} handled its leader's DivergingEpoch (epoch "
+            f"{diverging_epoch}, end offset {end_offset}) and still holds {kept}"
+        )
 
     def on_fail_stop(self, node_id: int, node: NodeView, disk: SimDisk, disks: Mapping[int, SimDisk]) -> None:
         """The node stopped on a disk error part way through an event: `after_event` never ran, but

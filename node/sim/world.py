@@ -27,8 +27,10 @@ from node.bugs import NO_BUGS
 from node.process.actions import MetadataApplied, ShutDown
 from node.process.events import BeginShutdown, InboundRequest
 from node.process.ports import RequestContext
+from node.protocol.errors import ErrorCode
 from node.protocol.messages import REQUESTS as QUORUM_REQUESTS
 from node.protocol.messages import RESPONSES as QUORUM_RESPONSES
+from node.protocol.messages import EpochEndOffset, FetchResponse
 from node.raft import actions as act
 from node.raft.config import RaftConfig
 from node.raft.events import (
@@ -70,6 +72,23 @@ NodeFactory = Callable[[RaftConfig, LoadedState, random.Random, Callable[[random
 def random_cluster_id(rng: random.Random) -> str:
     """A clusterId drawn from the node's seeded RNG, so it is the same on every replay."""
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def _diverging_to_follow(host: SimNode, event: Event) -> EpochEndOffset | None:
+    """The DivergingEpoch a follower is about to act on (invariant 11): in the answer it waits for (not a
+    stale or redelivered copy), from the leader it follows, of its epoch, without error or snapshot.
+    Judged before the event: an answer that moves the node to a new epoch or leader is not acted on."""
+    if not (isinstance(event, ResponseReceived) and isinstance(event.message, FetchResponse)):
+        return None
+    raft = host.raft
+    cid = event.correlation_id if host.process is None else host.process.raft_correlation_id(event.correlation_id)
+    if cid is None or not raft.awaits(event.source, cid):
+        return None
+    resp = event.message
+    if resp.diverging_epoch is None or resp.error_code != ErrorCode.NONE or resp.snapshot_id is not None:
+        return None
+    following = raft.role is Role.FOLLOWER and raft.leader_id == event.source == resp.leader_id
+    return resp.diverging_epoch if following and raft.epoch == resp.leader_epoch else None
 
 
 @dataclass(frozen=True)
@@ -744,6 +763,7 @@ class Simulation:
                     f"node {node_id} handled {LIVELOCK_EVENTS} events at t={now} ms without time moving on: "
                     "a livelock (a timer re-armed for a time already past?)"
                 )
+            diverging = _diverging_to_follow(host, event)
             actions = host.core.handle(host.clock.local(now), event)
             log_changed = False
             dispatch = self._dispatch
@@ -755,6 +775,8 @@ class Simulation:
                     log_changed = True
                 handler(host, action)
             self.checker.after_event(node_id, host.raft, host.disk, self._disks, log_changed)
+            if diverging is not None:
+                self.checker.after_diverging(node_id, host.raft, diverging.epoch, diverging.end_offset)
             if host.process is not None:
                 self.images.after_event(node_id, host.process.image, self.checker.committed_end)
             for hook in self.event_hooks:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from node.bugs import Bugs
 from node.raft.node import RaftNode
 from node.raft.quorum_state import Role
 from node.runtime.file_storage import LOG_DIR_NAME, FileStorage
@@ -90,6 +91,28 @@ def test_eager_commit_is_caught_under_random_faults():
         )
     )
     assert result.violation is not None
+
+
+def test_a_follower_keeping_a_deposed_leaders_tail_is_caught_when_it_handles_the_divergence_kafka_6361():
+    """Invariant 11. With the planted bug a follower told its log diverges in epoch 1 keeps the deposed
+    epoch-2 leader's entries; before the invariant only the end of the run noticed, as a follower that
+    never caught up (and in a whole-node run a snapshot hides even that). The correct core passes."""
+
+    def follower_run(*bugs: str):
+        raft = {"bugs": Bugs(frozenset(bugs))}
+        return run(
+            RunConfig(
+                sim=SimConfig(seed=4, voters=3, observers=2, raft=raft),
+                faults=FaultConfig(kinds=("partition", "kill")),
+                duration_ms=20_000,
+                quiet_max_ms=30_000,
+            )
+        )
+
+    violation = follower_run("raft-follower-truncates-to-leader-epoch-end").violation
+    assert violation is not None and "divergence not repaired" in violation.message, violation
+    assert "still holds entries of epoch 2, above the diverging epoch 1" in violation.message
+    assert follower_run().valid
 
 
 def test_figure8_without_the_own_epoch_rule_is_caught():

@@ -7,11 +7,18 @@ from dataclasses import dataclass
 
 import pytest
 
+from node.protocol.errors import ErrorCode
+from node.protocol.messages import EpochEndOffset, FetchResponse
+from node.raft.events import ResponseReceived
 from node.raft.quorum_state import NO_ID, QuorumStateData, Role
 from node.raft.records import RecordBatch
+from node.sim.cluster import ClusterConfig
+from node.sim.cluster_run import settled
 from node.sim.disk import SimDisk
 from node.sim.invariants import InvariantChecker, InvariantViolation
+from node.sim.runner import converged
 from node.sim.world import SimConfig, Simulation
+from tests.sim.scenarios import wait
 from tests.sim.test_disk import diverged_below_a_fetched_snapshot
 
 
@@ -169,6 +176,77 @@ def test_log_matching_same_entry_after_a_different_prefix():
 
 
 # --- rule 9: commit safety (no voter lacking a committed entry could still be elected) -------------------
+
+
+def diverged_follower(*batches: RecordBatch) -> Cluster:
+    """Node 2 holds `batches`; what it holds after handling a DivergingEpoch is what rule 11 judges."""
+    c = Cluster()
+    c.append(2, *batches)
+    return c
+
+
+def repaired(c: Cluster, epoch: int, end_offset: int) -> None:
+    c.checker.after_diverging(2, c.views[2], epoch, end_offset)
+
+
+def test_a_follower_that_truncated_every_later_epoch_has_repaired_the_divergence():
+    repaired(diverged_follower(batch(0, 1), batch(1, 1)), 1, 3)  # its epoch 1 ends before the leader's
+    repaired(diverged_follower(batch(0, 1), batch(1, 1)), 1, 2)
+    repaired(diverged_follower(batch(0, 1)), 3, 5)  # it has no epoch 3: everything after epoch 1 went
+    repaired(diverged_follower(batch(0, 1), batch(1, 2)), 0, 2)  # epoch 0: the leader's log start binds
+
+
+def test_a_follower_that_keeps_a_later_epoch_after_a_divergence_fails_kafka_6361():
+    c = diverged_follower(batch(0, 1), batch(1, 1), batch(2, 2))  # a deposed epoch-2 leader's entry at 2
+    with pytest.raises(InvariantViolation, match="still holds entries of epoch 2, above the diverging epoch 1"):
+        repaired(c, 1, 4)  # the leader's epoch 1 runs to 4: the bug's truncation to min(4, end 3) keeps it
+
+
+def test_a_follower_that_keeps_the_diverging_epoch_past_the_leaders_end_fails():
+    with pytest.raises(InvariantViolation, match="up to offset 3, past the leader's end offset 2 of epoch 1"):
+        repaired(diverged_follower(batch(0, 1), batch(1, 1), batch(2, 1)), 1, 2)
+    with pytest.raises(InvariantViolation, match="past the leader's end offset 1 of epoch 0"):
+        repaired(diverged_follower(batch(0, 1), batch(1, 2)), 0, 1)
+
+
+def deliver_stale_diverging_answer(sim: Simulation, follower: int, correlation_id: int) -> None:
+    """Hand `follower` a copy of a Fetch answer of its leader, in its epoch, as the answer to
+    `correlation_id`, whose DivergingEpoch (0, 0) would cut its whole log."""
+    raft = sim.raft(follower)
+    assert raft.role is Role.FOLLOWER and raft.log_end_offset > 0
+    stale = FetchResponse(ErrorCode.NONE, raft.leader_id, raft.epoch, 0, diverging_epoch=EpochEndOffset(0, 0))
+    sim._deliver(follower, sim.nodes[follower].incarnation, ResponseReceived(raft.leader_id, correlation_id, stale))
+
+
+def test_a_stale_copy_of_a_diverging_answer_is_not_judged_the_follower_drops_it():
+    """Rule 11 judges the answer a follower acts on. A copy the network delivers again (the `redeliver`
+    fault) answers a fetch the follower no longer waits for, and the core drops it unread: a copy whose
+    DivergingEpoch would cut the whole log must not count as a divergence left unrepaired."""
+    sim = Simulation(SimConfig(seed=1, voters=3))
+    sim.start()
+    wait(sim, lambda: converged(sim), 30_000, "a leader followed by both voters")
+    follower = next(n for n in sim.nodes if n != sim.leader())
+    deliver_stale_diverging_answer(sim, follower, 10**6)
+    assert sim.violation is None, sim.violation
+    assert sim.raft(follower).log_end_offset > 0
+
+
+def test_a_node_process_answer_is_matched_by_the_process_not_by_the_raft_cores_id():
+    """In a whole-node run the network's correlation ids are the process's, which maps each to the Raft
+    core's own id while the answer is awaited. A copy under the id the core waits for, which the process
+    does not map to it, is still a stale copy (registrations under every fault kind, seed 12, flagged
+    the correct cluster until the simulator asked the process). The broker's process also sends
+    requests of its own (registration, heartbeats), so its ids and its core's part ways."""
+    sim = Simulation(SimConfig(seed=1, cluster=ClusterConfig(controllers=3, brokers=1)))
+    sim.start()
+    wait(sim, lambda: settled(sim), 60_000, "a settled cluster")
+    broker = 4
+    leader = sim.raft(broker).leader_id
+    raft_id = next(c for c in range(1, 100_000) if sim.raft(broker).awaits(leader, c))
+    assert sim.nodes[broker].process.raft_correlation_id(raft_id) != raft_id
+    deliver_stale_diverging_answer(sim, broker, raft_id)
+    assert sim.violation is None, sim.violation
+    assert sim.raft(broker).log_end_offset > 0
 
 
 def figure8(leader_epoch_entry_durable: bool = True, follower_has_it: bool = True) -> Cluster:
