@@ -66,6 +66,7 @@ def search(p: Prepared, t: Tools, limits: Limits) -> Outcome:
     inv, ret, iinv = p.inv, p.ret, p.iinv
     fns, pure = t.fns, t.pure
     doomed, canon, guard, sym = t.doomed, t.canon, t.guard, t.sym
+    forget = sym.forget if sym is not None else None
     deadline, max_states, tracker = limits.deadline, limits.max_states, limits.tracker
     n, ni = len(inv), len(iinv)
     seen: dict[tuple, Any] = {}
@@ -151,6 +152,8 @@ def search(p: Prepared, t: Tools, limits: Limits) -> Outcome:
                 nim |= 1 << (c - n)
             if canon is not None:
                 ns = canon(ns, nlo, ndm)
+            if forget is not None:
+                ns = forget(ns, nlo, ndm)
             key = (nlo, ndm, ns)
             prev = lookup(key)
             if prev is None:
