@@ -408,6 +408,25 @@ static int info_children(S *s, Ints *ar, const int *cands, size_t nc, const u64 
     return 0;
 }
 
+/* The order children are tried in (register_search.urgent_first): those leaving the value that the
+   candidate with the earliest deadline needs go first, the rest keep their order. Only the order. */
+static int urgent_first(S *s, Ints *ar, size_t ch_off, size_t nch, int first, int state, Ints *tmp) {
+    int want = s->needs[first];
+    if (want == NONE_VALUE || want == state) return 0;
+    tmp->n = 0;
+    if (ints_reserve(tmp, 2 * nch) < 0) return -1;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t k = 0; k < nch; k++) {
+            int c = ar->v[ch_off + 2 * k], ns = ar->v[ch_off + 2 * k + 1];
+            if ((c != first && ns == want) == (pass == 0)) {
+                tmp->v[tmp->n++] = c;
+                tmp->v[tmp->n++] = ns;
+            }
+        }
+    memcpy(ar->v + ch_off, tmp->v, sizeof(int) * 2 * nch);
+    return 0;
+}
+
 static void shift_right(u64 *m, int W, int k) {
     /* m >>= k, k >= 1 */
     int words = k >> 6, bits = k & 63;
@@ -501,6 +520,8 @@ static int search(S *s, double deadline, i64 max_states, int **best_out, int *be
             ar.v[ar.n++] = c; ar.v[ar.n++] = ns;
             nch++;
         }
+        if (s->symmetric && nch > 1 && urgent_first(s, &ar, ch_off, nch, ar.v[cands_off], state, &scratch) < 0)
+            goto done;
         if (sp == scap) {
             size_t ncap = scap ? scap * 2 : 256;
             Frame *ns = realloc(stack, ncap * sizeof(Frame));

@@ -15,6 +15,8 @@ Two things here decide that shape:
   returns, v is overwritten before anyone sees it. All such states have the same future, so the
   search keeps one of them (`FORGOTTEN`) instead of one per value; with many values, the orders of
   concurrent writes no longer multiply by the value the last one left.
+- The order children are tried in (`urgent_first`): the write that the most urgent candidate needs
+  first. Not a cut: it decides nothing by itself, it only finds valid orders sooner.
 - Read-from witnesses (`stale_observations`): an ok read of v (or an ok cas from v) needs some op
   that may set v to be linearized before it with nothing in between. If every such op returned
   before some op certainly setting another value began, and that op returned before the read began,
@@ -39,6 +41,24 @@ class Symmetry:
     sig: list[Any]
     isig: list[Any]
     forget: Callable[[Any, int, int], Any] | None = None
+    needs: list[Any] | None = None  # per determinate op: the value it must see (read, ok cas), or NO_NEED
+
+
+NO_NEED = object()
+
+
+def urgent_first(needs: list[Any], children: list[tuple[int, Any]], first: int, state: Any) -> list[tuple[int, Any]]:
+    """The order children are tried in: those leaving the value that `first`, the candidate with the
+    earliest deadline, needs go first; the rest keep their order. Only the order changes, not what
+    is tried, so no verdict can; but with many values the search finds the write a read is waiting
+    for at once instead of after the subsets of the other concurrent writes."""
+    want = needs[first]
+    if want is NO_NEED or want == state:
+        return children
+    ahead = [ch for ch in children if ch[0] != first and ch[1] == want]
+    if not ahead:
+        return children
+    return ahead + [ch for ch in children if not (ch[0] != first and ch[1] == want)]
 
 
 class _Forgotten:

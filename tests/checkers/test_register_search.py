@@ -9,6 +9,7 @@ from checkers.gen import cas_register_history
 from checkers.history import pair, read_events
 from checkers.linearizable import check, check_key, summarize
 from checkers.models import RegisterModel
+from checkers.register_search import NO_NEED, urgent_first
 from checkers.verdict import UNKNOWN
 from tests.checkers.lin_helpers import history
 
@@ -43,7 +44,7 @@ def test_the_symmetric_search_still_proves_invalid(native):
     assert res.states <= 4 * EQUAL_WRITERS
 
 
-@pytest.mark.parametrize("values", [2, 3])
+@pytest.mark.parametrize("values", [2, 3, 30])
 def test_pruned_and_unpruned_searches_agree_on_small_cas_registers(values):
     """Soundness of the cuts on the shape they are for: the unpruned search (no symmetry, no
     witnesses, no pruner) is the reference; both verdicts occur among the draws."""
@@ -251,3 +252,23 @@ def test_a_write_nobody_observes_next_may_still_have_to_go_first(native):
     ]
     ops = history(*rows).ops
     assert check_key(MODEL, None, ops, zones=False, native=native).valid is True
+
+
+def test_the_write_the_most_urgent_candidate_needs_is_tried_first():
+    """Only the order changes: the children leaving the value the earliest-deadline candidate (op 0,
+    a read of 5) needs go first, the others keep their order; nothing is added or dropped."""
+    needs = [5, NO_NEED, NO_NEED, NO_NEED]
+    children = [(1, 7), (2, 5), (3, 8)]
+    assert urgent_first(needs, children, 0, None) == [(2, 5), (1, 7), (3, 8)]
+    assert urgent_first(needs, children, 0, 5) == children  # it can go now: nothing to hurry
+    assert urgent_first(needs, children, 1, None) == children  # a write needs nothing
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_with_many_values_the_search_finds_the_awaited_write_first(native):
+    """500 ops, 30 processes, values 0-99 (seed 3): in deadline order alone the search took 96,189
+    configurations; trying first the write the most urgent read waits for, 4,617."""
+    ops = pair(read_events(cas_register_history(500, processes=30, values=100, seed=3).events)).ops
+    res = check_key(MODEL, None, ops, zones=False, native=native)
+    assert res.valid is True
+    assert res.states <= 20_000
