@@ -2,8 +2,9 @@
  * model (read / write / cas; values interned to small ints, nil = 0).
  *
  * It mirrors the Python search step for step: the same candidates in the same order, the same
- * observer shortcut, register pruner, unique-value guard, indeterminate-op rule and memo with
- * dominance on the indeterminate ops used, so it visits the same configurations and reports the same
+ * observer shortcut, register pruner, unique-value guard, symmetry, forgetting of values nobody can
+ * observe, indeterminate-op rule and memo with dominance on the indeterminate ops used, so it
+ * visits the same configurations and reports the same
  * count and the same longest partial linearization. The Python search stays the reference; the tests
  * compare both on every history. The GIL is released while searching (the progress line keeps
  * drawing); signals are checked with the budgets, every 1024 configurations.
@@ -14,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 typedef int64_t i64;
 typedef uint64_t u64;
@@ -33,6 +37,19 @@ static inline int step(int kind, int a, int b, int s) {
     }
 }
 
+/* The memo's table and entries are hundreds of MB read at random: with 4 KiB pages most probes also
+   miss the TLB. Ask for transparent huge pages on the 2 MiB-aligned inside of a big block (a hint:
+   without THP it does nothing). */
+static void huge_pages(void *p, size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const uintptr_t huge = (uintptr_t)1 << 21;
+    uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1), hi = ((uintptr_t)p + bytes) & ~(huge - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p; (void)bytes;
+#endif
+}
+
 /* growable arrays */
 typedef struct { u64 *v; size_t n, cap; } U64s;
 typedef struct { int *v; size_t n, cap; } Ints;
@@ -44,6 +61,7 @@ static int u64s_reserve(U64s *a, size_t extra) {
     u64 *v = realloc(a->v, cap * sizeof(u64));
     if (!v) return -1;
     a->v = v; a->cap = cap;
+    huge_pages(v, cap * sizeof(u64));
     return 0;
 }
 static int ints_reserve(Ints *a, size_t extra) {
@@ -70,6 +88,11 @@ typedef struct {
     char *pure, *blind;
     int use_pruner, use_guard;
     int symmetric;          /* skip an op while an identical one that may go first is pending */
+    i64 *sig;               /* per det op: its step (kind, a, b) as one number, for `shadowed` */
+    int *isame;             /* per info op: the previous info op with the same step, or -1 */
+    int *ob_off, *ob;       /* determinate ops that observe each value (reads, cas from it), ascending */
+    int *wrt; int nwrt;     /* determinate writes, ascending */
+    char *info_from;        /* per value: some indeterminate cas is from it */
     /* per value: csr lists */
     int *needs;             /* per det op: value it must observe, or NONE_VALUE */
     int *wr_off, *wr;       /* determinate setters of each value, ascending */
@@ -161,21 +184,48 @@ static int blocked(S *s, int state, int lo, const u64 *dm, int c) {
    where c was: it was invoked by then; c may go where x was: it has not returned by then). So c need
    not be tried while x is pending; with small repeated values this cuts the orders of equal writes. */
 static int shadowed(S *s, const int *cands, size_t nc, int c) {
+    i64 mine = s->sig[c], r = s->ret[c];
     for (size_t i = 0; i < nc; i++) {
         int x = cands[i];
-        if (x < c && s->ret[x] <= s->ret[c] && s->kind[x] == s->kind[c] && s->a[x] == s->a[c] && s->b[x] == s->b[c])
-            return 1;
+        if (x < c && s->sig[x] == mine && s->ret[x] <= r) return 1;
     }
     return 0;
 }
 
-/* The same for indeterminate ops (open to the end): the earliest invoked of equal ones goes first. */
-static int info_shadowed(S *s, const int *avail, size_t upto, int j) {
-    for (size_t i = 0; i < upto; i++) {
-        int x = avail[i];
-        if (s->ikind[x] == s->ikind[j] && s->ia[x] == s->ia[j] && s->ib[x] == s->ib[j]) return 1;
-    }
+/* The same for indeterminate ops (open to the end): the earliest invoked of equal ones goes first.
+   An equal one invoked earlier is available whenever j is (invoked no later), so j waits exactly when
+   one of them is not yet linearized: walk the chain of earlier equal ones. */
+static int info_shadowed(S *s, const u64 *im, int j) {
+    for (int x = s->isame[j]; x >= 0; x = s->isame[x])
+        if (!bit(im, s->WI, x)) return 1;
     return 0;
+}
+
+/* Forgetting a value nobody can observe (register_search.forgetter): state v becomes the one state
+   "forgotten" (id nv) when no indeterminate cas is from v and the earliest unlinearized op observing v
+   was invoked after some unlinearized write returned, or there is none. */
+static int forget(S *s, int state, int lo, const u64 *dm) {
+    if (state >= s->nv || s->info_from[state]) return state;
+    int lo_i = s->ob_off[state], hi_i = s->ob_off[state + 1], first = -1;
+    while (lo_i < hi_i) {
+        int mid = (lo_i + hi_i) / 2;
+        if (s->ob[mid] < lo) lo_i = mid + 1; else hi_i = mid;
+    }
+    for (int k = lo_i; k < s->ob_off[state + 1]; k++)
+        if (!bit(dm, s->W, s->ob[k] - lo)) { first = s->ob[k]; break; }
+    if (first < 0) return s->nv;
+    i64 limit = s->inv[first];
+    lo_i = 0; hi_i = s->nwrt;
+    while (lo_i < hi_i) {
+        int mid = (lo_i + hi_i) / 2;
+        if (s->wrt[mid] < lo) lo_i = mid + 1; else hi_i = mid;
+    }
+    for (int k = lo_i; k < s->nwrt; k++) {
+        int w = s->wrt[k];
+        if (s->inv[w] >= limit) break;
+        if (s->ret[w] < limit && !bit(dm, s->W, w - lo)) return s->nv;
+    }
+    return state;
 }
 
 static inline u64 mix(u64 h) {
@@ -247,6 +297,7 @@ static int table_grow(S *s) {
     size_t cap = s->tcap ? s->tcap * 2 : 1 << 12;
     u64 *t = malloc(cap * sizeof(u64));
     if (!t) return -1;
+    huge_pages(t, cap * sizeof(u64));
     memset(t, 0xff, cap * sizeof(u64));
     for (size_t i = 0; i < s->tcap; i++) {
         u64 slot = s->table[i];
@@ -334,9 +385,9 @@ static int info_children(S *s, Ints *ar, const int *cands, size_t nc, const u64 
         }
     for (size_t i = 0; i < navail; i++) {
         int j = scratch->v[i];
-        if (s->symmetric && info_shadowed(s, scratch->v, i, j)) continue;
         int sj = step(s->ikind[j], s->ia[j], s->ib[j], state);
         if (sj == ILL || sj == state) continue;
+        if (s->symmetric && info_shadowed(s, im, j)) continue;
         for (size_t t = navail; t < scratch->n; t++) {
             int y = scratch->v[t];
             if (y == n + j) continue;
@@ -354,6 +405,25 @@ static int info_children(S *s, Ints *ar, const int *cands, size_t nc, const u64 
             }
         }
     }
+    return 0;
+}
+
+/* The order children are tried in (register_search.urgent_first): those leaving the value that the
+   candidate with the earliest deadline needs go first, the rest keep their order. Only the order. */
+static int urgent_first(S *s, Ints *ar, size_t ch_off, size_t nch, int first, int state, Ints *tmp) {
+    int want = s->needs[first];
+    if (want == NONE_VALUE || want == state) return 0;
+    tmp->n = 0;
+    if (ints_reserve(tmp, 2 * nch) < 0) return -1;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t k = 0; k < nch; k++) {
+            int c = ar->v[ch_off + 2 * k], ns = ar->v[ch_off + 2 * k + 1];
+            if ((c != first && ns == want) == (pass == 0)) {
+                tmp->v[tmp->n++] = c;
+                tmp->v[tmp->n++] = ns;
+            }
+        }
+    memcpy(ar->v + ch_off, tmp->v, sizeof(int) * 2 * nch);
     return 0;
 }
 
@@ -434,9 +504,9 @@ static int search(S *s, double deadline, i64 max_states, int **best_out, int *be
         size_t ch_off = ar.n, nch = 0;
         for (size_t i = 0; i < nc; i++) {
             int c = ar.v[cands_off + i];
-            if (s->symmetric && shadowed(s, ar.v + cands_off, nc, c)) continue;
             int ns = step(s->kind[c], s->a[c], s->b[c], state);
             if (ns == ILL) continue;
+            if (s->symmetric && shadowed(s, ar.v + cands_off, nc, c)) continue;
             if (s->pure[c]) {
                 ar.n = ch_off;
                 if (ints_reserve(&ar, 2) < 0) goto done;
@@ -450,6 +520,8 @@ static int search(S *s, double deadline, i64 max_states, int **best_out, int *be
             ar.v[ar.n++] = c; ar.v[ar.n++] = ns;
             nch++;
         }
+        if (s->symmetric && nch > 1 && urgent_first(s, &ar, ch_off, nch, ar.v[cands_off], state, &scratch) < 0)
+            goto done;
         if (sp == scap) {
             size_t ncap = scap ? scap * 2 : 256;
             Frame *ns = realloc(stack, ncap * sizeof(Frame));
@@ -500,6 +572,7 @@ static int search(S *s, double deadline, i64 max_states, int **best_out, int *be
                 int j = c - n;
                 cur[W + (j >> 6)] |= (u64)1 << (j & 63);
             }
+            if (s->symmetric) ns = forget(s, ns, nlo, cur);
             int fresh = memo(s, nlo, ns, cur, cur + W);
             if (fresh < 0) goto done;
             if (!fresh) continue;
@@ -623,6 +696,30 @@ static PyObject *py_search(PyObject *self, PyObject *args) {
         goto out;
     }
     s.use_pruner = use_pruner; s.use_guard = use_guard; s.symmetric = symmetric;
+    s.sig = malloc(sizeof(i64) * (n + 1)); s.isame = malloc(sizeof(int) * (ni + 1));
+    if (!s.sig || !s.isame) { PyErr_NoMemory(); goto out; }
+    for (Py_ssize_t i = 0; i < n; i++) s.sig[i] = ((i64)s.kind[i] * nv + s.a[i]) * nv + s.b[i];
+    int *obv = malloc(sizeof(int) * (n + 1));
+    s.wrt = malloc(sizeof(int) * (n + 1)); s.info_from = calloc(nv + 1, 1);
+    if (!obv || !s.wrt || !s.info_from) { free(obv); PyErr_NoMemory(); goto out; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s.a[i] >= nv) { free(obv); PyErr_SetString(PyExc_ValueError, "value id out of range"); goto out; }
+        obv[i] = s.kind[i] == K_WRITE ? -1 : s.a[i];
+        if (s.kind[i] == K_WRITE) s.wrt[s.nwrt++] = (int)i;
+    }
+    for (Py_ssize_t j = 0; j < ni; j++)
+        if (s.ikind[j] == K_CAS) {
+            if (s.ia[j] < 0 || s.ia[j] >= nv) { PyErr_SetString(PyExc_ValueError, "value id out of range"); goto out; }
+            s.info_from[s.ia[j]] = 1;
+        }
+    int obrc = build_csr(nv, (int)n, obv, &s.ob_off, &s.ob);
+    free(obv);
+    if (obrc < 0) { PyErr_NoMemory(); goto out; }
+    for (Py_ssize_t j = 0; j < ni; j++) {
+        s.isame[j] = -1;
+        for (Py_ssize_t x = j - 1; x >= 0; x--)
+            if (s.ikind[x] == s.ikind[j] && s.ia[x] == s.ia[j] && s.ib[x] == s.ib[j]) { s.isame[j] = (int)x; break; }
+    }
     /* the window: a linearized op beyond `lo` was invoked before `lo` returned */
     int width = 1;
     for (Py_ssize_t i = 0, j = 0; i < n; i++) {
@@ -653,6 +750,7 @@ out:
     free(s.inv); free(s.ret); free(s.iinv); free(s.kind); free(s.a); free(s.b); free(s.ikind); free(s.ia);
     free(s.ib); free(s.pure); free(s.blind); free(s.needs); free(s.wr_off); free(s.wr); free(s.kp_off); free(s.kp);
     free(s.info_min); free(pure_i); free(blind_i); free(setter); free(needv); free(isetter); free(s.iw_off); free(s.iw);
+    free(s.sig); free(s.isame); free(s.ob_off); free(s.ob); free(s.wrt); free(s.info_from);
     free(s.entries.v); free(s.inodes.v); free(s.table); free(s.isets.v); free(s.istab);
     return result;
 }

@@ -19,7 +19,7 @@ try:  # the compiled search and its helpers (setup.py builds it)
     from checkers import _lincore
 except ImportError:  # pragma: no cover - depends on the build
     _lincore = None
-from checkers.register_search import Symmetry, signatures, stale_observations
+from checkers.register_search import NO_NEED, Symmetry, forgetter, signatures, stale_observations
 from checkers.zones import ZoneVerdict, analyse
 
 ILLEGAL: Any = object()
@@ -359,7 +359,19 @@ class RegisterModel(Model):
         there are too few to pay for the check."""
         if self.unique_values(ops, info):
             return None
-        return Symmetry(signatures(ops, self._all_parts(ops)), signatures(info, self._all_parts(info)))
+        parts, iparts = self._all_parts(ops), self._all_parts(info)
+        inv = [op.invoke_time for op in ops]
+        ret = [op.complete_time for op in ops]
+        needs = [
+            a if f == "read" or (f == "cas" and op.type != "fail") else NO_NEED
+            for op, (f, a, _) in zip(ops, parts, strict=True)
+        ]
+        return Symmetry(
+            signatures(ops, parts),
+            signatures(info, iparts),
+            forgetter(parts, iparts, inv, ret),
+            needs,  # type: ignore[arg-type]
+        )
 
     def zones(self, ops: list[Op], info: list[Op]) -> ZoneVerdict | None:
         """Gibbons & Korach zones when written values are unique: decides read/write histories,

@@ -10,6 +10,13 @@ Two things here decide that shape:
   returned by then). So the search never tries c while such an x is pending (`shadowed`); for
   indeterminate ops, open to the end, the earliest invoked of equal ones goes first. Sound for any
   model whose steps are functions of the signature; used for registers whose values repeat.
+- Forgetting a value nobody can observe (`forgetter`): when every pending op that observes the
+  state's value v (a read of v, a cas from v, failed or not) must come after some pending write
+  returns, v is overwritten before anyone sees it. All such states have the same future, so the
+  search keeps one of them (`FORGOTTEN`) instead of one per value; with many values, the orders of
+  concurrent writes no longer multiply by the value the last one left.
+- The order children are tried in (`urgent_first`): the write that the most urgent candidate needs
+  first. Not a cut: it decides nothing by itself, it only finds valid orders sooner.
 - Read-from witnesses (`stale_observations`): an ok read of v (or an ok cas from v) needs some op
   that may set v to be linearized before it with nothing in between. If every such op returned
   before some op certainly setting another value began, and that op returned before the read began,
@@ -18,8 +25,8 @@ Two things here decide that shape:
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,10 +35,81 @@ from checkers.history import Op
 
 @dataclass(frozen=True)
 class Symmetry:
-    """Per determinate op and per indeterminate op, a signature; equal signatures, equal steps."""
+    """Per determinate op and per indeterminate op, a signature; equal signatures, equal steps.
+    `forget(state, lo, dmask)`: the state, or `FORGOTTEN` if nobody can observe it (`forgetter`)."""
 
     sig: list[Any]
     isig: list[Any]
+    forget: Callable[[Any, int, int], Any] | None = None
+    needs: list[Any] | None = None  # per determinate op: the value it must see (read, ok cas), or NO_NEED
+
+
+NO_NEED = object()
+
+
+def urgent_first(needs: list[Any], children: list[tuple[int, Any]], first: int, state: Any) -> list[tuple[int, Any]]:
+    """The order children are tried in: those leaving the value that `first`, the candidate with the
+    earliest deadline, needs go first; the rest keep their order. Only the order changes, not what
+    is tried, so no verdict can; but with many values the search finds the write a read is waiting
+    for at once instead of after the subsets of the other concurrent writes."""
+    want = needs[first]
+    if want is NO_NEED or want == state:
+        return children
+    ahead = [ch for ch in children if ch[0] != first and ch[1] == want]
+    if not ahead:
+        return children
+    return ahead + [ch for ch in children if not (ch[0] != first and ch[1] == want)]
+
+
+class _Forgotten:
+    """The register state "a value no pending op can observe before it is overwritten"."""
+
+    def __repr__(self) -> str:
+        return "<a value nobody observes>"
+
+
+FORGOTTEN = _Forgotten()
+
+
+def forgetter(
+    parts: Sequence[tuple[str, Any, Any]], iparts: Sequence[tuple[str, Any, Any]], inv: list[int], ret: list[int]
+) -> Callable[[Any, int, int], Any]:
+    """`Symmetry.forget` for a register key. State v is forgotten when no indeterminate cas is from v
+    and the earliest unlinearized op observing v (a read of v, a cas from v) was invoked after some
+    unlinearized write returned, or there is none. Sound: from two such states x and y, any
+    completion's ops before its first write observe neither (each observer waits for a write), so
+    they are failed cas from other values, legal from both and keeping the state; after that write
+    the states agree. And the same op leaves x and y alike, so every completion from x is one from y."""
+    observers: dict[Any, list[int]] = {}  # value -> determinate ops with it as `a` (not writes), by index
+    writes: list[int] = []
+    for i, (f, a, _) in enumerate(parts):
+        if f == "write":
+            writes.append(i)
+        else:
+            observers.setdefault(a, []).append(i)
+    seen_by_info = {a for f, a, _ in iparts if f == "cas"}
+    empty: list[int] = []
+
+    def forget(state: Any, lo: int, dmask: int) -> Any:
+        if state is FORGOTTEN or state in seen_by_info:
+            return state
+        obs = observers.get(state, empty)
+        for k in range(bisect_left(obs, lo), len(obs)):
+            o = obs[k]
+            if not (dmask >> (o - lo)) & 1:
+                limit = inv[o]
+                break
+        else:
+            return FORGOTTEN  # nobody left to observe it
+        for k in range(bisect_left(writes, lo), len(writes)):
+            w = writes[k]
+            if inv[w] >= limit:
+                break
+            if ret[w] < limit and not (dmask >> (w - lo)) & 1:
+                return FORGOTTEN
+        return state
+
+    return forget
 
 
 def signatures(ops: Sequence[Op], parts: Sequence[tuple[str, Any, Any]]) -> list[Any]:

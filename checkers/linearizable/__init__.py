@@ -17,7 +17,9 @@ What makes it fast enough in Python:
   a superset of the info ops of an already-visited one with the same ops and state is pruned;
 - per-op step functions are closures compiled once by the model;
 - with unique written values (register), a value once left never comes back, so leaving it while an
-  op that needs it is pending is a dead end (the model's guard).
+  op that needs it is pending is a dead end (the model's guard);
+- with repeated values (register), equal ops are tried in one order and a state's value that no
+  pending op can observe before a write overwrites it is forgotten (`checkers.register_search`).
 Budgets (wall-clock deadline, number of memoised configurations) end a key's search with "unknown"
 and the longest partial linearization found, never a hang.
 

@@ -17,7 +17,7 @@ from typing import Any
 from checkers.linearizable.prepared import INF, Prepared, Tools
 from checkers.models import ILLEGAL
 from checkers.progress import Tracker
-from checkers.register_search import info_shadowed, shadowed
+from checkers.register_search import info_shadowed, shadowed, urgent_first
 from checkers.verdict import UNKNOWN
 
 CHECK_EVERY = 1024  # nodes between budget checks
@@ -66,6 +66,8 @@ def search(p: Prepared, t: Tools, limits: Limits) -> Outcome:
     inv, ret, iinv = p.inv, p.ret, p.iinv
     fns, pure = t.fns, t.pure
     doomed, canon, guard, sym = t.doomed, t.canon, t.guard, t.sym
+    forget = sym.forget if sym is not None else None
+    needs = sym.needs if sym is not None else None
     deadline, max_states, tracker = limits.deadline, limits.max_states, limits.tracker
     n, ni = len(inv), len(iinv)
     seen: dict[tuple, Any] = {}
@@ -124,6 +126,8 @@ def search(p: Prepared, t: Tools, limits: Limits) -> Outcome:
             if guard is not None and ns != state and guard(state, lo, dmask, c):
                 continue  # leaves a value that a pending op still needs, for good
             children.append((c, ns))
+        if needs is not None and len(children) > 1:
+            children = urgent_first(needs, children, cands[0], state)
         if children or not (forced or not ni):  # a frame with nothing left to try would pop at once
             push(frame(children, 0, lo, dmask, imask, state, path, depth, minret, forced or not ni, cands))
         # Move to the next unexplored child, backtracking as needed.
@@ -151,6 +155,8 @@ def search(p: Prepared, t: Tools, limits: Limits) -> Outcome:
                 nim |= 1 << (c - n)
             if canon is not None:
                 ns = canon(ns, nlo, ndm)
+            if forget is not None:
+                ns = forget(ns, nlo, ndm)
             key = (nlo, ndm, ns)
             prev = lookup(key)
             if prev is None:

@@ -9,6 +9,7 @@ from checkers.gen import cas_register_history
 from checkers.history import pair, read_events
 from checkers.linearizable import check, check_key, summarize
 from checkers.models import RegisterModel
+from checkers.register_search import NO_NEED, urgent_first
 from checkers.verdict import UNKNOWN
 from tests.checkers.lin_helpers import history
 
@@ -43,7 +44,7 @@ def test_the_symmetric_search_still_proves_invalid(native):
     assert res.states <= 4 * EQUAL_WRITERS
 
 
-@pytest.mark.parametrize("values", [2, 3])
+@pytest.mark.parametrize("values", [2, 3, 30])
 def test_pruned_and_unpruned_searches_agree_on_small_cas_registers(values):
     """Soundness of the cuts on the shape they are for: the unpruned search (no symmetry, no
     witnesses, no pruner) is the reference; both verdicts occur among the draws."""
@@ -178,3 +179,96 @@ def test_the_pruner_counts_stretches_of_a_value():
     assert _doomed_after_the_first_write(_cas_from_seven(2, [(12, 60)])) == -1
     assert _doomed_after_the_first_write(_cas_from_seven(2, [(12, None)])) == -1
     assert _doomed_after_the_first_write(_cas_from_seven(3, [(12, 60)])) >= 0
+
+
+DISTINCT_WRITERS = 10
+
+
+def _distinct_writes(*reads: int) -> list:
+    """Ten processes write 1..10 at once, then the reads come one after another. Two earlier writes
+    of 99 make the values repeat (the repeated-value cuts apply). Until the last of the ten lands,
+    the state's value cannot be observed (every read waits for the pending writes), so the search
+    forgets it: the configurations are the subsets of the ten, not the subsets times the last value."""
+    rows = [(0, 98, "invoke", "write", 99), (1, 98, "ok", "write", 99)]
+    rows += [(2, 98, "invoke", "write", 99), (3, 98, "ok", "write", 99)]
+    rows += [(10 + p, p, "invoke", "write", p + 1) for p in range(DISTINCT_WRITERS)]
+    rows += [(100 + p, p, "ok", "write", p + 1) for p in range(DISTINCT_WRITERS)]
+    for k, value in enumerate(reads):
+        rows += [(200 + 2 * k, 97, "invoke", "read", None), (201 + 2 * k, 97, "ok", "read", value)]
+    return history(*rows).ops
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize(("reads", "valid"), [((1,), True), ((1, 1), True), ((1, 2), False)])
+def test_a_value_nobody_can_observe_is_forgotten(reads, valid, native):
+    """Both verdicts, with the cut and without it (prune=False: no cuts at all); with it the search
+    stays within the 1,024 subsets of the ten writes (without it: 2,326 configurations for the
+    valid one, 5,123 for the invalid one)."""
+    ops = _distinct_writes(*reads)
+    res = check_key(MODEL, None, ops, zones=False, native=native)
+    assert res.valid is valid
+    assert res.states <= 2**DISTINCT_WRITERS + 4 * DISTINCT_WRITERS
+    assert check_key(MODEL, None, ops, zones=False, native=native, prune=False).valid is valid
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_value_an_indeterminate_cas_may_observe_is_kept(native):
+    """No determinate op observes 1, but the crashed cas from 1 may land after it: state 1 must not
+    be forgotten (the read of 5 is possible only through it)."""
+    rows = [
+        (0, 0, "invoke", "write", 1),
+        (0, 1, "invoke", "write", 2),
+        (1, 2, "invoke", "write", 2),  # 2 written twice: repeated values
+        (2, 2, "ok", "write", 2),
+        (5, 3, "invoke", "cas", [1, 5]),
+        (6, 3, "info", "cas", [1, 5]),
+        (10, 0, "ok", "write", 1),
+        (10, 1, "ok", "write", 2),
+        (20, 4, "invoke", "read", None),
+        (30, 4, "ok", "read", 5),
+    ]
+    ops = history(*rows).ops
+    assert check_key(MODEL, None, ops, zones=False, native=native).valid is True
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_write_nobody_observes_next_may_still_have_to_go_first(native):
+    """Why the search does not put a write only right before an op that observes it (or at its
+    deadline): here write 1 must go first and be overwritten at once, or the read of 2 that begins
+    after write 1 returns would see 1. The only order: write 1, write 2, read, read."""
+    rows = [
+        (-4, 3, "invoke", "write", 7),  # 7 written twice, before the rest: repeated values
+        (-3, 3, "ok", "write", 7),
+        (-2, 3, "invoke", "write", 7),
+        (-1, 3, "ok", "write", 7),
+        (0, 0, "invoke", "write", 1),
+        (0, 1, "invoke", "write", 2),
+        (1, 2, "invoke", "read", None),
+        (5, 1, "ok", "write", 2),
+        (10, 0, "ok", "write", 1),
+        (11, 4, "invoke", "read", None),
+        (20, 2, "ok", "read", 2),
+        (20, 4, "ok", "read", 2),
+    ]
+    ops = history(*rows).ops
+    assert check_key(MODEL, None, ops, zones=False, native=native).valid is True
+
+
+def test_the_write_the_most_urgent_candidate_needs_is_tried_first():
+    """Only the order changes: the children leaving the value the earliest-deadline candidate (op 0,
+    a read of 5) needs go first, the others keep their order; nothing is added or dropped."""
+    needs = [5, NO_NEED, NO_NEED, NO_NEED]
+    children = [(1, 7), (2, 5), (3, 8)]
+    assert urgent_first(needs, children, 0, None) == [(2, 5), (1, 7), (3, 8)]
+    assert urgent_first(needs, children, 0, 5) == children  # it can go now: nothing to hurry
+    assert urgent_first(needs, children, 1, None) == children  # a write needs nothing
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_with_many_values_the_search_finds_the_awaited_write_first(native):
+    """500 ops, 30 processes, values 0-99 (seed 3): in deadline order alone the search took 96,189
+    configurations; trying first the write the most urgent read waits for, 4,617."""
+    ops = pair(read_events(cas_register_history(500, processes=30, values=100, seed=3).events)).ops
+    res = check_key(MODEL, None, ops, zones=False, native=native)
+    assert res.valid is True
+    assert res.states <= 20_000
