@@ -75,6 +75,7 @@ class DockerBackend(NetnsBackend):
         self._say = say or (lambda _text: None)
         self._containers: dict[str, NodeContainer] = {}
         self._paused: dict[str, int] = {}
+        self._shared: list[str] = []  # host paths every node container sees read-only (`share_read_only`)
 
     # -- hosts -----------------------------------------------------------------------------------------
 
@@ -168,6 +169,17 @@ class DockerBackend(NetnsBackend):
             self._specs[node] = ProcessSpec(list(argv), dict(env or {}), CODE_ROOT)
             return self._spawn_container(node)
 
+    def share_read_only(self, paths: Sequence[Path | str]) -> None:
+        """Bind-mount these host paths read-only, each at its own path, into every node container started
+        from now on: what a system under test runs that the node image does not carry (Kafka: the host's
+        JDK and the jars setup.sh fetched)."""
+        for path in paths:
+            resolved = str(Path(path).resolve())
+            if not Path(resolved).exists():
+                raise BackendError(f"cannot share {path} with the node containers: it does not exist")
+            if resolved not in self._shared:
+                self._shared.append(resolved)
+
     def _spawn_container(self, node: str) -> NodeContainer:
         ledger, _ = self._ready()
         host = self._host(node)
@@ -187,6 +199,8 @@ class DockerBackend(NetnsBackend):
         volumes = {run_dir: {"bind": run_dir, "mode": "rw"}}
         if Path(native).is_dir():
             volumes[native] = {"bind": native, "mode": "ro"}
+        for shared in self._shared:
+            volumes.setdefault(shared, {"bind": shared, "mode": "ro"})
         try:
             self.client.containers.run(
                 self.image,

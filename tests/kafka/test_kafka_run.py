@@ -1,5 +1,6 @@
-"""Whole runs against a real Apache Kafka 4.x cluster (KRaft, 3 combined nodes) on the netns backend
-(root; the jars setup.sh fetched), each judged by every checker of its workload."""
+"""Whole runs against a real Apache Kafka 4.x cluster (KRaft, 3 combined nodes) on the netns backend,
+and one on the docker backend (root; the jars setup.sh fetched), each judged by every checker of its
+workload."""
 
 from __future__ import annotations
 
@@ -17,14 +18,17 @@ from tests.harness_netns.conftest import heal_if_left, needs_root
 pytestmark = [pytest.mark.root, needs_root]
 
 
-def _run(tmp_path: Path, name: str, workload: str, nemesis: tuple[str, ...], **more: Any) -> tuple[Path, list[dict]]:
+def _run(
+    tmp_path: Path, name: str, workload: str, nemesis: tuple[str, ...], backend: str = "netns", **more: Any
+) -> tuple[Path, list[dict]]:
     """A 20 s run on 3 combined nodes, a fault every 5 s unless `more` says otherwise; its directory
-    and history events. Checks that nothing the run started is left: no Kafka process, no namespace."""
+    and history events. Checks that nothing the run started is left: no Kafka process, no namespace
+    (on docker: no container or network of the run either)."""
     options: dict[str, Any] = {"nemesis_interval_s": 5.0, "nemesis_duration_s": 5.0, **more}
     spec = TestSpec(
         name=name,
         seed=5,
-        backend="netns",
+        backend=backend,
         sut="kafka",
         cluster=Cluster(combined=3),
         workload=workload,
@@ -45,6 +49,11 @@ def _run(tmp_path: Path, name: str, workload: str, nemesis: tuple[str, ...], **m
     for pid in {e["pid"] for e in entries if e.get("op") == "update" and "pid" in e}:
         cmdline = Path(f"/proc/{pid}/cmdline")
         assert not cmdline.exists() or b"kafka.Kafka" not in cmdline.read_bytes(), f"Kafka pid {pid} still runs"
+    if backend == "docker":
+        from tests.harness_docker.test_docker_backend import _leftovers
+
+        tag = next(e["name"][2:] for e in entries if e.get("kind") == "docker-network")
+        assert not _leftovers(tag)
     ours = {e["name"] for e in entries if e.get("kind") == "netns"}
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     assert not ours & {line.split()[0] for line in listed.splitlines() if line.strip()}
@@ -72,6 +81,25 @@ def test_config_register_on_kafka_under_kill_gets_a_verdict_from_every_checker(t
     for node in ("n1", "n2", "n3"):
         log = (path / "nodes" / node / "stdout.log").read_text()
         assert "Kafka Server started" in log  # Kafka's own log, in the run dir
+        assert "__cluster_metadata-0" in (path / "nodes" / node / "data-dir.txt").read_text()
+
+
+def test_config_register_on_kafka_in_docker_containers_under_kill_is_valid(tmp_path: Path):
+    """The same cluster with one container per node: the node image carries no JDK and no jars, the
+    containers see the host's JDK and the jar cache read-only at their own paths."""
+    path, events = _run(tmp_path, "kafka-docker-test", "config-register", ("kill",), backend="docker")
+    assert _faults(events, "kill")
+    entries = [json.loads(line) for line in (path / "ledger.jsonl").read_text().splitlines()]
+    ran = [e for e in entries if e.get("kind") == "docker-container" and "kafka.Kafka" in e.get("argv", ())]
+    assert {e["node"] for e in ran} == {"n1", "n2", "n3"} and len(ran) > 3  # in containers; a killed one restarted
+    ok = [e for e in events if e["process"] != "nemesis" and e["type"] == "ok"]
+    assert {e["node"] for e in ok if e["f"] == "read"} == {"n1", "n2", "n3"}
+    verdicts = json.loads((path / "results.json").read_text())["checkers"]
+    assert verdicts["prefix-reads"]["reads"] > 0
+    assert verdicts["availability"]["valid"] in (True, False)  # a verdict: how fast a JVM restarts varies
+    assert {name: v["valid"] for name, v in verdicts.items() if name != "availability" and v["valid"] is not True} == {}
+    for node in ("n1", "n2", "n3"):
+        assert "Kafka Server started" in (path / "nodes" / node / "stdout.log").read_text()
         assert "__cluster_metadata-0" in (path / "nodes" / node / "data-dir.txt").read_text()
 
 

@@ -3,6 +3,7 @@ workload variant, the client's error mapping, and the prefix-reads checker (both
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,7 +33,7 @@ def test_setup_fetched_the_pinned_jars_and_doctor_says_so():
 def test_doctor_has_a_kafka_row(capsys):
     from harness.doctor_cli import _kafka_probe
 
-    assert "--sut kafka runs on netns, not on sim" in _kafka_probe()
+    assert "--sut kafka runs on netns, docker, not on sim" in _kafka_probe()
 
 
 def test_an_incomplete_fetch_does_not_count(tmp_path):
@@ -207,3 +208,15 @@ def test_the_class_data_sharing_archive_is_made_from_a_serving_node(tmp_path):
     assert archive == dist.archive_path(tmp_path) and took is not None
     assert archive.stat().st_size > 10_000_000  # Kafka's loaded classes, not an empty file
     assert dist.make_archive(tmp_path) == (archive, None)  # made once, then cached
+
+
+def test_a_container_gets_the_jdk_directory_and_the_etc_files_it_links_to():
+    """The docker backend mounts these read-only: the real JDK (not /usr/bin/java's link) and Debian's
+    /etc/java-* where conf/ points, so `java` runs in an image that has no JDK."""
+    java, _ = dist.java_version()
+    mounts = dist.java_mounts(java)
+    home = Path(java).resolve().parents[1]
+    assert home in mounts and (home / "bin" / "java").is_file()
+    for link in (p for p in home.rglob("*") if p.is_symlink() and p.resolve().is_relative_to("/etc")):
+        assert any(link.resolve().is_relative_to(m) for m in mounts), link
+    assert not any(a != b and a.is_relative_to(b) for a in mounts for b in mounts)  # outermost only

@@ -1,7 +1,8 @@
 """The `kafka` adapter: Apache Kafka 4.x in KRaft mode (the pinned jars, `dist`) as the system under test.
 
-Not on sim (Kafka is a real program). On a backend with `start(node, argv)` and `address(node)` (netns)
-each node runs `java ... kafka.Kafka server.properties` in its namespace:
+Not on sim (Kafka is a real program). On a backend with `start(node, argv)` and `address(node)` (netns,
+docker) each node runs `java ... kafka.Kafka server.properties` in its namespace (on docker in its
+container, which sees the host's JDK and the jars read-only at their own paths: `share_read_only`):
 - the cluster's shape is the test's: combined nodes n1.. (`process.roles=broker,controller`, `--nodes 3`,
   which fits 2 cores), or controllers c1.. plus brokers b1.. (`--nodes 3+2`); node.id is the node's
   place in that order (1..);
@@ -29,7 +30,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness.db.kafka.dist import ARCHIVED_JVM_OPTS, KafkaDistError, archive_path, classpath, java_version
+from harness.db.kafka.dist import (
+    ARCHIVED_JVM_OPTS,
+    KafkaDistError,
+    archive_path,
+    classpath,
+    jar_dir,
+    java_mounts,
+    java_version,
+)
 from harness.db.program import ProgramDB
 from node.client import kafka_wire as quorum
 from vocab.backend import Backend
@@ -136,15 +145,19 @@ class KafkaDB(ProgramDB):
         from harness.backends.sim import SimBackend
 
         if isinstance(backend, SimBackend):
-            raise DBError("--sut kafka is not available on the sim backend (use netns)")
+            raise DBError("--sut kafka is not available on the sim backend (use netns or docker)")
         self.backend, self.run_dir = backend, Path(run_dir)
         try:
-            self.java, _ = java_version()
+            java, _ = java_version()
+            self.java = str(Path(java).resolve())  # its real path: a container sees the JDK, not /usr/bin
             self.cp = classpath()
             archive = archive_path()
             self.cds = (f"-XX:SharedArchiveFile={archive}",) if archive.is_file() else ()
         except KafkaDistError as exc:
             raise DBError(str(exc)) from None
+        share = getattr(backend, "share_read_only", None)
+        if share is not None:  # docker: the node image carries no JDK and no jars; the host's, read-only
+            share([*java_mounts(self.java), jar_dir()])
         for node in self._nodes:
             self.write_config(node)
         with ThreadPoolExecutor(len(self._nodes)) as pool:  # each format is a JVM start: in parallel

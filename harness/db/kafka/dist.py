@@ -87,6 +87,24 @@ def java_version(java: str | None = None) -> tuple[str, int]:
     return java, major
 
 
+def java_mounts(java: str) -> list[Path]:
+    """What a container needs of this host's Java to run `java` at the same path: the real JDK
+    directory (`java` resolved through /etc/alternatives) and the /etc directories its links point to
+    (Debian keeps conf/ and the CA store there; links elsewhere are docs and GUI libraries a server never
+    loads), each outermost one only. The docker backend
+    bind-mounts them read-only, so the node image carries no JDK and the CDS archive made by this very
+    JVM serves in the containers too."""
+    home = Path(java).resolve().parents[1]
+    found = [home]
+    for link in home.rglob("*"):
+        if link.is_symlink():
+            target = link.resolve()
+            if target.exists() and target.is_relative_to("/etc"):
+                found.append(target.parent)
+    outer = sorted(set(found), key=lambda p: len(p.parts))
+    return [p for i, p in enumerate(outer) if not any(p.is_relative_to(q) for q in outer[:i])]
+
+
 def fetch(directory: Path | None = None, mvn: str | None = None) -> tuple[Path, float | None]:
     """Fetch the jars unless a complete fetch is there; (the directory, seconds taken or None if cached)."""
     directory = directory or jar_dir()
