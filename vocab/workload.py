@@ -97,6 +97,13 @@ def register_workload(workload: Workload) -> Workload:
     return workload
 
 
+def unregister_workload(name: str) -> None:
+    """Forget workload `name` and every system's variant of it (a test's own workloads, after the test)."""
+    WORKLOADS.pop(name, None)
+    for key in [k for k in SUT_WORKLOADS if k[0] == name]:
+        del SUT_WORKLOADS[key]
+
+
 def get_workload(name: str, sut: str | None = None) -> Workload:
     """The registered workload `name`; with `sut`, its variant for that system when it has one
     (`harness.plugins.get_workload` loads the built-in ones first)."""

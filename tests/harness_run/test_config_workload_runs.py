@@ -17,7 +17,7 @@ from tests.harness_run.helpers import END_OF_RUN, history_lines, sim_spec
 from vocab.errors import EXIT_INVALID, EXIT_VALID
 from vocab.generators import Op
 from vocab.invocation import Completion, DoneFn
-from vocab.workload import WORKLOADS, Workload, register_workload
+from vocab.workload import Workload, register_workload, unregister_workload
 from workloads.config_append import BROKER_READ, GENERATION, WORKLOAD, ConfigAppend
 
 CHECKERS = {"elle-list-append", "committed-loss", "image-reads"} | END_OF_RUN
@@ -82,7 +82,7 @@ def _workload(name: str, wrap: Callable[[Any], Any]) -> Iterator[str]:
 
     register_workload(Workload(name, WORKLOAD.checkers, Wrapped, checker_options=WORKLOAD.checker_options))
     yield name
-    WORKLOADS.pop(name, None)
+    unregister_workload(name)
 
 
 class AcknowledgesUnsent:

@@ -13,7 +13,7 @@ from tests.harness_run.helpers import END_OF_RUN, history_lines, sim_spec
 from vocab.errors import EXIT_INVALID, EXIT_VALID
 from vocab.generators import Op
 from vocab.invocation import Completion, DoneFn
-from vocab.workload import WORKLOADS, Workload, register_workload
+from vocab.workload import Workload, register_workload, unregister_workload
 from workloads.config_register import WORKLOAD as REGISTER
 from workloads.config_register import ConfigRegister
 
@@ -93,7 +93,7 @@ def stale_workload():
     name = "config-register-stale-reads"
     register_workload(Workload(name, ("linearizable",), StaleRegister, checker_options=REGISTER.checker_options))
     yield name
-    WORKLOADS.pop(name, None)
+    unregister_workload(name)
 
 
 def test_stale_reads_make_the_run_invalid(tmp_path, stale_workload):
