@@ -7,9 +7,9 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from checkers.history import pair, read_events
 from checkers.stale_list_reads import check_stale_list_reads
 from harness.plugins import get_workload
+from tests.kafka.histories import paired
 from vocab.generators.core import Op, Rng
 from workloads.config_append import LIST_CONFIGS
 from workloads.kafka_config_append import append_outcome, kafka_op_maker
@@ -56,10 +56,7 @@ def _history(ops: list[tuple[Any, ...]]) -> Any:
         invoke = [[f, k, None if f == "r" else v] for f, k, v in mops]
         events.append({"time": start * 10**6, "process": process, "type": "invoke", "f": "txn", "value": invoke})
         events.append({"time": end * 10**6, "process": process, "type": kind, "f": "txn", "value": mops, "node": node})
-    events.sort(key=lambda e: e["time"])
-    for i, e in enumerate(events):
-        e["index"] = i
-    return pair(read_events(events))
+    return paired(events)
 
 
 def test_stale_but_growing_reads_are_valid_and_the_window_is_measured():

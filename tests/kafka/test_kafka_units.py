@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from checkers.history import pair, read_events
 from checkers.prefix_reads import check_prefix_reads
 from harness.db.kafka import dist
 from harness.db.kafka.db import KafkaDB, cluster_id
 from harness.plugins import get_workload
 from harness.test_spec import load_test
+from tests.kafka.histories import paired
 from vocab.errors import UserError
 from workloads.kafka_admin import failure
 
@@ -127,10 +127,7 @@ def _history(ops: list[tuple[Any, ...]]) -> Any:
         events.append(
             {"time": end * 10**6, "process": process, "type": kind, "f": f, "value": done, "key": "k", "node": node}
         )
-    events.sort(key=lambda e: e["time"])
-    for i, e in enumerate(events):
-        e["index"] = i
-    return pair(read_events(events))
+    return paired(events)
 
 
 def test_stale_but_ordered_reads_are_valid_and_the_window_is_measured():
