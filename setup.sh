@@ -62,7 +62,9 @@ test)
     ruff check .
     ruff format --check . || { echo "setup: run 'ruff format .' to fix formatting" >&2; exit 1; }
     set +e
-    python -m pytest "$@"
+    # Workers: most tests wait on real processes, sockets and timers, so 4 fit 2 cores (tests/conftest.py
+    # keeps tests that judge host-wide state on one worker). KCHAOS_TEST_WORKERS=0 runs in one process.
+    python -m pytest -n "${KCHAOS_TEST_WORKERS:-4}" --dist loadgroup "$@"
     rc=$?
     set -e
     if [ "$rc" -eq 5 ]; then

@@ -106,6 +106,7 @@ class MatrixConfig:
     seeds: int = 10  # seeds per (workload, nemesis profile) a bug may use
     budget_s: float = 300.0  # simulated seconds a bug may use before it counts as not caught
     sweep: int = 200  # correct-cluster runs
+    sweep_from: int = 1  # the sweep's first seed: a long sweep can be split over jobs or machines
     cluster: Cluster = field(default_factory=lambda: Cluster(controllers=3, brokers=2))
     time_limit_s: float = 25.0  # with recovery and start-up, 8 runs fit in the 300 s budget
     # A fault every 2 s for 2 s: about 12 faults per run, half again as many as at 3 s, so a profile of
@@ -130,9 +131,10 @@ class MatrixConfig:
                     yield Cell(workload, nemesis, seed)
 
     def sweep_cells(self) -> Iterator[Cell]:
-        """The correct cluster's runs: seeds 1..sweep, workloads and nemesis profiles in turn."""
+        """The correct cluster's runs: `sweep` seeds from `sweep_from`, workloads and nemesis profiles in turn
+        (the pair is fixed by the seed, so a sweep split in parts runs the same cells as one sweep)."""
         pairs = [(w, n) for n in self.nemeses for w in self.workloads]
-        for seed in range(1, self.sweep + 1):
+        for seed in range(self.sweep_from, self.sweep_from + self.sweep):
             workload, nemesis = pairs[(seed - 1) % len(pairs)]
             yield Cell(workload, nemesis, seed)
 

@@ -77,6 +77,7 @@ def config_from(args: argparse.Namespace) -> Any:
         seeds=_count(args.seeds, "--seeds", 1),
         budget_s=_seconds(args.budget, "--budget"),
         sweep=_count(args.sweep, "--sweep", 0),
+        sweep_from=_count(args.sweep_from, "--sweep-from", 1),
         time_limit_s=_seconds(args.time_limit, "--time-limit"),
         nemesis_interval_s=_seconds(args.nemesis_interval, "--nemesis-interval"),
         nemesis_duration_s=_seconds(args.nemesis_duration, "--nemesis-duration", positive=False),
@@ -145,6 +146,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seeds", default="10", help="seeds per workload x nemesis profile (default 10)")
     p.add_argument("--budget", default="300s", help="simulated time a bug may use before it is not caught (300s)")
     p.add_argument("--sweep", default="200", help="seeds of the correct cluster (default 200; 0: none)")
+    p.add_argument("--sweep-from", default="1", help="the sweep's first seed (default 1), to split a sweep in parts")
     p.add_argument("--time-limit", default="25s", help="each run's main phase (default 25s)")
     p.add_argument("--nemesis-interval", default="2s", help="time between faults (default 2s)")
     p.add_argument("--nemesis-duration", default="2s", help="how long each fault lasts (default 2s)")

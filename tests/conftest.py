@@ -4,6 +4,11 @@ Under `bash setup.sh test` (which sets KCHAOS_REQUIRE_ALL=1) every prerequisite 
 (the compiled checker core, `../shared`'s histories, root, docker, Spark) has been installed by the same
 command, so a skip there means a broken set-up that would otherwise pass silently: it fails instead,
 naming the skip's reason. A developer running pytest by hand still gets ordinary skips.
+
+`setup.sh test` runs the suite on pytest-xdist workers (`--dist loadgroup`): most tests wait on real
+processes, sockets and simulated runs, and every namespace, bridge, port, run directory and container
+they make carries a name of its own. Tests that judge state the whole host shares run one at a time on
+one worker, in the groups of SHARED_HOST_STATE.
 """
 
 from __future__ import annotations
@@ -13,6 +18,61 @@ import os
 import pytest
 
 REQUIRE_ALL = "KCHAOS_REQUIRE_ALL"
+
+# xdist group -> test files (relative to tests/) whose tests must not overlap each other:
+# - docker: the engine's containers and networks (the kill-leak tests count every container labelled
+#   kchaos.run as theirs, and so does the netns and ssh kill-leak tests' snapshot of the host);
+# - vms: three qemu guests per test, each emulating a CPU (TCG), which a second VM test would starve.
+SHARED_HOST_STATE = {
+    "docker": (
+        "harness_docker/",
+        "harness_netns/test_kill_leaks.py",
+        "harness_ssh/test_kill_leaks.py",
+        "kafka/test_kafka_run.py::test_config_register_on_kafka_in_docker_containers",
+    ),
+    "vms": ("harness_vagrant/",),
+}
+
+
+# The longest files and groups, longest first: handed out first, so that no worker starts a 10-minute
+# file while the others finish (tests/README's durations table says how long each takes).
+LONGEST_FIRST = (
+    "harness_vagrant/",
+    "suite/test_gate.py",
+    "bugs/test_matrix.py",
+    "harness_docker/",
+    "client/test_kafka_netns_runs.py",
+    "reports/",
+    "kafka/",
+    "nemesis/test_sweep.py",
+)
+
+
+def _rank(nodeid: str) -> int:
+    where = nodeid.removeprefix("tests/")
+    return next((i for i, prefix in enumerate(LONGEST_FIRST) if where.startswith(prefix)), len(LONGEST_FIRST))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Put each test of SHARED_HOST_STATE in its xdist group, and the longest files first (a file's tests
+    stay together and in order, so its module fixtures are made once)."""
+    items.sort(key=lambda item: _rank(item.nodeid))
+    for item in items:
+        where = item.nodeid.removeprefix("tests/")
+        group = next((g for g, prefixes in SHARED_HOST_STATE.items() if where.startswith(prefixes)), None)
+        if group is None and _shares_a_fixture_across_tests(item):
+            group = where.split("::")[0]  # its file's tests on one worker, so the fixture is made once
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _shares_a_fixture_across_tests(item) -> bool:
+    """Whether the test uses a module-, class- or package-scoped fixture (session ones are per worker)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(d.scope in ("module", "class", "package") for defs in info.name2fixturedefs.values() for d in defs)
 
 
 def _require_all() -> bool:
