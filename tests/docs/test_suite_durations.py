@@ -1,0 +1,39 @@
+"""benchmarks/suite_durations.py: the README's per-directory suite times come from pytest's own JUnit XML."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.suite_durations import main, read
+
+XML = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="3" time="{wall}">
+<testcase classname="tests.sim.test_a" name="test_one" time="{a}"/>
+<testcase classname="tests.sim.test_b" name="test_two" time="2.5"/>
+<testcase classname="tests.raft.test_c" name="test_three[x]" time="0.25"/>
+</testsuite></testsuites>"""
+
+
+def test_durations_are_summed_per_directory_and_the_wall_is_the_sessions(tmp_path: Path, capsys) -> None:
+    before, after = tmp_path / "before.xml", tmp_path / "after.xml"
+    before.write_text(XML.format(wall=600.0, a=10.0))
+    after.write_text(XML.format(wall=125.0, a=1.5))
+    times = read(after)
+    assert times.wall_s == 125.0 and times.tests == 3
+    assert times.per_dir == {"sim": 4.0, "raft": 0.25}
+    assert times.per_test["tests/raft/test_c.py::test_three[x]"] == 0.25
+    assert main([str(before), str(after), "--longest", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| `tests/sim` | 12 | 4 |" in out
+    assert "| **wall (pytest session)** | **10 min 00 s** | **2 min 05 s** |" in out
+    assert out.rstrip().endswith("2.5 s  tests/sim/test_b.py::test_two")
+
+
+@pytest.mark.parametrize("text", ["", "<nope/>", "not xml"])
+def test_a_file_pytest_did_not_write_is_one_line_and_exit_2(tmp_path: Path, capsys, text: str) -> None:
+    path = tmp_path / "junit.xml"
+    path.write_text(text)
+    assert main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"suite_durations: {path}: ") and err.count("\n") == 1
