@@ -17,16 +17,24 @@ naming the line and the form.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
+from types import ModuleType
 from typing import Any
-
-import edn_format
-from edn_format import Keyword, Symbol
 
 from checkers.history import EVENT_TYPES, Event, History, HistoryError, pair
 
-edn_format.add_tag("jepsen.history.Op", lambda m: m)  # newer Jepsen writes ops as this record
+
+@functools.cache
+def _edn() -> ModuleType:
+    """edn_format, imported on the first EDN file: it costs a fifth of a second (its parser tables and
+    their dependencies) that `kchaos check --help` and JSONL histories need not pay."""
+    import edn_format
+
+    edn_format.add_tag("jepsen.history.Op", lambda m: m)  # newer Jepsen writes ops as this record
+    return edn_format
+
 
 REGISTER_FS = frozenset({"read", "write", "cas"})
 MICRO_FS = frozenset({"append", "r", "w"})
@@ -51,7 +59,8 @@ def is_edn(path: str | Path) -> bool:
 def _plain(value: Any) -> Any:
     """EDN values as our JSONL loader gives them: keywords and symbols as their names, vectors and
     lists as lists, maps as dicts, sets as sorted lists where they sort."""
-    if isinstance(value, Keyword | Symbol):
+    edn = _edn()
+    if isinstance(value, edn.Keyword | edn.Symbol):
         return value.name
     if isinstance(value, str):
         return value
@@ -93,7 +102,7 @@ def _forms(text: str, source: str) -> list[tuple[int, str, Any]]:
         pending.append(form)
         whole = " ".join(pending)
         try:
-            parsed = edn_format.loads(whole)
+            parsed = _edn().loads(whole)
         except Exception as exc:  # edn_format raises its own and lexer / parser errors
             if "EOF" in str(exc) and len(pending) < MAX_FORM_LINES and line_no < last:
                 continue  # a map spread over lines: read on
