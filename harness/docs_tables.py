@@ -69,11 +69,14 @@ def _git(*argv: str) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def provenance(owner: str) -> str:
+def provenance(owner: str, page: Path | None = None) -> str:
     """The line above a written table: who wrote it, when, at which commit, on what machine."""
     date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     commit = _git("rev-parse", "--short", "HEAD") or "unknown"
-    if _git("status", "--porcelain", "--untracked-files=no"):
+    # The page being written does not count: several benchmarks in a row each rewrite a table of it.
+    written = Path(page or FIGURES).resolve()
+    changed = [line[2:].strip() for line in _git("status", "--porcelain", "--untracked-files=no").splitlines()]
+    if any((REPO / path).resolve() != written for path in changed):
         commit += " with uncommitted changes"
     machine = (
         f"{os.cpu_count()} cores ({platform.machine()}, {platform.system()}), load average {os.getloadavg()[0]:.1f}"
@@ -94,7 +97,7 @@ def write_table(name: str, body: str, path: Path | None = None) -> None:
     if block is None:
         raise SystemExit(f"{path}: no '<!-- figures:{name} begin: COMMAND -->' marker to write the table at")
     lines = text.splitlines()
-    new = [provenance(block.owner), "", *body.rstrip("\n").splitlines()]
+    new = [provenance(block.owner, path), "", *body.rstrip("\n").splitlines()]
     path.write_text("\n".join([*lines[: block.first], *new, *lines[block.end :]]) + "\n")
 
 

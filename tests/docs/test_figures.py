@@ -118,6 +118,23 @@ def test_write_table_replaces_only_its_block_and_says_who_when_and_where(tmp_pat
 
 
 @pytest.mark.parametrize(
+    ("status", "uncommitted"),
+    [
+        ("", False),
+        (" M docs/figures.md", False),  # an earlier benchmark of the same batch rewrote another table
+        ("M  docs/figures.md\n M harness/gate.py", True),
+        (" M node/raft/fetch.py", True),
+    ],
+)
+def test_provenance_says_uncommitted_only_for_changes_beside_the_page(monkeypatch, status, uncommitted):
+    answers = {"rev-parse": "abc1234", "status": status}
+    monkeypatch.setattr(docs_tables, "_git", lambda *argv: answers[argv[0]].strip())
+    line = docs_tables.provenance("python benchmarks/bench_x.py --write-docs")
+    assert ("at commit abc1234 with uncommitted changes;" in line) is uncommitted, line
+    assert "at commit abc1234" in line
+
+
+@pytest.mark.parametrize(
     ("page", "message"),
     [
         (
