@@ -34,6 +34,10 @@ SHARED_HOST_STATE = {
 }
 
 
+# Session fixtures that cost tens of seconds each (a Spark JVM, a report job): every test that uses one
+# runs on one worker, which starts it once instead of once per worker.
+ONE_SESSION_FOR = frozenset({"spark", "report"})
+
 # The longest files and groups, longest first: handed out first, so that no worker starts a 10-minute
 # file while the others finish (tests/README's durations table says how long each takes).
 LONGEST_FIRST = (
@@ -61,6 +65,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         where = item.nodeid.removeprefix("tests/")
         group = next((g for g, prefixes in SHARED_HOST_STATE.items() if where.startswith(prefixes)), None)
+        if group is None and ONE_SESSION_FOR.intersection(getattr(item, "fixturenames", ())):
+            group = "spark"  # one Spark session (and one report job over the synthetic results) for them all
         if group is None and _shares_a_fixture_across_tests(item):
             group = where.split("::")[0]  # its file's tests on one worker, so the fixture is made once
         if group is not None:
