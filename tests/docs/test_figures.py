@@ -13,19 +13,6 @@ from harness.cli import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ROOT / "docs" / "figures.md"
-# Blocks still holding the table typed before they had an owner: the owner command in their begin
-# marker regenerates them. The bug matrix takes ~20 min of CPU; the speed and start-up tables measure
-# wall time and want a quiet machine (run at load 20-28 they said 5x where a quiet one says 25x).
-# Take each name out once its block is written.
-AWAITING_REGENERATION = {
-    "bug-matrix",
-    "speed-linearizable",
-    "speed-simulator",
-    "speed-write-path",
-    "speed-cli",
-    "cli-startup",
-}
-HAND_TYPED = "_Typed by hand"
 
 
 def owner_source(owner: str) -> Path:
@@ -63,14 +50,10 @@ def test_every_table_of_figures_md_is_between_markers_of_an_owner_that_writes_it
         assert any(i in range(b.first, b.end) for i in table_lines(text)), f"figures:{b.name} holds no table"
 
 
-def test_every_block_was_written_by_its_owner_but_those_awaiting_regeneration():
+def test_every_block_was_written_by_its_owner():
     lines = FIGURES.read_text().splitlines()
     for b in docs_tables.blocks("\n".join(lines)):
-        first = lines[b.first]
-        if b.name in AWAITING_REGENERATION:
-            assert first.startswith(HAND_TYPED), f"figures:{b.name} is written now: drop it from AWAITING_REGENERATION"
-        else:
-            assert first.startswith(f"_Written by `{b.owner}` on "), f"figures:{b.name}: run `{b.owner}`"
+        assert lines[b.first].startswith(f"_Written by `{b.owner}` on "), f"figures:{b.name}: run `{b.owner}`"
 
 
 def test_the_index_lists_every_benchmark_as_the_docs_name_it_now():
