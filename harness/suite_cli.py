@@ -28,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser, default_file: str | None = None) -
     p.add_argument("--jobs", help="runs at once, each in its own process (default: the file's, else min(2, CPUs))")
     p.add_argument("--seeds", help="seeds 1..N of every cell (default: the file's)")
     p.add_argument("--budget", help="wall time after which no run starts (default: the file's)")
+    p.add_argument(
+        "--run-timeout", help="wall time after which a run with no verdict is stopped as hung (default: the file's)"
+    )
     p.add_argument("--bug", action="append", metavar="NAME", help="switch a planted bug on in every run (repeatable)")
     p.add_argument("--results", metavar="DIR", help="results root (default $KCHAOS_RESULTS or results)")
     p.add_argument(
@@ -102,6 +105,8 @@ def run_suite(args: argparse.Namespace, *, gate: bool) -> tuple[int, Path]:
     suites.preflight(suite)
     if args.budget:
         suite.budget_s = _duration(args.budget, "--budget", positive=True)
+    if args.run_timeout:
+        suite.run_timeout_s = _duration(args.run_timeout, "--run-timeout", positive=True)
     gate_config = None
     if gate:
         from harness.gate import gate_config as parse_gate

@@ -39,7 +39,7 @@ SHARED_HOST_STATE = {
 ONE_SESSION_FOR = frozenset({"spark", "report"})
 
 # The longest files and groups, longest first: handed out first, so that no worker starts a 10-minute
-# file while the others finish (tests/README's durations table says how long each takes).
+# file while the others finish (the README's suite-time table: python benchmarks/suite_durations.py).
 LONGEST_FIRST = (
     "harness_vagrant/",
     "suite/test_gate.py",

@@ -116,6 +116,17 @@ def test_crashed_and_hung_runs_are_unknown_with_the_reason_and_the_budget_stops_
     assert result.exit_code == 2  # runs left out: the suite did not decide
 
 
+def test_run_timeout_flag_overrides_the_files(tmp_path, capsys) -> None:
+    """`--run-timeout` replaces the file's hang limit (a loaded CI machine needs more): a real simulated
+    run of the tiny suite takes seconds, so at 0.2 s each is stopped as hung and the suite is unknown."""
+    path = tmp_path / "tiny.toml"
+    path.write_text(SMALL)
+    argv = ["suite", str(path), "--seeds", "1", "--jobs", "1", "--results", str(tmp_path), "--quiet"]
+    assert main([*argv, "--run-timeout", "0.2s"]) == 2
+    out = capsys.readouterr().out
+    assert out.count("run lost: hung: no verdict within 0.2 s") == 2, out
+
+
 def test_bad_suite_input_is_one_line_and_exit_254(tmp_path, capsys) -> None:
     path = tmp_path / "tiny.toml"
     path.write_text(SMALL)
@@ -126,6 +137,7 @@ def test_bad_suite_input_is_one_line_and_exit_254(tmp_path, capsys) -> None:
         (["suite", str(path), "--bug", "nope"], "--bug: unknown planted bug 'nope'"),
         (["suite", str(path), "--resume", str(tmp_path)], "not a suite directory (no suite.json)"),
         (["gate", str(path), "--budget", "soon"], "--budget: expected a duration"),
+        (["gate", str(path), "--run-timeout", "-3s"], "--run-timeout: "),
         (["suite", str(path), "--nosuch"], "kchaos suite: error: unrecognized arguments: --nosuch"),
     ):
         try:
