@@ -41,7 +41,7 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q -e '.[test,fast]'
 # Byte-code for the project's own modules, once: where PYTHONDONTWRITEBYTECODE is set (CI images,
 # build farms) every kchaos command would otherwise recompile what it imports (~0.1 s a command).
 .venv/bin/python -m compileall -q -j 0 vocab harness node nemesis workloads checkers reports >/dev/null

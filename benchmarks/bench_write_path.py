@@ -49,6 +49,7 @@ from harness import docs_tables
 from node.client import AdminClient, AlterConfigOp, ConfigResource
 from node.client import errors as E
 from node.client.results import NewTopic
+from node.runtime import event_loop
 from node.runtime.local_cluster import NodeProcess, find_leader, free_port, kill_all, plan_cluster, wait_for
 
 TOPICS = [f"bench-{i}" for i in range(16)]
@@ -58,11 +59,11 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 @dataclass
 class Window:
-    """One measured window: writes acknowledged in it, and CPU seconds spent meanwhile."""
+    """One measured window: writes acknowledged in it, and CPU seconds spent meanwhile (per server role)."""
 
     writes: int
     seconds: float
-    server_cpu_s: float
+    server_cpu_s: dict[str, float]
     client_cpu_s: float
     errors: int
     p50_ms: float
@@ -72,16 +73,20 @@ class Window:
     def per_s(self) -> float:
         return self.writes / self.seconds
 
+    def per_1000(self, cpu_s: float) -> float:
+        """CPU ms per 1,000 acknowledged writes."""
+        return cpu_s * 1000 / max(self.writes, 1) * 1000
+
     def cpu_ms_per_1000(self) -> tuple[float, float]:
-        per = 1000 / max(self.writes, 1)
-        return self.server_cpu_s * per * 1000, self.client_cpu_s * per * 1000
+        return self.per_1000(sum(self.server_cpu_s.values())), self.per_1000(self.client_cpu_s)
 
     def line(self, name: str) -> str:
         server, client = self.cpu_ms_per_1000()
+        roles = ", ".join(f"{role} {self.per_1000(cpu):,.0f}" for role, cpu in self.server_cpu_s.items())
         errors = f", {self.errors} errors" if self.errors else ""
         return (
             f"{name}: {self.per_s:,.0f}/s (p50 {self.p50_ms:.1f} ms, p99 {self.p99_ms:.1f} ms; CPU per 1,000 writes: "
-            f"servers {server:,.0f} ms, client {client:,.0f} ms{errors})"
+            f"servers {server:,.0f} ms [{roles}], client {client:,.0f} ms{errors})"
         )
 
 
@@ -95,6 +100,10 @@ def process_cpu_s(pids: list[int]) -> float:
     return total / TICKS
 
 
+def roles_cpu_s(pids: dict[str, list[int]]) -> dict[str, float]:
+    return {role: process_cpu_s(group) for role, group in pids.items()}
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -102,7 +111,9 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def measure(call: Callable[[int], Awaitable[None]], in_flight: int, seconds: float, pids: list[int]) -> Window:
+async def measure(
+    call: Callable[[int], Awaitable[None]], in_flight: int, seconds: float, pids: dict[str, list[int]]
+) -> Window:
     """`in_flight` workers call `call(i)` back to back for `seconds`; what finishes inside is counted."""
     latencies: list[float] = []
     errors = 0
@@ -121,13 +132,14 @@ async def measure(call: Callable[[int], Awaitable[None]], in_flight: int, second
             if done <= end:
                 latencies.append((done - begun) * 1000)
 
-    cpu0, client0, t0 = process_cpu_s(pids), time.process_time(), time.monotonic()
+    cpu0, client0, t0 = roles_cpu_s(pids), time.process_time(), time.monotonic()
     await asyncio.gather(*(worker() for _ in range(in_flight)))
     elapsed = min(time.monotonic(), end) - t0
+    cpu1 = roles_cpu_s(pids)
     return Window(
         len(latencies),
         elapsed,
-        process_cpu_s(pids) - cpu0,
+        {role: cpu1[role] - cpu0[role] for role in pids},
         time.process_time() - client0,
         errors,
         pct(latencies, 0.5),
@@ -139,15 +151,21 @@ async def measure(call: Callable[[int], Awaitable[None]], in_flight: int, second
 
 
 @contextlib.contextmanager
-def kraft_cluster(base: Path) -> Iterator[tuple[str, list[int]]]:
-    """3 voters and 1 broker running; yields the broker's address and every process's PID."""
+def kraft_cluster(base: Path) -> Iterator[tuple[str, dict[str, list[int]]]]:
+    """3 voters and 1 broker running; yields the broker's address and the PIDs by role (the leader at
+    start-up as `active`)."""
     plan = plan_cluster(base, voters=3, observers=1, settings=SETTINGS)
-    procs = [NodeProcess(spec).start() for spec in plan.nodes]
+    procs = {spec.node_id: NodeProcess(spec).start() for spec in plan.nodes}
     try:
-        wait_for(lambda: find_leader(plan.voters), 30, what="a leader")
-        yield plan.brokers[0].address, [p.pid for p in procs]
+        leader = wait_for(lambda: find_leader(plan.voters), 30, what="a leader")["node_id"]
+        pids = {
+            "active": [procs[leader].pid],
+            "followers": [procs[s.node_id].pid for s in plan.voters if s.node_id != leader],
+            "broker": [procs[s.node_id].pid for s in plan.brokers],
+        }
+        yield plan.brokers[0].address, pids
     finally:
-        kill_all(procs)
+        kill_all(procs.values())
 
 
 async def kraft_client(address: str) -> tuple[AdminClient, Callable[[int], Awaitable[None]]]:
@@ -174,8 +192,8 @@ async def kraft_client(address: str) -> tuple[AdminClient, Callable[[int], Await
 
 
 @contextlib.contextmanager
-def etcd_cluster(base: Path, etcd: str) -> Iterator[tuple[list[int], list[int]]]:
-    """3 etcd members on 127.0.0.1; yields their client ports and PIDs (the leader's port first)."""
+def etcd_cluster(base: Path, etcd: str) -> Iterator[tuple[list[int], dict[str, list[int]]]]:
+    """3 etcd members on 127.0.0.1; yields their client ports (the leader's first) and PIDs by role."""
     names = [f"e{i}" for i in range(1, 4)]
     client_ports = {n: free_port("127.0.0.1") for n in names}
     peer_ports = {n: free_port("127.0.0.1") for n in names}
@@ -207,7 +225,8 @@ def etcd_cluster(base: Path, etcd: str) -> Iterator[tuple[list[int], list[int]]]
         ports = [client_ports[n] for n in names]
         leader_port = wait_for(lambda: etcd_leader_port(ports), 30, what="an etcd leader")
         ordered = [leader_port] + [p for p in ports if p != leader_port]
-        yield ordered, [p.pid for p in procs]
+        pid_of = {client_ports[n]: proc.pid for n, proc in zip(names, procs)}
+        yield ordered, {"leader": [pid_of[leader_port]], "followers": [pid_of[p] for p in ordered[1:]]}
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -313,7 +332,7 @@ async def run(args: argparse.Namespace, etcd: str | None) -> None:
         broker, kraft_pids = stack.enter_context(kraft_cluster(base / "kraft"))
         client, alter = await kraft_client(broker)
         etcd_put = None
-        etcd_pids: list[int] = []
+        etcd_pids: dict[str, list[int]] = {}
         connections: list[EtcdConnection] = []
         if etcd is not None:
             (base / "etcd").mkdir()
@@ -323,7 +342,7 @@ async def run(args: argparse.Namespace, etcd: str | None) -> None:
             print(
                 f"client concurrency: {args.in_flight} requests in flight; fsync on (ours: fdatasync of the log "
                 f"on each voter before it counts; etcd: its WAL fsync); {args.seconds:g} s windows, "
-                f"{args.runs} runs after a warm-up",
+                f"{args.runs} runs after a warm-up; event loop: {event_loop.loop_name()}",
                 flush=True,
             )
             await measure(alter, args.in_flight, min(args.seconds, 2), kraft_pids)
@@ -378,7 +397,7 @@ def main() -> int:
                 file=sys.stderr,
             )
             return 2
-    asyncio.run(run(args, etcd))
+    event_loop.run(run(args, etcd))
     return 0
 
 

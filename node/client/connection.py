@@ -151,13 +151,17 @@ class Connection:
         future: asyncio.Future[object] = loop.create_future()
         self._pending[correlation_id] = future
         self._out.write(frame)  # from here on, the server may apply the request
+        # One timer that fails the future itself, rather than asyncio.wait_for's second future and the
+        # callbacks between the two: the answer wakes this task in one step (the client's hot path).
+        timer = loop.call_at(deadline, _expire, future)
         try:
-            answer = await asyncio.wait_for(future, remaining)
-        except TimeoutError:
+            answer = await future
+        except _Expired:
             raise ClientTimeoutError(
                 f"no answer to {type(message).__name__} within the deadline", sent=True, server=where
             ) from None
         finally:
+            timer.cancel()
             self._pending.pop(correlation_id, None)
         if type(answer) is not RESPONSE_FOR[type(message)]:
             raise ProtocolError(f"{type(answer).__name__} does not answer {type(message).__name__}", server=where)
@@ -215,6 +219,15 @@ class Connection:
                 writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+
+class _Expired(Exception):
+    """Set on a request's future when its deadline passes first (only `request` sees it)."""
+
+
+def _expire(future: asyncio.Future[object]) -> None:
+    if not future.done():
+        future.set_exception(_Expired())
 
 
 def api_key_of(message: object) -> int:

@@ -15,6 +15,7 @@ import sys
 
 from node.raft.config import ConfigError
 from node.raft.storage import StorageError
+from node.runtime import event_loop
 from node.runtime.server import NodeServer
 from node.runtime.server_config import ServerConfig, load_server_config
 from vocab.errors import EXIT_ERROR, UserError
@@ -63,4 +64,9 @@ async def run_node(config: ServerConfig) -> int:
 def start_command(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level, format=LOG_FORMAT, stream=sys.stderr)
     config = load_config_or_fail(args.config)
-    return asyncio.run(run_node(config))
+    try:
+        factory = event_loop.loop_factory()
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(run_node(config))
