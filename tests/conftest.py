@@ -22,7 +22,9 @@ REQUIRE_ALL = "KCHAOS_REQUIRE_ALL"
 # xdist group -> test files (relative to tests/) whose tests must not overlap each other:
 # - docker: the engine's containers and networks (the kill-leak tests count every container labelled
 #   kchaos.run as theirs, and so does the netns and ssh kill-leak tests' snapshot of the host);
-# - vms: three qemu guests per test, each emulating a CPU (TCG), which a second VM test would starve.
+# - vms: three qemu guests per test, each emulating a CPU (TCG), which a second VM test would starve;
+# - doctor: `kchaos doctor` makes kcdoc... namespaces and heals dead doctors' ledgers in one shared
+#   directory, and its tests check that no kcdoc... namespace is left.
 SHARED_HOST_STATE = {
     "docker": (
         "harness_docker/",
@@ -31,6 +33,7 @@ SHARED_HOST_STATE = {
         "kafka/test_kafka_run.py::test_config_register_on_kafka_in_docker_containers",
     ),
     "vms": ("harness_vagrant/",),
+    "doctor": ("harness_netns/test_cli.py", "harness_netns/test_fault_doctor.py", "lazyfs/test_doctor.py"),
 }
 
 

@@ -27,21 +27,29 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: network n
 
 @dataclass(frozen=True)
 class HostState:
-    """What a netns run could leave behind, restricted to kchaos-looking names (others share this host)."""
+    """What a netns run could leave behind, restricted to names that start with one prefix: the suite's
+    other workers (pytest-xdist) and other jobs on this host make and remove namespaces meanwhile."""
 
     netns: frozenset[str]
     links: frozenset[str]
-    ruleset: str
+    ruleset: frozenset[str]
     marked_processes: frozenset[int]
 
 
-def snapshot(marker: str = "kchaos-test-") -> HostState:
+def new_tag() -> str:
+    """A NetnsBackend tag of the test's own: every namespace, link and rule it makes is named kcTAG..."""
+    return secrets.token_hex(3)
+
+
+def snapshot(prefix: str, marker: str = "kchaos-test-") -> HostState:
+    """Namespaces and links named `prefix`..., the lines of the host's nft ruleset that name it, and the
+    processes whose command line holds `marker`."""
     netns = {line.split()[0] for line in _out(["ip", "netns", "list"]).splitlines() if line.strip()}
     links = {line.split(":")[1].strip().split("@")[0] for line in _out(["ip", "-o", "link"]).splitlines()}
     return HostState(
-        netns=frozenset(n for n in netns if n.startswith("kc")),
-        links=frozenset(n for n in links if n.startswith("kc")),
-        ruleset=_out(["nft", "list", "ruleset"]),
+        netns=frozenset(n for n in netns if n.startswith(prefix)),
+        links=frozenset(n for n in links if n.startswith(prefix)),
+        ruleset=frozenset(line.strip() for line in _out(["nft", "list", "ruleset"]).splitlines() if prefix in line),
         marked_processes=frozenset(marked_pids(marker)),
     )
 

@@ -16,7 +16,7 @@ from harness import heal_cli
 from harness.backends.ledger import Ledger, heal
 from harness.backends.resources import create_netns, netns_names, netns_pids
 from node.runtime.local_cluster import wait_for
-from tests.harness_netns.conftest import HERE, heal_if_left, marked_pids, needs_root, new_marker, snapshot
+from tests.harness_netns.conftest import HERE, heal_if_left, marked_pids, needs_root, new_marker, new_tag, snapshot
 
 pytestmark = [pytest.mark.root, needs_root]
 REPO = HERE.parent.parent
@@ -29,12 +29,14 @@ def run_heal(*argv: str) -> int:
     return args.func(args)
 
 
-def start_driver(run_dir: Path, marker: str, sigint_ignored: bool = False) -> tuple[subprocess.Popen[str], dict]:
+def start_driver(
+    run_dir: Path, marker: str, tag: str, sigint_ignored: bool = False
+) -> tuple[subprocess.Popen[str], dict]:
     def ignore_sigint() -> None:  # as a background job of a non-interactive shell starts
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     driver = subprocess.Popen(
-        [sys.executable, str(HERE / "driver.py"), str(run_dir), marker],
+        [sys.executable, str(HERE / "driver.py"), str(run_dir), marker, tag],
         stdout=subprocess.PIPE,
         text=True,
         cwd=REPO,
@@ -55,9 +57,9 @@ def test_sigkilled_driver_is_healed_from_its_ledger(tmp_path, capsys, monkeypatc
 
 
 def check_sigkilled_driver_is_healed(tmp_path: Path, run_dir: Path, capsys, monkeypatch) -> None:
-    before = snapshot()
-    marker = new_marker()
-    driver, info = start_driver(run_dir, marker)
+    marker, tag = new_marker(), new_tag()
+    before = snapshot(f"kc{tag}", marker)
+    driver, info = start_driver(run_dir, marker, tag)
     try:
         assert set(info["netns"]) <= netns_names()
         assert set(marked_pids(marker)) - {driver.pid} == set(info["pids"].values())
@@ -69,7 +71,7 @@ def check_sigkilled_driver_is_healed(tmp_path: Path, run_dir: Path, capsys, monk
     finally:
         driver.kill()
         driver.wait()
-    assert snapshot() != before  # the killed driver left its namespaces, bridge and processes
+    assert snapshot(f"kc{tag}", marker) != before  # the killed driver left its namespaces, bridge and processes
     assert Path(info["tmpdir"]).is_dir()
 
     capsys.readouterr()
@@ -77,7 +79,7 @@ def check_sigkilled_driver_is_healed(tmp_path: Path, run_dir: Path, capsys, monk
     assert run_heal() == 0
     out = capsys.readouterr().out
     assert f"namespace {info['netns'][0]}" in out and f"bridge {info['bridge']}" in out
-    assert snapshot() == before
+    assert snapshot(f"kc{tag}", marker) == before
     assert not marked_pids(marker)
     assert not Path(info["tmpdir"]).exists()
 
@@ -85,7 +87,7 @@ def check_sigkilled_driver_is_healed(tmp_path: Path, run_dir: Path, capsys, monk
     assert run_heal(str(run_dir)) == 0
     assert "nothing to heal" in capsys.readouterr().out
     assert heal(run_dir / "ledger.jsonl").removed == []
-    assert snapshot() == before
+    assert snapshot(f"kc{tag}", marker) == before
 
 
 @pytest.mark.parametrize(
@@ -94,16 +96,16 @@ def check_sigkilled_driver_is_healed(tmp_path: Path, run_dir: Path, capsys, monk
 def test_signalled_driver_cleans_up_itself(tmp_path, sig, sigint_ignored):
     """Also when the driver inherited SIGINT ignored (Python then keeps it ignored): the backend's
     `with` block restores it, so `kill -INT` still tears everything down."""
-    before = snapshot()
-    marker = new_marker()
-    driver, _ = start_driver(tmp_path / "run", marker, sigint_ignored)
+    marker, tag = new_marker(), new_tag()
+    before = snapshot(f"kc{tag}", marker)
+    driver, _ = start_driver(tmp_path / "run", marker, tag, sigint_ignored)
     try:
         driver.send_signal(sig)
         assert driver.wait(timeout=30) != 0
     finally:
         driver.kill()
         driver.wait()
-        leftover = snapshot()
+        leftover = snapshot(f"kc{tag}", marker)
         heal_if_left(tmp_path / "run")
     assert leftover == before
     assert not marked_pids(marker)

@@ -22,6 +22,7 @@ from tests.harness_netns.conftest import (
     marked_pids,
     needs_root,
     new_marker,
+    new_tag,
     reach_matrix,
     root_reaches,
     snapshot,
@@ -36,16 +37,16 @@ PAIRS = [(a, b) for a, b in itertools.permutations(NODES, 2)]
 
 @pytest.mark.parametrize("firewall", ["nft", "iptables"])
 def test_partition_heal_kill_restart_and_clean_teardown(tmp_path, firewall):
-    before = snapshot()
-    marker = new_marker()
-    backend = NetnsBackend(tmp_path / "run", NODES, firewall=firewall)
+    marker, tag = new_marker(), new_tag()
+    before = snapshot(f"kc{tag}", marker)
+    backend = NetnsBackend(tmp_path / "run", NODES, firewall=firewall, tag=tag)
     pids = []
     try:
         backend.setup()
         # the bridge sits on a subnet of its own, with the harness's address on it
         assert backend.subnet is not None
-        assert backend.bridge in snapshot().links
-        assert {backend.hosts[n].netns for n in NODES} <= snapshot().netns
+        assert backend.bridge in snapshot(backend.bridge).links
+        assert {backend.hosts[n].netns for n in NODES} <= snapshot(backend.bridge).netns
         assert len({backend.address(n) for n in NODES} | {backend.bridge_address}) == 4
         for node in NODES:
             pids.append(backend.start(node, echo_argv(backend.address(node), marker)).pid)
@@ -89,7 +90,7 @@ def test_partition_heal_kill_restart_and_clean_teardown(tmp_path, firewall):
         backend.teardown()
         heal_if_left(tmp_path / "run")
 
-    after = snapshot()
+    after = snapshot(f"kc{tag}", marker)
     assert after == before
     assert not marked_pids(marker)
     # nothing outstanding in the ledger, and a second teardown is a no-op

@@ -3,7 +3,9 @@ UDP echo probes count and time round trips on affected and unaffected links; TCP
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,8 +42,19 @@ def probe(backend: NetnsBackend, src: str, dst: str, count: int = 200, interval_
     return json.loads(out.stdout)
 
 
-def delay_processes() -> list[int]:
-    return marked_pids("harness.backends.delayd")
+def namespaces_of(backend: NetnsBackend) -> set[int]:
+    """The inodes of the backend's network namespaces (they name a namespace after `ip netns del` too)."""
+    return {os.stat(f"/run/netns/{host.netns}").st_ino for host in backend.hosts.values()}
+
+
+def delay_processes(namespaces: set[int]) -> list[int]:
+    """The delay daemons running in these namespaces (other tests on other workers run their own)."""
+    found = []
+    for pid in marked_pids("harness.backends.delayd"):
+        with contextlib.suppress(OSError):
+            if os.stat(f"/proc/{pid}/ns/net").st_ino in namespaces:
+                found.append(pid)
+    return found
 
 
 def echo(backend: NetnsBackend, node: str, marker: str) -> list[str]:
@@ -58,12 +71,13 @@ def backend(tmp_path, request) -> Iterator[NetnsBackend]:
             backend.start(node, echo(backend, node, marker))
         for node in NODES:
             wait_reachable(backend.address(node))
+        namespaces = namespaces_of(backend)
         yield backend
     finally:
         backend.teardown()
         heal_if_left(tmp_path / "run")
     assert not leftovers(backend.bridge)
-    assert not marked_pids(marker) and not delay_processes()
+    assert not marked_pids(marker) and not delay_processes(namespaces)
 
 
 def received(result: dict) -> float:
@@ -97,7 +111,7 @@ def test_loss_on_every_link_between_nodes(backend):
 
 def test_delay_adds_the_mean_plus_minus_jitter_on_the_affected_links_only(backend):
     backend.packet({"n2": frozenset({"n1"})}, PacketFault(delay_ms=100, jitter_ms=20))
-    assert len(delay_processes()) == 1  # one daemon, in n2's namespace
+    assert len(delay_processes(namespaces_of(backend))) == 1  # one daemon, in n2's namespace
     delayed = probe(backend, "n1", "n2", count=100, interval_ms=10)["rtt_ms"]
     assert len(delayed) == 100
     # Uniform in [80, 120] plus the way back. A load only adds time, so the lower bounds are exact and
@@ -108,12 +122,12 @@ def test_delay_adds_the_mean_plus_minus_jitter_on_the_affected_links_only(backen
     assert min(probe(backend, "n3", "n2")["rtt_ms"]) < 30
 
     backend.packet(None, PacketFault(delay_ms=50))  # replaces it: every link, both ways of a round trip
-    assert len(delay_processes()) == 3
+    assert len(delay_processes(namespaces_of(backend))) == 3
     both_ways = probe(backend, "n1", "n2", count=50, interval_ms=10)["rtt_ms"]
     assert 98 <= min(both_ways) <= 150
 
     backend.heal_packet()
-    assert not delay_processes()
+    assert not delay_processes(namespaces_of(backend))
     assert min(probe(backend, "n1", "n2")["rtt_ms"]) < 30
 
 

@@ -54,7 +54,12 @@ def spec(hosts: SshHosts, **changes):
 
 
 def test_chaos_run_over_ssh_is_valid_and_leaves_nothing(hosts, tmp_path):
-    result = run_test(spec(hosts), root=tmp_path, say=lambda _: None, progress=False)
+    # Every kind must start at least once: each start draws its kind at random among those not active,
+    # and on a loaded machine a fault over SSH takes longer to apply, so fewer fit in the run (20 s at
+    # load 16 fitted 7 starts and no kill). 30 s with a start every 1.5 s fits about 15 there.
+    result = run_test(
+        spec(hosts, time_limit_s=30.0, nemesis_interval_s=1.5), root=tmp_path, say=lambda _: None, progress=False
+    )
     assert result.error is None, result.error
     run = result.run.path
     events = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
