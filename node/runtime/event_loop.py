@@ -3,8 +3,8 @@
 uvloop (libuv underneath, an optional dependency: `pip install uvloop`) runs the same asyncio code with
 less CPU per socket operation and per callback (about 6 % of the servers' CPU per write in
 bench_write_path.py: docs/internals/controller.md, "Where the write path's CPU goes"). Without uvloop
-installed, or with
-`KCHAOS_EVENT_LOOP=asyncio`, the standard library's loop runs the same code: nothing depends on which.
+installed, or with `KCHAOS_EVENT_LOOP=asyncio`, the standard library's loop runs the same code: nothing
+depends on which.
 """
 
 from __future__ import annotations

@@ -197,9 +197,7 @@ def test_the_correct_cluster_raises_no_alarm_over_200_seeds(results, part) -> No
 
 
 def test_a_sweep_split_in_parts_runs_the_cells_of_the_whole_sweep(tmp_path) -> None:
-    whole = list(small(tmp_path, workloads=("a", "b"), nemeses=(("kill",), ("partition",)), sweep=10).sweep_cells())
-    parts = [
-        small(tmp_path, workloads=("a", "b"), nemeses=(("kill",), ("partition",)), sweep=5, sweep_from=f).sweep_cells()
-        for f in (1, 6)
-    ]
+    shape = {"workloads": ("a", "b"), "nemeses": (("kill",), ("partition",))}
+    whole = list(small(tmp_path, **shape, sweep=10).sweep_cells())
+    parts = [small(tmp_path, **shape, sweep=5, sweep_from=f).sweep_cells() for f in (1, 6)]
     assert [c for part in parts for c in part] == whole

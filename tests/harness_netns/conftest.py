@@ -41,7 +41,7 @@ def new_tag() -> str:
     return secrets.token_hex(3)
 
 
-def snapshot(prefix: str, marker: str = "kchaos-test-") -> HostState:
+def snapshot(prefix: str, marker: str) -> HostState:
     """Namespaces and links named `prefix`..., the lines of the host's nft ruleset that name it, and the
     processes whose command line holds `marker`."""
     netns = {line.split()[0] for line in _out(["ip", "netns", "list"]).splitlines() if line.strip()}

@@ -45,8 +45,9 @@ def test_partition_heal_kill_restart_and_clean_teardown(tmp_path, firewall):
         backend.setup()
         # the bridge sits on a subnet of its own, with the harness's address on it
         assert backend.subnet is not None
-        assert backend.bridge in snapshot(backend.bridge).links
-        assert {backend.hosts[n].netns for n in NODES} <= snapshot(backend.bridge).netns
+        during = snapshot(f"kc{tag}", marker)
+        assert backend.bridge in during.links
+        assert {backend.hosts[n].netns for n in NODES} <= during.netns
         assert len({backend.address(n) for n in NODES} | {backend.bridge_address}) == 4
         for node in NODES:
             pids.append(backend.start(node, echo_argv(backend.address(node), marker)).pid)

@@ -190,8 +190,8 @@ def test_the_shipped_gate_passes_on_the_correct_cluster(results, capsys) -> None
     assert (results / "suites" / "gate" / "latest" / "gate-summary.html").is_file()
 
 
-# one planted bug per component of the catalogue: raft, controller, broker, metadata, storage
-# One bug of each component runs in a quick `-m "not slow"` pass; the rest of the catalogue is marked slow.
+# One planted bug per component (raft, controller, broker, metadata, storage) runs in a quick
+# `-m "not slow"` pass; the rest of the catalogue is marked slow.
 SOME_BUGS = (
     "raft-vote-not-persisted",
     "ctl-envelope-unauthorized",
