@@ -42,7 +42,8 @@ def load_config_or_fail(path: str) -> ServerConfig:
     return config
 
 
-async def run_node(config: ServerConfig) -> int:
+async def run_node(config: ServerConfig) -> tuple[int, str | None]:
+    """The exit code, and the fatal error that stopped the node if one did."""
     server = NodeServer(config)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -55,10 +56,7 @@ async def run_node(config: ServerConfig) -> int:
         await server.stop(grace_s=0)
         raise UserError(f"node {config.node_id}: cannot listen or open files: {exc}") from None
     code = await server.serve_forever()
-    if server.fatal:
-        print(f"kchaos: error: node {config.node_id}: {server.fatal}", file=sys.stderr)
-        return EXIT_ERROR
-    return code
+    return code, server.fatal
 
 
 def start_command(args: argparse.Namespace) -> int:
@@ -69,4 +67,10 @@ def start_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from None
     with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(run_node(config))
+        code, fatal = runner.run(run_node(config))
+    # Printed once the loop is closed, so the one-line message is stderr's last line whatever the
+    # loop's shutdown logs (a handler still writing to a connection the stop closed, say).
+    if fatal:
+        print(f"kchaos: error: node {config.node_id}: {fatal}", file=sys.stderr)
+        return EXIT_ERROR
+    return code

@@ -67,12 +67,15 @@ class HttpEndpoint:
                     break
                 method, path, body, keep_alive = request
                 response = await self._dispatch(method, path, body)
+                if writer.transport.is_closing():  # the node stopped while the handler ran
+                    break
                 self._write(writer, response, keep_alive)
                 await writer.drain()
                 if not keep_alive:
                     break
         except _BadRequest as exc:
-            self._write(writer, HttpResponse(400, f"{exc}\n".encode()), keep_alive=False)
+            if not writer.transport.is_closing():
+                self._write(writer, HttpResponse(400, f"{exc}\n".encode()), keep_alive=False)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:

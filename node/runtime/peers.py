@@ -52,6 +52,8 @@ async def sasl_plain_login(
     correlation_id = 0
     while request is not None:
         correlation_id += 1
+        if writer.transport.is_closing():  # uvloop raises on a write to a closed transport
+            raise FrameError("connection closed during SASL authentication")
         writer.write(codec.encode_request(correlation_id, request))
         await writer.drain()
         answer = None
