@@ -1,8 +1,10 @@
 """A quorum on this machine's loopback: config files and node processes (for tests and benchmarks).
 
-Node N listens on 127.0.0.(N+1) (Linux routes all of 127.0.0.0/8 to lo), each on a free port, with its
-own data dir and log file under one base directory. Processes are started with `python -m node.runtime`
-and are only ever signalled by their own PID.
+Node N listens on 127.A.B.(N+1), each on a free port, with its own data dir and log file under one base
+directory. Linux routes all of 127.0.0.0/8 to lo; each cluster takes a /24 of it at random (A.B), so
+clusters planned at the same moment (the test suite's parallel workers) never share an address: one
+cannot take a port the other picked between `free_port` and its node's bind. Processes are started
+with `python -m node.runtime` and are only ever signalled by their own PID.
 
 The first `voters` nodes are controllers (listener CONTROLLER); the rest are brokers (observers of the
 metadata quorum) whose BROKER listener serves clients and the other brokers. `sasl_settings` turns
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -135,12 +138,19 @@ def sasl_settings(users: dict[str, str], login: str, super_users: tuple[str, ...
     }
 
 
+def loopback_subnet() -> str:
+    """`127.A.B`: a /24 of the loopback network for one cluster, outside 127.0.0.0/24."""
+    pick = random.SystemRandom()
+    return f"127.{pick.randint(1, 254)}.{pick.randint(0, 255)}"
+
+
 def plan_cluster(
     base_dir: Path, voters: int = 3, observers: int = 0, settings: dict[str, str] | None = None
 ) -> LocalCluster:
     nodes = []
+    subnet = loopback_subnet()
     for node_id in range(1, voters + observers + 1):
-        host = f"127.0.0.{node_id + 1}"
+        host = f"{subnet}.{node_id + 1}"
         nodes.append(NodeSpec(node_id, node_id <= voters, host, free_port(host), free_port(host), base_dir))
     cluster = LocalCluster(base_dir, nodes, dict(settings or {}))
     cluster.write_configs()

@@ -15,7 +15,7 @@ from node.raft.records import MAX_BATCH_BYTES
 from node.runtime.append_error import AppendError
 from node.runtime.appends import AppendGroup, PendingAppend, group_appends
 from node.runtime.http_endpoint import HttpEndpoint, HttpResponse
-from node.runtime.local_cluster import free_port
+from node.runtime.local_cluster import free_port, plan_cluster
 from node.runtime.metrics import RuntimeMetrics, Window, parse_prometheus, render_prometheus
 from node.runtime.peers import Backoff, PeerLink
 from node.runtime.quorum_cli import format_replication, format_status, parse_servers, replication_rows
@@ -114,6 +114,17 @@ def test_http_endpoint_closed_while_a_handler_runs_answers_nothing_and_raises_no
         data = runner.run(scenario())
     assert data == b""  # the connection closed; the late answer was not written
     assert errors == []
+
+
+def test_clusters_planned_at_once_share_no_address(tmp_path):
+    """Parallel test workers plan clusters at the same moment: in one /24 of 127.0.0.0/8 all of them
+    picked the same addresses, and a port `free_port` had just handed one was bound by the other's node
+    first (the first node's start failed with EADDRINUSE and the test lost its quorum)."""
+    plans = [plan_cluster(tmp_path / str(i), voters=3, observers=2) for i in range(20)]
+    subnets = [{spec.host.rsplit(".", 1)[0] for spec in plan.nodes} for plan in plans]
+    assert all(len(one) == 1 for one in subnets)  # one cluster, one /24
+    assert all(not subnet.startswith("127.0.0.") for (subnet,) in subnets)
+    assert len({subnet for (subnet,) in subnets}) > 1  # 20 clusters in one /24: the old plan
 
 
 # `kafka-metadata-quorum.sh describe --status` in KIP-595's "Tooling Support", in order.
