@@ -48,13 +48,7 @@ CAUGHT_TODAY = ("raft-follower-fetch-before-flush", "broker-read-offset-not-appl
 # which the matrix never turns off: the gate's no-pre-vote cell catches it.
 # `raft-end-quorum-epoch-ignored` costs availability only after a graceful stop, which the matrix never
 # does: the gate's graceful-leader cell catches it (leaderless_after_resign_s, docs/trust/elections.md).
-# A prospective that asks its old leader for a pre-vote once that leader says it no longer leads (a
-# liveness fix, docs/internals/quorum-core.md) moved the simulated runs' timing: since then the budget
-# misses Figure 8 (`raft-hwm-before-leader-change-committed`) and the follower's truncation
-# (`raft-follower-truncates-to-leader-epoch-end`), caught in its first cells before; the gate catches both.
 NOT_CAUGHT_IN_BUDGET: set[str] = {
-    "raft-hwm-before-leader-change-committed",
-    "raft-follower-truncates-to-leader-epoch-end",
     "raft-read-barrier-counts-late-fetches",
     "raft-vote-granted-twice-in-epoch",
     "raft-vote-older-epoch-granted",
