@@ -67,15 +67,12 @@ class HttpEndpoint:
                     break
                 method, path, body, keep_alive = request
                 response = await self._dispatch(method, path, body)
-                if writer.transport.is_closing():  # the node stopped while the handler ran
-                    break
                 self._write(writer, response, keep_alive)
                 await writer.drain()
                 if not keep_alive:
                     break
         except _BadRequest as exc:
-            if not writer.transport.is_closing():
-                self._write(writer, HttpResponse(400, f"{exc}\n".encode()), keep_alive=False)
+            self._write(writer, HttpResponse(400, f"{exc}\n".encode()), keep_alive=False)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
@@ -131,6 +128,8 @@ class HttpEndpoint:
 
     @staticmethod
     def _write(writer: asyncio.StreamWriter, response: HttpResponse, keep_alive: bool) -> None:
+        if writer.transport.is_closing():  # the node stopped while the handler ran: uvloop would raise
+            return
         reason = _REASONS.get(response.status, "Error")
         head = (
             f"HTTP/1.1 {response.status} {reason}\r\n"

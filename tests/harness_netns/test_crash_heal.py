@@ -58,7 +58,8 @@ def test_sigkilled_driver_is_healed_from_its_ledger(tmp_path, capsys, monkeypatc
 
 def check_sigkilled_driver_is_healed(tmp_path: Path, run_dir: Path, capsys, monkeypatch) -> None:
     marker, tag = new_marker(), new_tag()
-    before = snapshot(f"kc{tag}", marker)
+    prefix = f"kc{tag}"  # NetnsBackend names everything of its run kcTAG...
+    before = snapshot(prefix, marker)
     driver, info = start_driver(run_dir, marker, tag)
     try:
         assert set(info["netns"]) <= netns_names()
@@ -71,7 +72,7 @@ def check_sigkilled_driver_is_healed(tmp_path: Path, run_dir: Path, capsys, monk
     finally:
         driver.kill()
         driver.wait()
-    assert snapshot(f"kc{tag}", marker) != before  # the killed driver left its namespaces, bridge and processes
+    assert snapshot(prefix, marker) != before  # the killed driver left its namespaces, bridge and processes
     assert Path(info["tmpdir"]).is_dir()
 
     capsys.readouterr()
@@ -79,7 +80,7 @@ def check_sigkilled_driver_is_healed(tmp_path: Path, run_dir: Path, capsys, monk
     assert run_heal() == 0
     out = capsys.readouterr().out
     assert f"namespace {info['netns'][0]}" in out and f"bridge {info['bridge']}" in out
-    assert snapshot(f"kc{tag}", marker) == before
+    assert snapshot(prefix, marker) == before
     assert not marked_pids(marker)
     assert not Path(info["tmpdir"]).exists()
 
@@ -87,7 +88,7 @@ def check_sigkilled_driver_is_healed(tmp_path: Path, run_dir: Path, capsys, monk
     assert run_heal(str(run_dir)) == 0
     assert "nothing to heal" in capsys.readouterr().out
     assert heal(run_dir / "ledger.jsonl").removed == []
-    assert snapshot(f"kc{tag}", marker) == before
+    assert snapshot(prefix, marker) == before
 
 
 @pytest.mark.parametrize(
@@ -97,7 +98,8 @@ def test_signalled_driver_cleans_up_itself(tmp_path, sig, sigint_ignored):
     """Also when the driver inherited SIGINT ignored (Python then keeps it ignored): the backend's
     `with` block restores it, so `kill -INT` still tears everything down."""
     marker, tag = new_marker(), new_tag()
-    before = snapshot(f"kc{tag}", marker)
+    prefix = f"kc{tag}"
+    before = snapshot(prefix, marker)
     driver, _ = start_driver(tmp_path / "run", marker, tag, sigint_ignored)
     try:
         driver.send_signal(sig)
@@ -105,7 +107,7 @@ def test_signalled_driver_cleans_up_itself(tmp_path, sig, sigint_ignored):
     finally:
         driver.kill()
         driver.wait()
-        leftover = snapshot(f"kc{tag}", marker)
+        leftover = snapshot(prefix, marker)
         heal_if_left(tmp_path / "run")
     assert leftover == before
     assert not marked_pids(marker)

@@ -38,14 +38,14 @@ PAIRS = [(a, b) for a, b in itertools.permutations(NODES, 2)]
 @pytest.mark.parametrize("firewall", ["nft", "iptables"])
 def test_partition_heal_kill_restart_and_clean_teardown(tmp_path, firewall):
     marker, tag = new_marker(), new_tag()
-    before = snapshot(f"kc{tag}", marker)
     backend = NetnsBackend(tmp_path / "run", NODES, firewall=firewall, tag=tag)
+    before = snapshot(backend.bridge, marker)  # the bridge's name kcTAG prefixes all the run makes
     pids = []
     try:
         backend.setup()
         # the bridge sits on a subnet of its own, with the harness's address on it
         assert backend.subnet is not None
-        during = snapshot(f"kc{tag}", marker)
+        during = snapshot(backend.bridge, marker)
         assert backend.bridge in during.links
         assert {backend.hosts[n].netns for n in NODES} <= during.netns
         assert len({backend.address(n) for n in NODES} | {backend.bridge_address}) == 4
@@ -91,7 +91,7 @@ def test_partition_heal_kill_restart_and_clean_teardown(tmp_path, firewall):
         backend.teardown()
         heal_if_left(tmp_path / "run")
 
-    after = snapshot(f"kc{tag}", marker)
+    after = snapshot(backend.bridge, marker)
     assert after == before
     assert not marked_pids(marker)
     # nothing outstanding in the ledger, and a second teardown is a no-op
