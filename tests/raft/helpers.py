@@ -129,6 +129,20 @@ def grant(node: RaftNode, now: int, actions: list[Action], voter: int) -> list[A
     return answer(node, now, req, VoteResponse(int(ErrorCode.NONE), -1, node.epoch, True))
 
 
+def win_election(node: RaftNode, now: int) -> list[Action]:
+    """A node whose election or fetch timeout has passed by `now` stands and wins with the votes of
+    the lowest-numbered other voters. Returns every action from the votes on."""
+    actions = node.handle(now, Tick())
+    assert node.role is Role.CANDIDATE, node.role
+    after: list[Action] = []
+    for voter in sorted(v for v in node.voters if v != node.node_id):
+        if node.role is Role.LEADER:
+            break
+        after += grant(node, now, actions, voter)
+    assert node.role is Role.LEADER, node.role
+    return after
+
+
 def make_leader(
     node_id: int = 1, voters: Iterable[int] = (1, 2, 3), now: int = LATE, **kw
 ) -> tuple[RaftNode, list[Action]]:

@@ -8,7 +8,18 @@ from node.raft.actions import AppendBatches, AppendCompleted, AppendFailed, Flus
 from node.raft.events import Append, FlushCompleted
 from node.raft.quorum_state import Role
 from node.raft.records import MAX_BATCH_BYTES, LeaderChangeMessage, RecordBatch, encode_control
-from tests.raft.helpers import LATE, fetch, fetch_response, flush, make_leader, of_type, one, request
+from tests.raft.helpers import (
+    LATE,
+    fetch,
+    fetch_response,
+    flush,
+    flush_all,
+    make_leader,
+    of_type,
+    one,
+    request,
+    win_election,
+)
 
 OK = int(ErrorCode.NONE)
 LEADER_CHANGE_2 = encode_control(LeaderChangeMessage(2, (2, 3)))
@@ -83,12 +94,12 @@ def test_append_grouping_respects_the_batch_record_limit():
     assert one(out, AppendBatches).batches[0].records == (b"c", b"c")
 
 
-def _deposed_leader_with_uncommitted_append():
-    """Leader 1 of epoch 1 writes append "a" at offset `at`; nobody else has it. Then leader 2 of
-    epoch 2 takes over and 1 follows it."""
+def _deposed_leader_with_uncommitted_append(records: int = 1):
+    """Leader 1 of epoch 1 writes append "a" at offset `at` (`records` records); nobody else has it.
+    Then leader 2 of epoch 2 takes over and 1 follows it."""
     leader, _ = make_leader(1, cluster_id="c")
     at = leader.log_end_offset
-    leader.handle(LATE + 1, Append("a", (b"a",)))
+    leader.handle(LATE + 1, Append("a", tuple(b"a" for _ in range(records))))
     flush(leader, LATE + 2)
     actions = request(leader, LATE + 3, BeginQuorumEpochRequest("c", 2, 2))
     assert leader.role is Role.FOLLOWER
@@ -110,3 +121,26 @@ def test_append_deposed_leader_append_failed_when_another_entry_was_committed():
     out = fetch_response(node, out, LATE + 6, FetchResponse(OK, 2, 2, at + 1, records=(replacement,)))
     failed = one(out, AppendFailed)
     assert failed.handle == "a" and failed.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_append_of_a_new_epoch_is_answered_while_an_old_epochs_append_waits_beyond_it():
+    """Leader 1 of epoch 1 writes "a" (5 records) that nobody else has; leader 2 of epoch 2 replaces
+    it with one record; 1 leads again in epoch 3 and writes "b" below where "a" ended. Once the high
+    watermark passes "b", "b" is answered: "a" still waits (its offsets are not all decided) and must
+    not hold it back."""
+    node, actions, at = _deposed_leader_with_uncommitted_append(records=5)
+    out = fetch_response(node, actions, LATE + 4, FetchResponse(OK, 2, 2, at, diverging_epoch=EpochEndOffset(1, at)))
+    replacement = RecordBatch(at, 2, (LEADER_CHANGE_2,), control=True)
+    out = fetch_response(node, out, LATE + 5, FetchResponse(OK, 2, 2, at + 1, records=(replacement,)))
+    assert node.log_end_offset == at + 1 and node.high_watermark == at + 1
+    out = flush_all(node, LATE + 5, out)
+    elected = win_election(node, 4 * LATE)
+    assert node.role is Role.LEADER and node.epoch == 3
+    flush_all(node, 4 * LATE, elected)
+    b_at = node.log_end_offset
+    assert b_at < at + 4  # "b" lies below the end of "a"
+    flush_all(node, 4 * LATE + 1, node.handle(4 * LATE + 1, Append("b", (b"b",))))
+    out = request(node, 4 * LATE + 2, fetch(2, 3, b_at + 1, 3, cluster_id="c"))
+    assert node.high_watermark == b_at + 1
+    assert one(out, AppendCompleted) == AppendCompleted("b", b_at, b_at)
+    assert not [f for f in of_type(out, AppendFailed) if f.handle == "a"]  # offset at+4 is not decided yet
