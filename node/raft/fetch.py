@@ -177,6 +177,13 @@ class ReplicationMixin(RaftNodeBase):
             # KIP-996: the leader answered after all: follow it again instead of standing.
             self._become_follower(now, state.epoch, source)
             state = self.state
+        elif (
+            isinstance(state, Prospective)
+            and source == state.leader_id
+            and resp.leader_epoch == state.epoch
+            and resp.leader_id != source
+        ):
+            self._leader_stepped_down(state)  # its answer names another leader, or none
         if not (isinstance(state, Follower) and source == state.leader_id and resp.leader_epoch == state.epoch):
             if resp.error_code != ErrorCode.NONE:
                 self._back_off(now, source)

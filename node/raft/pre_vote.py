@@ -53,6 +53,8 @@ class PreVoteMixin(RaftNodeBase):
         state and persist nothing; only a newer epoch is taken on, as from any message."""
         if req.candidate_epoch > self.epoch:
             self._become_unattached(now, req.candidate_epoch)
+        if isinstance(self.state, Prospective) and req.candidate_id == self.state.leader_id:
+            self._leader_stepped_down(self.state)  # a leader does not ask for pre-votes
         match self.state:
             case Leader() | Resigned():
                 return self._vote_response(ErrorCode.NONE, False)
@@ -85,6 +87,14 @@ class PreVoteMixin(RaftNodeBase):
         prospective.rejected = set()
         prospective.backing_off = False
         prospective.election_deadline = now + self._random_election_timeout()
+
+    def _leader_stepped_down(self, prospective: Prospective) -> None:
+        """The leader this prospective fetches from says it no longer leads (it restarted, or
+        resigned): ask it for a pre-vote like any voter. Skipping it, a prospective whose other
+        voters were down waited for them while the old leader, behind, asked it for pre-votes in
+        vain: no majority either way until a third voter came back (soak seed 91, 8 s)."""
+        prospective.leader_id = NO_LEADER
+        self._announce()
 
     # --- What a prospective sends ---------------------------------------------------------------------
 

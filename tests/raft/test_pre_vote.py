@@ -249,3 +249,36 @@ def test_refused_by_a_majority_a_prospective_keeps_fetching_and_follows_the_lead
     assert sent(node.handle(LATE + 10, Tick()), VoteRequest) == []  # this round is over
     fetch_response(node, actions, LATE + 500, FetchResponse(int(ErrorCode.NONE), 1, 4, 0))
     assert node.role is Role.FOLLOWER and node.leader_id == 1 and node.epoch == 4
+
+
+def test_a_prospective_asks_its_old_leader_for_a_pre_vote_once_it_answers_that_it_no_longer_leads():
+    # Node 1 led epoch 4 and restarted (behind node 3); voter 2 is down. Node 3's Fetch is answered
+    # NOT_LEADER_OR_FOLLOWER with no leader: node 1 is the only majority left, so it must be asked.
+    node, actions = prospective_after_fetch_timeout(3, leader=1, epoch=4)
+    assert [r.destination for r in sent(actions, VoteRequest)] == [2]
+    after = fetch_response(node, actions, LATE + 5, FetchResponse(int(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1, 4, 0))
+    assert node.role is Role.PROSPECTIVE and node.leader_id == -1 and node.epoch == 4
+    assert of_type(after, LeaderChanged) == [LeaderChanged(4, -1)]
+    later = node.handle(LATE + 200, Tick())  # past the back-off the refused Fetch earned
+    (ask,) = sent(later, VoteRequest, to=1)
+    assert ask.message.pre_vote and sent(later, FetchRequest) == []
+    answer(node, LATE + 210, ask, VoteResponse(int(ErrorCode.NONE), -1, 4, True))
+    assert node.role is Role.CANDIDATE and node.epoch == 5
+
+
+def test_a_prospective_asks_its_old_leader_for_a_pre_vote_once_that_leader_asks_for_one():
+    node, actions = prospective_after_fetch_timeout(3, leader=1, epoch=4)
+    answered = request(node, LATE + 5, pre_vote(1, 4))  # a leader never asks: node 1 no longer leads
+    (response,) = [a.message for a in answered if isinstance(getattr(a, "message", None), VoteResponse)]
+    assert response.leader_id == -1  # the answer no longer names node 1 as the leader
+    assert node.role is Role.PROSPECTIVE and node.leader_id == -1
+    fetch_req = sent(actions, FetchRequest, to=1)[-1]  # its answer frees the one request slot to node 1
+    after = answer(node, LATE + 6, fetch_req, FetchResponse(int(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1, 4, 0))
+    later = after + node.handle(LATE + 200, Tick())
+    assert [r.destination for r in sent(later, VoteRequest)] == [1]
+
+
+def test_a_prospective_whose_leader_answers_for_itself_keeps_it():
+    node, actions = prospective_after_fetch_timeout(3, leader=1, epoch=4)
+    fetch_response(node, actions, LATE + 5, FetchResponse(int(ErrorCode.UNKNOWN_SERVER_ERROR), 1, 4, 0))
+    assert node.role is Role.PROSPECTIVE and node.leader_id == 1  # an error, but it still leads
