@@ -28,29 +28,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
-import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.etcd_loopback import EtcdConnection, etcd_cluster, find_etcd
 from harness import docs_tables
 from node.client import AdminClient, AlterConfigOp, ConfigResource
 from node.client import errors as E
 from node.client.results import NewTopic
 from node.runtime import event_loop
-from node.runtime.local_cluster import NodeProcess, find_leader, free_port, kill_all, plan_cluster, wait_for
+from node.runtime.local_cluster import NodeProcess, find_leader, kill_all, plan_cluster, wait_for
 
 TOPICS = [f"bench-{i}" for i in range(16)]
 SETTINGS = {"kchaos.test.append.enable": "false"}
@@ -191,97 +187,6 @@ async def kraft_client(address: str) -> tuple[AdminClient, Callable[[int], Await
 # --- etcd ------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def etcd_cluster(base: Path, etcd: str) -> Iterator[tuple[list[int], dict[str, list[int]]]]:
-    """3 etcd members on 127.0.0.1; yields their client ports (the leader's first) and PIDs by role."""
-    names = [f"e{i}" for i in range(1, 4)]
-    client_ports = {n: free_port("127.0.0.1") for n in names}
-    peer_ports = {n: free_port("127.0.0.1") for n in names}
-    initial = ",".join(f"{n}=http://127.0.0.1:{peer_ports[n]}" for n in names)
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        for n in names:
-            with open(base / f"{n}.log", "wb") as log:
-                procs.append(
-                    subprocess.Popen(
-                        [
-                            etcd,
-                            f"--name={n}",
-                            f"--data-dir={base / n}",
-                            f"--listen-client-urls=http://127.0.0.1:{client_ports[n]}",
-                            f"--advertise-client-urls=http://127.0.0.1:{client_ports[n]}",
-                            f"--listen-peer-urls=http://127.0.0.1:{peer_ports[n]}",
-                            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_ports[n]}",
-                            f"--initial-cluster={initial}",
-                            "--initial-cluster-state=new",
-                            "--initial-cluster-token=bench-write-path",
-                            "--log-level=warn",
-                            "--logger=zap",
-                        ],
-                        stdout=log,
-                        stderr=log,
-                    )
-                )
-        ports = [client_ports[n] for n in names]
-        leader_port = wait_for(lambda: etcd_leader_port(ports), 30, what="an etcd leader")
-        ordered = [leader_port] + [p for p in ports if p != leader_port]
-        pid_of = {client_ports[n]: proc.pid for n, proc in zip(names, procs)}
-        yield ordered, {"leader": [pid_of[leader_port]], "followers": [pid_of[p] for p in ordered[1:]]}
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(10)
-
-
-def etcd_post(port: int, path: str, body: dict) -> dict:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(), method="POST")
-    with urllib.request.urlopen(request, timeout=2) as answer:
-        return json.loads(answer.read())
-
-
-def etcd_leader_port(ports: list[int]) -> int | None:
-    for port in ports:
-        with contextlib.suppress(OSError, ValueError):
-            status = etcd_post(port, "/v3/maintenance/status", {})
-            if status.get("leader") and status["leader"] == status["header"]["member_id"]:
-                return port
-    return None
-
-
-class EtcdConnection:
-    """One HTTP/1.1 keep-alive connection to an etcd gateway; one put at a time."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def open(self) -> None:
-        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-
-    async def put(self, key: bytes, value: bytes) -> None:
-        assert self.reader is not None and self.writer is not None
-        body = json.dumps({"key": base64.b64encode(key).decode(), "value": base64.b64encode(value).decode()}).encode()
-        self.writer.write(
-            b"POST /v3/kv/put HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-        )
-        head = await self.reader.readuntil(b"\r\n\r\n")
-        status = head.split(b" ", 2)[1]
-        length = 0
-        for line in head.split(b"\r\n"):
-            if line.lower().startswith(b"content-length:"):
-                length = int(line.split(b":", 1)[1])
-        answer = await self.reader.readexactly(length)
-        if status != b"200" or b'"header"' not in answer:
-            raise ValueError(f"etcd put answered {status.decode()}: {answer[:200]!r}")
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-
-
 async def etcd_client(port: int, in_flight: int) -> tuple[list[EtcdConnection], Callable[[int], Awaitable[None]]]:
     connections = [EtcdConnection(port) for _ in range(in_flight)]
     for conn in connections:
@@ -336,8 +241,10 @@ async def run(args: argparse.Namespace, etcd: str | None) -> None:
         connections: list[EtcdConnection] = []
         if etcd is not None:
             (base / "etcd").mkdir()
-            ports, etcd_pids = stack.enter_context(etcd_cluster(base / "etcd", etcd))
-            connections, etcd_put = await etcd_client(ports[0], args.in_flight)
+            members = stack.enter_context(etcd_cluster(base / "etcd", etcd))
+            leader_port = wait_for(members.leader_port, 30, what="an etcd leader")
+            etcd_pids = members.pids_by_role()
+            connections, etcd_put = await etcd_client(leader_port, args.in_flight)
         try:
             print(
                 f"client concurrency: {args.in_flight} requests in flight; fsync on (ours: fdatasync of the log "
@@ -389,13 +296,8 @@ def main() -> int:
         return 2
     etcd = None
     if not args.skip_etcd:
-        etcd = shutil.which("etcd")
+        etcd = find_etcd("bench_write_path", " or pass --skip-etcd")
         if etcd is None:
-            print(
-                "bench_write_path: etcd not found on PATH; install it with `apt-get install etcd-server` "
-                "(Debian, 3.4) or pass --skip-etcd",
-                file=sys.stderr,
-            )
             return 2
     event_loop.run(run(args, etcd))
     return 0

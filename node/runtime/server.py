@@ -173,6 +173,7 @@ class NodeServer:
         self._started = False  # Start was fed to the core
         self._stop_requested = False
         self._stopping = False  # closing down: no more events for the core
+        self._role_seen: tuple[str, bool] | None = None  # (Raft role, controller active) last logged
         self._closed = False
         self._stopped = asyncio.Event()
         self._endpoints: list[object] = []  # extra servers to close (metrics)
@@ -466,7 +467,20 @@ class NodeServer:
             return
         if self._waiters.high_watermark:
             self._wake_high_watermark(self.node.high_watermark)
+        self._log_role()
         self.metrics.busy.record(monotonic_ms(), (time.perf_counter() - started) * 1000)
+
+    def _log_role(self) -> None:
+        """One line per change of Raft role or controller activation, so a failover can be timed phase
+        by phase from the logs (prospective: pre-vote round; candidate; leader; controller active:
+        the first entry of its epoch is committed and applied)."""
+        assert self.node is not None and self.process is not None
+        controller = self.process.controller
+        seen = (self.node.role.value, controller is not None and controller.active)
+        if seen != self._role_seen:
+            self._role_seen = seen
+            active = ", controller active" if seen[1] else ""
+            log.info("node %d: %s in epoch %d%s", self.node_id, seen[0], self.node.epoch, active)
 
     def _carry_out(self, now: int, action: object) -> None:
         storage = self.storage

@@ -170,6 +170,14 @@ def test_quorum_elects_commits_survives_kill_9_and_recovers(cluster):
     assert new_leader["epoch"] > old_epoch
     new_leader_spec = plan.node(new_leader["node_id"])
     assert appender.append_many(new_leader_spec, "c", 200) == 200
+    # One log line per role change (benchmarks/bench_failover.py times a failover's phases by them):
+    # the pre-vote round in the old epoch, the candidacy, the leadership, the active controller.
+    n, epoch = new_leader_spec.node_id, new_leader["epoch"]
+    active = f"node {n}: leader in epoch {epoch}, controller active"
+    wait_for(lambda: active in procs[n].log_text(), 30, what="the new leader's controller-active line")
+    lines = procs[n].log_text()
+    assert f"node {n}: prospective in epoch {old_epoch}\n" in lines
+    assert lines.index(f"node {n}: candidate in epoch {epoch}\n") < lines.index(f"node {n}: leader in epoch {epoch}\n")
 
     # A torn tail on the killed node's log: it is cut on restart, and the node catches up.
     killed = leader_spec
