@@ -168,9 +168,10 @@ class ElectionMixin(RaftNodeBase):
             self.metrics_state.record_election(now, now - self._election_started_ms)
             self._election_started_ms = None
 
-    def _maybe_transition_on_epoch(self, now: int, epoch: int, leader_id: int) -> bool:
-        """Learn of a newer epoch (or of the leader of ours) from any message. True if it changed
-        (or if the message is to be ignored: an epoch past the last one is no news worth taking)."""
+    def _maybe_transition_on_epoch(self, now: int, epoch: int, leader_id: int, source: int | None = None) -> bool:
+        """Learn of a newer epoch (or of the leader of ours) from any message (from `source`, when the
+        caller knows it). True if it changed (or if the message is to be ignored: an epoch past the
+        last one is no news worth taking)."""
         if epoch > self.epoch and epoch > LAST_EPOCH:
             return True
         if leader_id not in self.config.voter_ids:
@@ -181,6 +182,13 @@ class ElectionMixin(RaftNodeBase):
             else:
                 self._become_unattached(now, epoch)
             return True
+        if (
+            isinstance(self.state, Unattached)
+            and leader_id == self.state.lost_leader != NO_LEADER
+            and source is not None
+            and source != leader_id
+        ):
+            return False  # hearsay of the leader this observer just lost: only its own answer counts
         if (
             epoch == self.epoch
             and leader_id not in (NO_LEADER, self.node_id)
@@ -221,6 +229,8 @@ class ElectionMixin(RaftNodeBase):
             if campaigning and "raft-candidate-outbids-higher-epoch" in self.config.bugs:
                 self._become_candidate(now)  # stands above the epoch it just learned, votes for itself
                 return self._vote_response(ErrorCode.NONE, False)
+        if isinstance(self.state, Candidate) and req.candidate_epoch == self.epoch:
+            self._split_vote(now, self.state, req)
         # 3. Already voted in this epoch: only the same candidate gets the vote again.
         match self.state:
             case Voted(voted_id=voted) if "raft-vote-granted-twice-in-epoch" not in self.config.bugs:
@@ -239,6 +249,19 @@ class ElectionMixin(RaftNodeBase):
             return self._vote_response(ErrorCode.NONE, False)
         self._become_voted(now, req.candidate_epoch, req.candidate_id)  # persisted before granting
         return self._vote_response(ErrorCode.NONE, True)
+
+    def _split_vote(self, now: int, candidate: Candidate, rival: VoteRequest) -> None:
+        """A rival candidate in our epoch: each voted for itself, so neither gets the other's vote, and
+        with the other voters down nobody wins before an election timeout. Of the two, the one whose
+        log is ahead (on a tie, the lower id) stands again at once, in the next epoch, where the rival
+        can vote for it; the other keeps waiting. Ending a candidacy early only moves a timeout."""
+        ours = (self.log.last_epoch, self.log.end_offset)
+        theirs = (rival.last_offset_epoch, rival.last_offset)
+        if candidate.backing_off_until is None and (
+            ours > theirs or (ours == theirs and self.node_id < rival.candidate_id)
+        ):
+            self._election_failed(now)
+            candidate.backing_off_until = now
 
     # --- Vote Response Handling -------------------------------------------------------------------
 

@@ -162,7 +162,7 @@ class ReplicationMixin(RaftNodeBase):
                 Fatal(f"node {source} rejected this node's clusterId {self.cluster_id} (INVALID_CLUSTER_ID)")
             )
             return False
-        return not self._maybe_transition_on_epoch(now, resp.leader_epoch, resp.leader_id)
+        return not self._maybe_transition_on_epoch(now, resp.leader_epoch, resp.leader_id, source)
 
     def _on_fetch_response(self, now: int, source: int, resp: FetchResponse) -> None:
         if not self._answer_still_matters(now, source, resp):

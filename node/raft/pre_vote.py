@@ -55,6 +55,11 @@ class PreVoteMixin(RaftNodeBase):
             self._become_unattached(now, req.candidate_epoch)
         if isinstance(self.state, Prospective) and req.candidate_id == self.state.leader_id:
             self._leader_stepped_down(self.state)  # a leader does not ask for pre-votes
+        if isinstance(self.state, Prospective) and req.candidate_id in self.state.rejected:
+            # It refused us while it still followed the leader; asking for pre-votes shows it no longer
+            # does: ask it again now rather than when this round expires (an election timeout later).
+            self.state.rejected.discard(req.candidate_id)
+            self.state.backing_off = False
         match self.state:
             case Leader() | Resigned():
                 return self._vote_response(ErrorCode.NONE, False)

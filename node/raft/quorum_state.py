@@ -44,6 +44,10 @@ class Unattached:
 
     epoch: int
     election_deadline: int  # voters only; observers use it as the "retry discovery" deadline
+    # An observer whose fetch timeout fired on this epoch's leader: other nodes naming that leader
+    # (voters that have not timed out yet) are not followed; only its own answer makes it the leader
+    # again. Following the hearsay cost a whole fetch timeout more on a dead leader. NO_ID: none.
+    lost_leader: int = NO_ID
     role = Role.UNATTACHED
 
 

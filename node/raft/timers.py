@@ -61,7 +61,10 @@ class TimersMixin(RaftNodeBase):
                 if self.is_voter:
                     self._start_election(now)
                 else:
+                    lost = self.state.leader_id
                     self._become_unattached(now, self.epoch)
+                    if isinstance(self.state, Unattached):
+                        self.state.lost_leader = lost
             case Candidate() as c:
                 if c.backing_off_until is not None and c.backing_off_until <= now:
                     self._start_election(now)

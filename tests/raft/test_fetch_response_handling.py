@@ -144,6 +144,34 @@ def test_fetch_response_handling_fetch_timeout_makes_voter_candidate_and_observe
     assert observer.role is Role.UNATTACHED and observer.epoch == 1
 
 
+def test_fetch_response_handling_observer_does_not_refollow_the_leader_it_lost_on_hearsay():
+    # Voters whose fetch timeout has not fired yet still name the dead leader: following them would
+    # cost the observer a whole fetch timeout more; only the lost leader's own answer brings it back.
+    observer, _ = make_follower(7, leader=1, epoch=1)
+    now = observer.state.fetch_deadline
+    out = observer.handle(now, Tick())
+    assert observer.role is Role.UNATTACHED
+    for _ in range(20):
+        for req in sent(out, FetchRequest):
+            if req.destination == 1:
+                out = answer(observer, now, req, FetchResponse(OK, 1, 1, 0))
+                assert observer.role is Role.FOLLOWER and observer.leader_id == 1
+                return
+            out = answer(observer, now, req, FetchResponse(int(ErrorCode.NOT_LEADER_OR_FOLLOWER), 1, 1, 0))
+            assert observer.role is Role.UNATTACHED, "followed a dead leader on a voter's word"
+        now += 1_000
+        out += observer.handle(now, Tick())
+    raise AssertionError("the observer never asked the lost leader itself")
+
+
+def test_fetch_response_handling_observer_follows_a_new_epochs_leader_after_losing_one():
+    observer, _ = make_follower(7, leader=1, epoch=1)
+    now = observer.state.fetch_deadline
+    (req,) = sent(observer.handle(now, Tick()), FetchRequest)
+    answer(observer, now, req, FetchResponse(int(ErrorCode.NOT_LEADER_OR_FOLLOWER), 2, 2, 0))
+    assert observer.role is Role.FOLLOWER and observer.leader_id == 2 and observer.epoch == 2
+
+
 def test_fetch_response_handling_successful_fetch_resets_fetch_timeout():
     node, actions = make_follower(2, leader=1, epoch=1)
     first = node.state.fetch_deadline

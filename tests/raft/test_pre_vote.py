@@ -282,3 +282,55 @@ def test_a_prospective_whose_leader_answers_for_itself_keeps_it():
     node, actions = prospective_after_fetch_timeout(3, leader=1, epoch=4)
     fetch_response(node, actions, LATE + 5, FetchResponse(int(ErrorCode.UNKNOWN_SERVER_ERROR), 1, 4, 0))
     assert node.role is Role.PROSPECTIVE and node.leader_id == 1  # an error, but it still leads
+
+
+# --- failover speed: no election timeout lost to a refusal or a split vote -------------------------
+
+
+def test_a_prospective_asks_again_at_once_a_voter_that_refused_it_and_now_asks_for_pre_votes():
+    # The voter refused while it still followed the leader; its own pre-vote request shows it no
+    # longer does, so waiting for the next round (an election timeout) would only lose time.
+    node = make_node(1, quorum_state=QuorumStateData(leader_epoch=3), **PRE_VOTE)
+    actions = node.handle(LATE, Tick())
+    answer(node, LATE + 5, sent(actions, VoteRequest, to=2)[-1], VoteResponse(int(ErrorCode.NONE), -1, 3, False))
+    assert sent(node.handle(LATE + 6, Tick()), VoteRequest, to=2) == []
+    out = request(node, LATE + 10, pre_vote(2, 3))
+    assert granted(out)
+    (again,) = sent(out, VoteRequest, to=2)
+    assert again.message.pre_vote and node.role is Role.PROSPECTIVE
+    answer(node, LATE + 15, again, VoteResponse(int(ErrorCode.NONE), -1, 3, True))
+    assert node.role is Role.CANDIDATE and node.epoch == 4
+
+
+def candidate_by_pre_vote(node_id: int, batches=()):
+    node = make_node(node_id, quorum_state=QuorumStateData(leader_epoch=3), batches=batches, **PRE_VOTE)
+    actions = node.handle(LATE, Tick())
+    other = 2 if node_id != 2 else 1
+    answer(node, LATE + 5, sent(actions, VoteRequest, to=other)[-1], VoteResponse(int(ErrorCode.NONE), -1, 3, True))
+    assert node.role is Role.CANDIDATE and node.epoch == 4
+    return node
+
+
+def test_of_two_candidates_split_in_one_epoch_the_lower_id_stands_again_at_once():
+    node = candidate_by_pre_vote(1)
+    out = request(node, LATE + 10, VoteRequest(None, 4, 2, 0, 0))
+    assert not granted(out) and node.voted_id == 1
+    assert node.role is Role.PROSPECTIVE
+    assert sorted(r.destination for r in sent(out, VoteRequest) if r.message.pre_vote) == [2, 3]
+
+
+def test_of_two_candidates_split_in_one_epoch_the_one_behind_keeps_waiting():
+    node = candidate_by_pre_vote(2)
+    out = request(node, LATE + 10, VoteRequest(None, 4, 1, 0, 0))
+    assert not granted(out)
+    assert node.role is Role.CANDIDATE and node.epoch == 4 and sent(out, VoteRequest) == []
+    ahead = candidate_by_pre_vote(3)
+    assert ahead.log_end_offset == 0
+    request(ahead, LATE + 10, VoteRequest(None, 4, 1, 0, 0))
+    assert ahead.role is Role.CANDIDATE, "equal logs: the lower id (1) goes first"
+
+
+def test_of_two_candidates_split_in_one_epoch_the_one_whose_log_is_ahead_stands_again_at_once():
+    node = candidate_by_pre_vote(3, batches=chain((2, 3)))
+    out = request(node, LATE + 10, VoteRequest(None, 4, 1, 3, 1))
+    assert not granted(out) and node.role is Role.PROSPECTIVE
