@@ -86,6 +86,9 @@ _WRITES: dict[type, Handler] = {
 }
 # Inter-node APIs: the sender must have ClusterAction on the cluster.
 _CLUSTER_ACTION = frozenset({BrokerRegistrationRequest, BrokerHeartbeatRequest, AlterPartitionRequest})
+# Envelopes kept while this node leads the quorum but its controller is not active yet (at most this
+# many; more are refused with NOT_CONTROLLER as before).
+HELD_BEFORE_ACTIVE_MAX = 1_000
 
 
 class QuorumController:
@@ -116,6 +119,10 @@ class QuorumController:
         self._lost_from: int | None = None  # the first append of this generation that did not commit
         self._waiting_answers: deque[tuple[int, Reply, object, object]] = deque()  # (append, reply, answer, request)
         self._waiting_reads: list[tuple[int, Callable[[], None]]] = []  # (read_offset, answer)
+        # Envelopes that reached the new quorum leader before its controller became active (the first
+        # entry of its epoch not yet committed): handled on activation, refused if it stops leading
+        # first. A refusal cost the forwarding broker a retry.backoff.ms wait on every failover.
+        self._before_active: list[tuple[RequestContext, EnvelopeRequest, Reply]] = []
         self.stats: dict[str, int] = {"appends": 0, "records": 0, "refused_too_large": 0, "replay_refusals": 0}
 
     # =============================================================================================
@@ -137,6 +144,9 @@ class QuorumController:
         self.sessions.reset(now_ms, self._working.brokers)
         self._arm_session_timer(now_ms)
         self._bootstrap()
+        held, self._before_active = self._before_active, []
+        for ctx, envelope, reply in held:
+            self._handle_envelope(now_ms, ctx, envelope, reply)
 
     def deactivate(self, now_ms: int) -> None:
         self._active = False
@@ -145,6 +155,13 @@ class QuorumController:
         self._in_flight = 0
         self.sessions.clear()
         self._forget_appends()
+        self._refuse_held()
+
+    def _refuse_held(self) -> None:
+        """Envelopes kept for an activation that will not come: certainly unapplied, NOT_CONTROLLER."""
+        held, self._before_active = self._before_active, []
+        for _, _, reply in held:
+            reply(EnvelopeResponse(ErrorCode.NOT_CONTROLLER))
 
     def on_committed(self, now_ms: int) -> None:
         image = self.port.image
@@ -155,7 +172,10 @@ class QuorumController:
                 answer_read()
 
     def on_leader_change(self, now_ms: int) -> None:
-        """Activation follows leadership through `activate`/`deactivate`; nothing else to do here."""
+        """Activation follows leadership through `activate`/`deactivate`; envelopes kept for an
+        activation are refused once this node no longer leads."""
+        if self.port.leader_id != self.port.node_id:
+            self._refuse_held()
 
     def on_tick(self, now_ms: int) -> None:
         if self._active:
@@ -217,7 +237,11 @@ class QuorumController:
             reply(EnvelopeResponse(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
             return
         if not self._active:
-            reply(EnvelopeResponse(ErrorCode.NOT_CONTROLLER))
+            leading = self.port.leader_id == self.port.node_id
+            if leading and len(self._before_active) < HELD_BEFORE_ACTIVE_MAX:
+                self._before_active.append((ctx, envelope, reply))  # activation is a commit away
+            else:
+                reply(EnvelopeResponse(ErrorCode.NOT_CONTROLLER))
             return
         try:
             frame = forwarding.unwrap(self.codec, envelope)

@@ -152,9 +152,38 @@ def test_bad_envelopes_get_error_codes() -> None:
     assert h.call(_envelope(_create("t"), principal="nobody"), BROKER).error_code == (
         ErrorCode.PRINCIPAL_DESERIALIZATION_FAILURE
     )
+    h.port.leader_id = 2  # another node leads: this one is not about to become active
     h.ctl.deactivate(h.now)
     assert h.call(_envelope(_create("t")), BROKER).error_code == ErrorCode.NOT_CONTROLLER
     assert not h.port.image.topic_ids
+
+
+def test_an_envelope_reaching_the_new_leader_before_its_controller_is_active_waits_for_activation() -> None:
+    # Refused, it would cost the forwarding broker a retry.backoff.ms wait on every failover.
+    h = Harness()
+    h.online_broker(1)
+    h.ctl.deactivate(h.now)  # this node leads the quorum; the first entry of its epoch is not committed
+    cid = h.send(_envelope(_create("t")), BROKER)
+    assert h.answer(cid) is None and not h.port.appends
+    h.ctl.activate(h.now)
+    h.port.commit()
+    assert _inner(h.answer(cid)).topics[0].error_code == ErrorCode.NONE
+    assert list(h.port.image.topic_ids) == ["t"]
+
+
+def test_an_envelope_kept_for_an_activation_is_refused_when_the_node_stops_leading() -> None:
+    h = Harness()
+    h.online_broker(1)
+    h.ctl.deactivate(h.now)
+    cid = h.send(_envelope(_create("t")), BROKER)
+    h.port.leader_id = 3
+    h.ctl.on_leader_change(h.now)
+    assert h.answer(cid) == EnvelopeResponse(ErrorCode.NOT_CONTROLLER)
+    h.ctl.activate(h.now)  # had it been kept, it would run now
+    h.port.commit()
+    assert not h.port.image.topic_ids and [r for r in h.port.responses if r[1] == cid] == [
+        ("conn", cid, EnvelopeResponse(ErrorCode.NOT_CONTROLLER))
+    ]
 
 
 def test_the_inner_request_runs_as_the_client_with_the_forwarder_recorded() -> None:
