@@ -121,8 +121,7 @@ class Writer:
         forwarded to a dead leader for its request timeout, 7 s)."""
         if self.ticker is not None:
             self.ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.ticker
+            await asyncio.gather(self.ticker, return_exceptions=True)  # a Ctrl-C cancelling us still raises
         if self.tasks:
             _, pending = await asyncio.wait(set(self.tasks), timeout=1)
             for task in pending:
@@ -418,7 +417,7 @@ async def run_pair(args: argparse.Namespace, base: Path, etcd_bin: str, quorum: 
             await in_thread(lambda: wait_for(ours.whole, WHOLE_LIMIT_S, what="ours whole"))
             client, ours_w = await ours_writer(ours, interval, args.in_flight)
             etcd_w = Writer(writes.put, interval, args.in_flight)
-            for trial in range(1, args.trials + 1):
+            for number in range(1, args.trials + 1):
                 for system, writer, series in (
                     (ours, ours_w, ours_series),
                     (EtcdSide(etcd, writes), etcd_w, etcd_series),
@@ -430,11 +429,11 @@ async def run_pair(args: argparse.Namespace, base: Path, etcd_bin: str, quorum: 
                         await writer.stop()
                 phases = ", ".join(f"{k} {v:.2f}" for k, v in ours_series.phases[-1].items())
                 print(
-                    f"trial {trial}: ours {ours_series.failovers[-1]:.2f} s ({phases}); "
+                    f"trial {number}: ours {ours_series.failovers[-1]:.2f} s ({phases}); "
                     f"etcd {etcd_series.failovers[-1]:.2f} s; load {os.getloadavg()[0]:.1f}",
                     flush=True,
                 )
-    except BaseException:
+    except Exception:  # not on Ctrl-C: the logs say why a trial failed
         for proc in ours.procs.values():
             print(f"----- node {proc.spec.node_id} -----\n{proc.log_text()[-2000:]}", file=sys.stderr)
         raise
@@ -450,7 +449,7 @@ def phase_medians(series: Series) -> list[tuple[str, float, float]]:
     """(phase, median seconds from the kill to its end, median seconds since the previous phase's end)
     over the trials, for the phases every trial saw. A negative length: it ended before the previous
     one (the broker can follow the new leader before its controller is active)."""
-    present = [p for p in PHASES if series.phases and all(p in trial for trial in series.phases)]
+    present = [p for p in PHASES if series.phases and all(p in t for t in series.phases)]
     out = []
     for i, name in enumerate(present):
         at = statistics.median(t[name] for t in series.phases)
