@@ -48,9 +48,14 @@ CAUGHT_TODAY = ("raft-follower-fetch-before-flush", "broker-read-offset-not-appl
 # which the matrix never turns off: the gate's no-pre-vote cell catches it.
 # `raft-end-quorum-epoch-ignored` costs availability only after a graceful stop, which the matrix never
 # does: the gate's graceful-leader cell catches it (leaderless_after_resign_s, docs/trust/elections.md).
+# `raft-candidate-outbids-higher-epoch` and `broker-forward-resend-ambiguous` were caught within the budget
+# until issue 30's failover changes (split votes and lost pre-vote rounds resolved at once, Envelopes kept
+# for the new leader's activation) moved the simulated runs' timing; the gate still catches both (seed 1).
+# `raft-vote-granted-twice-in-epoch` went the other way: caught since (config-register x kill, seed 1).
 NOT_CAUGHT_IN_BUDGET: set[str] = {
     "raft-read-barrier-counts-late-fetches",
-    "raft-vote-granted-twice-in-epoch",
+    "raft-candidate-outbids-higher-epoch",
+    "broker-forward-resend-ambiguous",
     "raft-vote-older-epoch-granted",
     "raft-begin-epoch-accepts-older-epoch",
     "raft-vote-skips-log-up-to-date-check",
