@@ -192,3 +192,24 @@ def test_a_failed_heartbeat_is_retried_after_backoff_or_at_once_to_a_new_control
     broker.on_leader_change(2101)
     assert len(port.sent_of(BrokerHeartbeatRequest)) == 4 and port.last(BrokerHeartbeatRequest).destination == 102
     assert broker.state is BrokerState.ONLINE  # a failed heartbeat alone does not fence the broker
+
+
+def test_a_registration_lost_without_a_notice_asks_for_the_wake_up_that_sends_it_again():
+    # On an idle cluster nothing else calls poll (no commit, no new controller): the wake-up armed when
+    # the request went out is what gives it up and sends it again (sim_cluster seed 1000, 2 % drops).
+    broker, port = make_broker(leader_id=100, heartbeat_interval_ms=500)
+    broker.start(0)
+    assert len(port.sent_of(BrokerRegistrationRequest)) == 1 and 500 in port.wakes
+    broker.on_tick(500)  # never answered
+    assert len(port.sent_of(BrokerRegistrationRequest)) == 2 and broker.state is BrokerState.OFFLINE
+
+
+def test_a_heartbeat_lost_without_a_notice_asks_for_the_wake_up_that_sends_the_next():
+    broker, port = make_broker(leader_id=100, heartbeat_interval_ms=500)
+    broker.start(0)
+    port.wakes.clear()
+    port.last(BrokerRegistrationRequest).reply(BrokerRegistrationResponse(ErrorCode.NONE, 42))
+    assert len(port.sent_of(BrokerHeartbeatRequest)) == 1  # the first heartbeat goes out at once ...
+    assert 500 in port.wakes  # ... and never answered, it is given up (and the next sent) at 500 ms
+    broker.on_tick(500)
+    assert len(port.sent_of(BrokerHeartbeatRequest)) == 2
