@@ -6,8 +6,9 @@ linearizable-read rule (the register's, or registrations' stale-read); the corre
 in the cell that caught each. These catches hang on the targeted cuts (`established`, `leader-cut`)
 landing in the cells the budget allows: this test keeps them there. `broker-forward-resend-ambiguous`
 (KIP-590 at most once) is caught by at-most-once: a controller killed with forwarded writes committed
-but unanswered. The matrix's budget caught it too until issue 30's election changes moved its runs'
-timing (docs/trust/rules.md); the gate's kill-leader cell catches it, and that cell is checked here."""
+but unanswered. Whether the matrix's budget reaches it moves with the runs' timing (issue 30's election
+changes took it out and the broker's resend of a lost registration brought it back, docs/trust/rules.md);
+the gate's kill-leader cell catches it either way, and that cell is checked here."""
 
 from __future__ import annotations
 
