@@ -191,7 +191,8 @@ def _checkers_case(cell: SuiteCell, result: SuiteResult) -> Case:
         detail = "\n".join(map(_run_line, invalid))
         return Case(cell, "checkers", "fail", first.line or "invalid", detail, None, invalid)
     if unknown or missing:
-        why = unknown[0].line if unknown else f"{missing} of {len(result.suite.seeds)} runs not run (budget)"
+        seeds = len(result.suite.seeds)
+        why = unknown[0].line if unknown else f"{missing} of {seeds} runs not run ({result.stopped_by})"
         return Case(cell, "checkers", "unknown", why, "\n".join(map(_run_line, unknown)), None, unknown)
     return Case(cell, "checkers", "pass", f"{len(records)} runs valid")
 

@@ -128,6 +128,7 @@ class Suite:
     where: Any  # for error locations of [gate]
     registries: Registries
     bugs: tuple[str, ...] = ()  # planted bugs switched on in every run (`--bug`)
+    fail_fast: bool = False  # stop at the first invalid run (`--fail-fast`)
 
     def real_limit(self) -> int:
         """Runs on real backends at once: `real_jobs`, else one cluster per its nodes' worth of CPUs."""
@@ -427,8 +428,9 @@ class SuiteResult:
     root: Path
     suite_id: str
     records: dict[str, RunRecord]  # run key -> record
-    skipped: list[tuple[SuiteCell, int]]  # runs the budget left out
+    skipped: list[tuple[SuiteCell, int]]  # runs left out, for the reason `stopped_by` gives
     wall_s: float
+    stopped_by: str = "budget"  # what left `skipped` out: the budget, or fail-fast after an invalid run
 
     def cell_records(self, cell: SuiteCell) -> list[RunRecord]:
         return sorted((r for r in self.records.values() if r.cell == cell.id), key=lambda r: r.seed)
@@ -519,11 +521,18 @@ class SuiteRunner:
         total = len(self.suite.runs())
         if len(todo) < total:
             self.say(f"resuming: {total - len(todo)} of {total} runs already done")
-        pool = executor or RunPool(self.jobs, timeout_s=self.suite.run_timeout_s)
+        own: RunPool | None = None  # the pool this runner made, which it may stop
+        pool: cf.Executor
+        if executor is None:
+            pool = own = RunPool(self.jobs, timeout_s=self.suite.run_timeout_s)
+        else:
+            pool = executor
         inflight: dict[cf.Future[RunRecord], tuple[SuiteCell, int]] = {}
         queue = list(todo)
         real_limit = self.suite.real_limit()  # a real cluster's processes need cores of their own
         skipped: list[tuple[SuiteCell, int]] = []
+        stopped_by = "budget"
+        first_invalid: RunRecord | None = None
         finished_here: list[float] = []
         journal = (self.root / JOURNAL).open("a", encoding="utf-8")
         try:
@@ -553,15 +562,32 @@ class SuiteRunner:
                         journal.flush()
                         finished_here.append(record.wall_s)
                         self._progress(record, len(queue) + len(inflight), start, finished_here)
+                        if record.verdict == "invalid":
+                            first_invalid = first_invalid or record
+                    if first_invalid is not None and self.suite.fail_fast and (queue or inflight):
+                        stopped_by = "fail-fast"
+                        skipped += queue + list(inflight.values())
+                        self.say(
+                            f"fail-fast: {first_invalid.cell} seed {first_invalid.seed} is invalid; {len(queue)} "
+                            f"runs not started, {len(inflight)} under way stopped"
+                        )
+                        queue = []
+                        if own is not None:  # our own pool: stop the runs (SIGTERM: each undoes its hosts)
+                            own.stop()
+                        for future in inflight:  # a caller's executor is the caller's to stop
+                            future.cancel()
+                        inflight = {}
         except BaseException:  # Ctrl-C or an error here: stop the runs under way (they undo their hosts)
-            if executor is None:
-                pool.stop()
+            if own is not None:
+                own.stop()
             raise
         finally:
             journal.close()
-            if executor is None:
-                pool.shutdown(wait=True, cancel_futures=True)
-        return SuiteResult(self.suite, self.root, self.suite_id, self.records, skipped, time.monotonic() - start)
+            if own is not None:
+                own.shutdown(wait=True, cancel_futures=True)
+        return SuiteResult(
+            self.suite, self.root, self.suite_id, self.records, skipped, time.monotonic() - start, stopped_by
+        )
 
     def _record(self, future: cf.Future[RunRecord], cell: SuiteCell, seed: int) -> RunRecord:
         try:
@@ -638,7 +664,7 @@ def table_markdown(result: SuiteResult) -> str:
     summary = (
         f"\n{len(result.suite.cells)} cells: {verdicts.count('valid')} valid, {verdicts.count('invalid')} invalid, "
         f"{verdicts.count('unknown')} unknown; {len(result.records)} runs"
-        + (f", {len(result.skipped)} not started (budget)" if result.skipped else "")
+        + (f", {len(result.skipped)} not run ({result.stopped_by})" if result.skipped else "")
         + f"; wall {result.wall_s:.0f} s. Suite root: {result.root}\n"
     )
     return "\n".join(rows) + "\n" + summary

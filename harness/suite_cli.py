@@ -32,6 +32,12 @@ def add_arguments(p: argparse.ArgumentParser, default_file: str | None = None) -
         "--run-timeout", help="wall time after which a run with no verdict is stopped as hung (default: the file's)"
     )
     p.add_argument("--bug", action="append", metavar="NAME", help="switch a planted bug on in every run (repeatable)")
+    p.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="stop at the first invalid run: no run starts after it, runs under way are stopped "
+        "(the runs left out make their cells unknown)",
+    )
     p.add_argument("--results", metavar="DIR", help="results root (default $KCHAOS_RESULTS or results)")
     p.add_argument(
         "--resume",
@@ -107,6 +113,7 @@ def run_suite(args: argparse.Namespace, *, gate: bool) -> tuple[int, Path]:
         suite.budget_s = _duration(args.budget, "--budget", positive=True)
     if args.run_timeout:
         suite.run_timeout_s = _duration(args.run_timeout, "--run-timeout", positive=True)
+    suite.fail_fast = bool(getattr(args, "fail_fast", False))
     gate_config = None
     if gate:
         from harness.gate import gate_config as parse_gate

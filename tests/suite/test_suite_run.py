@@ -39,10 +39,15 @@ backends = ["sim"]
 
 def fake_run(spec, cell_id: str, root: str, suite_id: str) -> RunRecord:
     """A stand-in worker (no cluster): seed 2 of the kill cell hangs, seed 1 of the calm cell crashes;
-    at rate 31 every run takes 2 s and none fails."""
+    at rate 31 every run takes 2 s and none fails; at rate 32 seed 1 of the kill cell is invalid at
+    once and every other run hangs."""
     if spec.rate == 31:
         time.sleep(2)
         return RunRecord(cell_id, spec.seed, "valid", 0, "", [], "", 2.0)
+    if spec.rate == 32:
+        if cell_id.endswith("/kill/3/sim") and spec.seed == 1:
+            return RunRecord(cell_id, 1, "invalid", 1, "lost: 1 acknowledged write lost", ["lost"], "", 0.01)
+        time.sleep(3600)
     if cell_id.endswith("/kill/3/sim") and spec.seed == 2:
         time.sleep(3600)
     if cell_id.endswith("/calm/3/sim") and spec.seed == 1:
@@ -114,6 +119,25 @@ def test_crashed_and_hung_runs_are_unknown_with_the_reason_and_the_budget_stops_
     result = SuiteRunner(slow, other, "tiny/y", jobs=1, worker=fake_run).run()
     assert list(result.records) == ["config-register/kill/3/sim#1"] and len(result.skipped) == 3
     assert result.exit_code == 2  # runs left out: the suite did not decide
+
+
+def test_fail_fast_stops_at_the_first_invalid_run(tmp_path) -> None:
+    """The calm cell's first run hangs beside the invalid one: it is stopped, not waited for until the
+    2-minute run timeout would have recorded it as hung, and the two runs of seed 2 never start."""
+    path = tmp_path / "tiny.toml"
+    path.write_text(SMALL.replace("rate = 30", "rate = 32"))
+    suite = load_suite(path)
+    suite.fail_fast = True
+    root = tmp_path / "root"
+    root.mkdir()
+    result = SuiteRunner(suite, root, "tiny/ff", jobs=2, worker=fake_run).run()
+    assert list(result.records) == ["config-register/kill/3/sim#1"]
+    assert result.records["config-register/kill/3/sim#1"].verdict == "invalid"
+    assert result.stopped_by == "fail-fast" and len(result.skipped) == 3
+    assert sorted((c.nemesis, seed) for c, seed in result.skipped) == [("calm", 1), ("calm", 2), ("kill", 2)]
+    assert len(suites.read_journal(root)) == 1  # the stopped run has no line: it was not run
+    assert result.exit_code == 1
+    assert ", 3 not run (fail-fast)" in suites.table_markdown(result)
 
 
 def test_run_timeout_flag_overrides_the_files(tmp_path, capsys) -> None:
