@@ -187,15 +187,22 @@ class ConfigAppender:
 
 
 def create_topic(sim: Simulation, timeout_ms: int = 30_000) -> None:
-    """Create the workload's topic through the brokers (the cluster must be up)."""
+    """Create the workload's topic through the brokers (the cluster must be up). A forward whose outcome
+    the broker could not learn (REQUEST_TIMED_OUT: its Envelope or the answer was lost) is sent again
+    until `timeout_ms`: a creation applied the first time then answers TOPIC_ALREADY_EXISTS."""
     client = SimAdminClient(sim, broker_endpoints(sim.cluster.broker_ids if sim.cluster else ()))
     replicas = min(3, len(sim.cluster.broker_ids)) if sim.cluster else 1
-    call = client.send(CreateTopicsRequest((CreatableTopic(TOPIC, 3, replicas),)), idempotent=False)
-    if not sim.run_until_true(lambda: call.done, timeout_ms) or not call.ok:
-        raise RuntimeError(f"creating topic {TOPIC!r} failed: {call.error or call.response}")
-    code = call.response.topics[0].error_code
-    if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-        raise RuntimeError(f"creating topic {TOPIC!r} failed: {ErrorCode(code).name}")
+    deadline = sim.now + timeout_ms
+    while True:
+        request = CreateTopicsRequest((CreatableTopic(TOPIC, 3, replicas),))
+        call = client.send(request, idempotent=False, timeout_ms=max(1, deadline - sim.now))
+        if not sim.run_until_true(lambda c=call: c.done, max(1, deadline - sim.now)) or not call.ok:
+            raise RuntimeError(f"creating topic {TOPIC!r} failed: {call.error or call.response}")
+        code = call.response.topics[0].error_code
+        if code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            return
+        if code != ErrorCode.REQUEST_TIMED_OUT or sim.now >= deadline:
+            raise RuntimeError(f"creating topic {TOPIC!r} failed: {ErrorCode(code).name}")
 
 
 def final_cluster_checks(sim: Simulation, ops: list[AppendOp]) -> str | None:
