@@ -190,7 +190,7 @@ def test_a_planted_bug_found_in_the_simulator_is_caught_again_on_the_vms(cluster
     KAFKA-13836's bug (a broker's read carries the offset of the log it fetched, not of the image it
     applied) shows wherever a broker applies behind its fetches, which a TCG guest does all the time."""
     spec = sim_spec(
-        seed=1,
+        seed=2,  # seed 1 stopped catching it when issue 30's election changes moved the timing (2-6 do)
         nemesis=("partition", "kill", "pause"),
         nemesis_buggify=False,  # the simulator's targeted faults are not replayed elsewhere
         nemesis_interval_s=5.0,

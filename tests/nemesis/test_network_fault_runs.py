@@ -63,12 +63,15 @@ def test_the_correct_cluster_passes_the_redeliver_and_no_pre_vote_cells(tmp_path
 
 
 def test_a_begin_quorum_epoch_of_an_older_epoch_accepted_is_caught_by_the_redeliver_cell(tmp_path):
+    """Seed 5: issue 30's election changes moved the runs' timing, and seeds 1-4 of this cell no longer
+    meet the bug's window (5 and 6 do; the gate catches the bug at its own seeds with the forger's
+    replayed BeginQuorumEpoch too)."""
     bug = ("raft-begin-epoch-accepts-older-epoch",)
-    valid, checkers = verdict(cell_spec("redeliver", "config-register", bugs=bug), tmp_path / "on")
+    valid, checkers = verdict(cell_spec("redeliver", "config-register", seed=5, bugs=bug), tmp_path / "on")
     assert valid is False
     assert "epoch went back" in checkers["sim-invariants"]["violation"]
     # The same cell without the stale copies passes at this seed: the copies open the bug's window.
-    quiet = cell_spec("redeliver", "config-register", bugs=bug, nemesis=("kill",), nemesis_options={})
+    quiet = cell_spec("redeliver", "config-register", seed=5, bugs=bug, nemesis=("kill",), nemesis_options={})
     assert verdict(quiet, tmp_path / "off")[0] is True
 
 
