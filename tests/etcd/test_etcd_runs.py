@@ -39,7 +39,10 @@ def etcd_spec(seed: int, **changes: object) -> TestSpec:
         "time_limit_s": 24.0,
         "concurrency": 5,
         "rate": 40.0,
-        "recovery_s": 5.0,
+        # Longer than the register client's 5 s request timeout: the writes sent just as a paused majority
+        # thawed at the final heal all waited out that timeout, so a 5 s window failed availability once in
+        # three suite runs though etcd served again (its linearizable reads succeeded 5.4 s after the heal).
+        "recovery_s": 10.0,
     }
     return TestSpec(**{**base, **changes})  # type: ignore[arg-type]
 
