@@ -192,9 +192,9 @@ def create_topic(sim: Simulation, timeout_ms: int = 30_000) -> None:
     until `timeout_ms`: a creation applied the first time then answers TOPIC_ALREADY_EXISTS."""
     client = SimAdminClient(sim, broker_endpoints(sim.cluster.broker_ids if sim.cluster else ()))
     replicas = min(3, len(sim.cluster.broker_ids)) if sim.cluster else 1
+    request = CreateTopicsRequest((CreatableTopic(TOPIC, 3, replicas),))
     deadline = sim.now + timeout_ms
     while True:
-        request = CreateTopicsRequest((CreatableTopic(TOPIC, 3, replicas),))
         call = client.send(request, idempotent=False, timeout_ms=max(1, deadline - sim.now))
         if not sim.run_until_true(lambda c=call: c.done, max(1, deadline - sim.now)) or not call.ok:
             raise RuntimeError(f"creating topic {TOPIC!r} failed: {call.error or call.response}")

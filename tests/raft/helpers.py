@@ -129,11 +129,8 @@ def grant(node: RaftNode, now: int, actions: list[Action], voter: int) -> list[A
     return answer(node, now, req, VoteResponse(int(ErrorCode.NONE), -1, node.epoch, True))
 
 
-def win_election(node: RaftNode, now: int) -> list[Action]:
-    """A node whose election or fetch timeout has passed by `now` stands and wins with the votes of
-    the lowest-numbered other voters. Returns every action from the votes on."""
-    actions = node.handle(now, Tick())
-    assert node.role is Role.CANDIDATE, node.role
+def _collect_votes(node: RaftNode, now: int, actions: list[Action]) -> list[Action]:
+    """Grant the candidate's Vote requests in `actions`, lowest-numbered voter first, until it leads."""
     after: list[Action] = []
     for voter in sorted(v for v in node.voters if v != node.node_id):
         if node.role is Role.LEADER:
@@ -141,6 +138,14 @@ def win_election(node: RaftNode, now: int) -> list[Action]:
         after += grant(node, now, actions, voter)
     assert node.role is Role.LEADER, node.role
     return after
+
+
+def win_election(node: RaftNode, now: int) -> list[Action]:
+    """A node whose election or fetch timeout has passed by `now` stands and wins with the votes of
+    the lowest-numbered other voters. Returns every action from the votes on."""
+    actions = node.handle(now, Tick())
+    assert node.role is Role.CANDIDATE, node.role
+    return _collect_votes(node, now, actions)
 
 
 def make_leader(
@@ -151,13 +156,9 @@ def make_leader(
     voters = tuple(voters)
     node = make_node(node_id, voters, **kw)
     actions = node.handle(now, Tick())  # a single voter wins its election right here
-    others = [v for v in sorted(voters) if v != node_id]
-    after: list[Action] = [] if others else list(actions)
-    for voter in others:
-        if node.role is Role.LEADER:
-            break
-        after += grant(node, now, actions, voter)
-    assert node.role is Role.LEADER, node.role
+    after = _collect_votes(node, now, actions)  # nothing to collect for a single voter: it won at the Tick
+    if voters == (node_id,):
+        after = list(actions)
     after += flush_all(node, now, after)
     return node, after
 
