@@ -88,6 +88,13 @@ def test_cluster_shapes_and_ids():
     assert len(cluster_id()) == 22 and cluster_id() != cluster_id()
 
 
+def test_no_cluster_id_starts_with_a_dash_that_kafka_storage_would_take_for_an_option():
+    # One plain base64url id in 64 starts with "-": 2,000 draws meet one but for a chance of ~1e-14.
+    ids = [cluster_id() for _ in range(2000)]
+    assert not [cid for cid in ids if cid.startswith("-")]
+    assert any("-" in cid for cid in ids) and all(len(cid) == 22 for cid in ids)  # still Kafka's alphabet
+
+
 # --- the client's error mapping ------------------------------------------------------------------------
 
 
