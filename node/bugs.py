@@ -249,7 +249,7 @@ CATALOGUE: tuple[PlantedBug, ...] = (
         "KIP-631 (atomic batches); cf. KIP-868 (metadata transactions)",
         "a config change of several keys is seen half applied, and a request answered with an error "
         "may still have applied part of itself",
-        "each ConfigRecord of a request is appended as a batch of its own",
+        "each ConfigRecord of a request is appended as a batch of its own, once the one before it committed",
     ),
     PlantedBug(
         "ctl-envelope-unauthorized",

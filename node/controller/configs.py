@@ -148,11 +148,39 @@ def _alter(
         results.append(AlterConfigsResourceResponse(code, message, resource.resource_type, resource.resource_name))
     incremental = isinstance(request, IncrementalAlterConfigsRequest)
     response = (IncrementalAlterConfigsResponse if incremental else AlterConfigsResponse)(tuple(results))
-    if "ctl-config-change-not-atomic" in ctl.config.bugs and not request.validate_only:
-        for record in records[:-1]:  # one batch per record; the answer follows the last one
-            ctl.write(None, [record], None, lambda _outcome: None)
-        records = records[-1:]
+    if "ctl-config-change-not-atomic" in ctl.config.bugs and not request.validate_only and len(records) > 1:
+        _write_one_by_one(ctl, request, records, reply, response)
+        return
     ctl.write(request, [] if request.validate_only else records, reply, lambda _outcome: response)
+
+
+_NEXT = object()  # the planted bug's chain: a record committed, write the next one (no answer yet)
+
+
+def _write_one_by_one(
+    ctl: ControllerContext, request: object, records: list[ConfigRecord], reply: Reply, response: object
+) -> None:
+    """The planted bug `ctl-config-change-not-atomic`: each record in a batch of its own, the next one
+    written once the one before has committed, and the answer after the last. Written all at once they
+    would still share a batch whenever the Raft core's group commit or the process's joining of a
+    burst of requests put them together, and the bug would show only on an idle controller."""
+
+    def step(i: int) -> None:
+        if i == len(records) - 1:
+            ctl.write(request, records[i:], reply, lambda _outcome: response)
+            return
+
+        def answer(message: object) -> None:  # only a failure of a record before the last answers
+            if message is not _NEXT:
+                reply(message)
+
+        def committed(_outcome: object) -> object:
+            step(i + 1)
+            return _NEXT
+
+        ctl.write(request, records[i : i + 1], answer, committed)
+
+    step(0)
 
 
 def handle_incremental_alter_configs(

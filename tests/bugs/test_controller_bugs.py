@@ -131,7 +131,7 @@ def test_no_fence_after_failover_kafka_13841() -> None:
 def test_config_change_not_atomic() -> None:
     """Two resources changed by one request; leadership is lost after the first batch commits."""
 
-    def run(*names: str) -> tuple[int, list[str], int]:
+    def run(*names: str) -> tuple[list[int], list[str], int]:
         h = harness(*names)
         h.online_broker(1)
         h.call(CreateTopicsRequest((CreatableTopic("t", 1, 1), CreatableTopic("u", 1, 1))))
@@ -140,15 +140,17 @@ def test_config_change_not_atomic() -> None:
             tuple(IncrementalAlterConfigsResource(ConfigResourceType.TOPIC, t, change) for t in ("t", "u"))
         )
         cid = h.send(request)
-        batches = len(h.port.appends)
+        sizes = [len(a.records) for a in h.port.appends]  # the batches written at once
         h.port.commit(1)  # the first batch commits ...
+        sizes += [len(a.records) for a in h.port.appends]  # (what its commit set off)
         h.port.fail()  # ... then the controller loses leadership
         applied = [t for t in ("t", "u") if h.port.image.config(ConfigResourceType.TOPIC, t, "retention.ms")]
-        return batches, applied, h.answer(cid).responses[0].error_code
+        return sizes, applied, h.answer(cid).responses[0].error_code
 
-    assert run() == (1, ["t", "u"], ErrorCode.NONE)  # one batch: all of it commits, and says so
-    batches, applied, error = run("ctl-config-change-not-atomic")
-    assert batches == 2 and applied == ["t"] and error == ErrorCode.NOT_CONTROLLER  # half applied, answered failed
+    assert run() == ([2], ["t", "u"], ErrorCode.NONE)  # one batch: all of it commits, and says so
+    # A batch per record, the second written once the first committed (so no group commit can join
+    # them): half applied, answered failed.
+    assert run("ctl-config-change-not-atomic") == ([1, 1], ["t"], ErrorCode.NOT_CONTROLLER)
 
 
 def test_read_without_barrier() -> None:
