@@ -303,9 +303,53 @@ def test_canonical_json_and_digest_do_not_depend_on_insertion_order() -> None:
     b.append(ConfigRecord(4, "", "k1", "1"), FeatureLevelRecord("x", 1))
     ia, ib = a.image(), b.image()
     assert ia == ib and ia.to_json() == ib.to_json() and ia.digest() == ib.digest()
+    assert ia.fingerprint() == ib.fingerprint()
     b.append(ConfigRecord(4, "", "k2", "3"))
     ib2 = b.image()
     assert ib2 != ia and ib2.digest(with_position=False) != ia.digest(with_position=False)
+    assert ib2.fingerprint() != ia.fingerprint()
+
+
+def _changed_once(image: MetadataImage, epochs: dict[int, int]) -> dict[str, MetadataImage]:
+    """One image per kind of state, each differing from `image` in that state alone, at the same position."""
+    out = {}
+    for name, record in {
+        "config": ConfigRecord(ConfigResourceType.TOPIC, "orders", "retention.ms", "2000"),
+        "isr": PartitionChangeRecord(0, T1, isr=(1, 2)),
+        "leader": PartitionChangeRecord(1, T1, leader=3),
+        "fenced": FenceBrokerRecord(3, epochs[3]),
+        "feature": FeatureLevelRecord("metadata.version", 8),
+        "acl": AccessControlEntryRecord(
+            ACL,
+            ResourceType.TOPIC,
+            "orders",
+            PatternType.LITERAL,
+            "User:a",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        ),
+        "topic": TopicRecord("payments", T2),
+    }.items():
+        changed = image.copy()
+        changed.apply_batch(RecordBatch(image.next_offset, 1, encode_records([record])))
+        changed.set_position(image.last_offset, image.last_epoch)
+        out[name] = changed
+    return out
+
+
+def test_fingerprint_tells_every_kind_of_state_apart_as_the_digest_does() -> None:
+    log, epochs = cluster_with_topic()
+    log.append(FeatureLevelRecord("metadata.version", 7))
+    image = log.image()
+    variants = _changed_once(image, epochs)
+    assert image.copy().fingerprint() == image.fingerprint()
+    for name, changed in variants.items():
+        assert changed.digest() != image.digest(), name
+        assert changed.fingerprint() != image.fingerprint(), name
+    moved = image.copy()
+    moved.set_position(image.last_offset + 1, image.last_epoch)
+    assert moved.fingerprint() != image.fingerprint()  # the position counts, as in digest()
 
 
 def test_accessors_are_read_only() -> None:

@@ -45,6 +45,7 @@ def test_round_trip_gives_an_equal_image_with_an_equal_digest(image: MetadataIma
     loaded = load_snapshot(data)
     assert loaded == image
     assert loaded.digest() == image.digest()
+    assert loaded.fingerprint() == image.fingerprint()  # what the simulator compares
     assert loaded.to_json() == image.to_json()
     assert snapshot_bytes(loaded) == data  # deterministic
     header = read_header(data)

@@ -37,7 +37,7 @@ def test_bare_processes_replicate_and_every_image_agrees():
         sim.submit_append(leader, (encode_record(ConfigRecord(4, "", "log.retention.ms", str(i))),))
     wait(sim, lambda: all(h.process.image.config(4, "", "log.retention.ms") == "9" for h in sim.nodes.values()),
          10_000, "every image applying the writes")  # fmt: skip
-    assert sim.images.checks >= 5 and len(sim.images.digests) >= 2
+    assert sim.images.checks >= 5 and len(sim.images.fingerprints) >= 2
     assert {h.process.image.digest() for h in sim.nodes.values()} == {sim.process(1).image.digest()}
     assert not sim.raft(4).config.is_voter and sim.nodes[4].roles.label == "broker"
 
