@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -91,6 +93,27 @@ async def drive(address: str, in_flight: int, seconds: float, start_profilers) -
         await client.__aexit__(None, None, None)
 
 
+@contextlib.contextmanager
+def cluster_under_test(base: Path, both_followers: bool = False) -> Iterator[tuple[str, dict[str, int | None]]]:
+    """bench_write_path.py's cluster (3 controllers, 1 broker, fsync on), started in `base`: yields the
+    broker's address and the pid of each role (None: this process, the client), one follower or both.
+    Killed on the way out."""
+    plan = plan_cluster(base, voters=3, observers=1, settings=SETTINGS)
+    procs = {spec.node_id: NodeProcess(spec).start() for spec in plan.nodes}
+    try:
+        leader = wait_for(lambda: find_leader(plan.voters), 30, what="a leader")["node_id"]
+        followers = [s.node_id for s in plan.voters if s.node_id != leader][: 2 if both_followers else 1]
+        broker = plan.brokers[0]
+        roles: dict[str, int | None] = {"active controller": procs[leader].pid}
+        for i, follower in enumerate(followers):
+            roles["follower controller" + (f" {i + 1}" if both_followers else "")] = procs[follower].pid
+        roles["broker"] = procs[broker.node_id].pid
+        roles["client"] = None
+        yield broker.address, roles
+    finally:
+        kill_all(procs.values())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=15.0, help="how long py-spy samples")
@@ -111,18 +134,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="profile-write-path-") as tmp:
         out = args.out or Path(tmp) / "raw"
         out.mkdir(parents=True, exist_ok=True)
-        plan = plan_cluster(Path(tmp) / "kraft", voters=3, observers=1, settings=SETTINGS)
-        procs = {spec.node_id: NodeProcess(spec).start() for spec in plan.nodes}
-        try:
-            leader = wait_for(lambda: find_leader(plan.voters), 30, what="a leader")["node_id"]
-            follower = next(s.node_id for s in plan.voters if s.node_id != leader)
-            broker = plan.brokers[0]
-            targets = {
-                "active controller": procs[leader].pid,
-                "follower controller": procs[follower].pid,
-                "broker": procs[broker.node_id].pid,
-                "client": None,  # this process
-            }
+        with cluster_under_test(Path(tmp) / "kraft") as (address, targets):
 
             def start_profilers() -> list[subprocess.Popen]:
                 started = []
@@ -143,11 +155,9 @@ def main() -> int:
                 return started
 
             began = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-            per_s, profilers = event_loop.run(drive(broker.address, args.in_flight, args.seconds, start_profilers))
+            per_s, profilers = event_loop.run(drive(address, args.in_flight, args.seconds, start_profilers))
             for proc in profilers:
                 proc.wait(30)
-        finally:
-            kill_all(procs.values())
         print(
             f"{began}: {per_s:,.0f} writes/s while sampled ({args.in_flight} in flight, py-spy {args.rate}/s, "
             f"event loop {event_loop.loop_name()})"
