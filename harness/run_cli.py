@@ -17,7 +17,6 @@ import argparse
 import os
 import sys
 import tomllib
-from pathlib import Path
 from typing import Any
 
 from vocab.errors import UserError
@@ -38,12 +37,9 @@ def default_backend() -> str:
 
 def _file_value(path: str | None, key: str) -> Any:
     """The test file's value for `key`, None when it has none (an unreadable file is reported by `load_test`)."""
-    if path is None:
-        return None
-    try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8")).get(key)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return None
+    from harness.test_spec import peek_test_file
+
+    return peek_test_file(path, key)
 
 
 def _file_sets(path: str | None, key: str) -> bool:
@@ -182,7 +178,9 @@ def register(subparsers: Any) -> None:
         "run",
         description=__doc__.split("\n\n")[0],
     )
-    p.add_argument("--test", metavar="FILE", help="test file (TOML); flags win over it")
+    p.add_argument(
+        "--test", metavar="FILE", help="test file (TOML, or a past run's test.json to run it again); flags win over it"
+    )
     p.add_argument("--backend", choices=BACKENDS, help="where the cluster runs (default: netns as root, else sim)")
     p.add_argument(
         "--inventory",

@@ -46,6 +46,7 @@ Allowed names come from the registries passed to `load_test`, else from the modu
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import secrets
@@ -578,15 +579,20 @@ def _sut_problem(values: Mapping[str, Any]) -> str | None:
     return f"workload {workload}: {problem}" if problem and problem.startswith("that workload") else problem
 
 
-def read_toml(file: Path, what: str) -> tuple[dict[str, Any], str]:
-    """A TOML file's table and text; a file that cannot be read or parsed is a one-line UserError
-    naming the file (and the line and column of a syntax error)."""
+def _read_text(file: Path, what: str) -> str:
+    """A UTF-8 file's text; one that cannot be read is a one-line UserError naming it."""
     try:
-        text = file.read_text(encoding="utf-8")
+        return file.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"{file}: cannot read {what}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise UserError(f"{file}: not a UTF-8 text file") from None
+
+
+def read_toml(file: Path, what: str) -> tuple[dict[str, Any], str]:
+    """A TOML file's table and text; a file that cannot be read or parsed is a one-line UserError
+    naming the file (and the line and column of a syntax error)."""
+    text = _read_text(file, what)
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as exc:
@@ -595,19 +601,51 @@ def read_toml(file: Path, what: str) -> tuple[dict[str, Any], str]:
         raise UserError(f"{where_text}: invalid TOML: {m.group(1) if m else exc}") from None
 
 
+def read_test_json(file: Path) -> tuple[dict[str, Any], str]:
+    """A run's test.json as a test file: its table without the keys the runner derives or adds, and
+    its text. A file that cannot be read or parsed, or holds no JSON object, is a one-line UserError."""
+    text = _read_text(file, "test file")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{file}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{file}: a test.json holds one JSON object, not {type(data).__name__}")
+    return {k: v for k, v in data.items() if k not in _DERIVED}, text
+
+
+def read_test_file(file: Path) -> tuple[dict[str, Any], str]:
+    """A test file's table and text: TOML, or a run's test.json (by its `.json` suffix), so a past
+    run's test can be run again as it was (`kchaos run --test RUN_DIR/test.json`), flags winning."""
+    if file.suffix == ".json":
+        return read_test_json(file)
+    return read_toml(file, "test file")
+
+
+def peek_test_file(path: str | Path | None, key: str) -> Any:
+    """The test file's value for `key`; None when it has none or cannot be read (`load_test` says why)."""
+    if path is None:
+        return None
+    try:
+        return read_test_file(Path(path))[0].get(key)
+    except UserError:
+        return None
+
+
 def load_test(
     path: str | Path | None,
     overrides: Mapping[str, Any] | None = None,
     registries: Registries | None = None,
 ) -> TestSpec:
-    """The resolved test: defaults, then the TOML file (if any), then `overrides` (CLI flags; a None
-    value means "not given"). Bad input raises UserError with one line naming file/flag, key, problem."""
+    """The resolved test: defaults, then the test file (if any: TOML, or a run's test.json), then
+    `overrides` (CLI flags; a None value means "not given"). Bad input raises UserError with one line
+    naming file/flag, key, problem."""
     reg = registries or Registries()
     raw: dict[str, Any] = {}
     where = _Where(None)
     if path is not None:
         file = Path(path)
-        raw, text = read_toml(file, "test file")
+        raw, text = read_test_file(file)
         where = _Where(file, text)
     return _resolve(raw, where, overrides or {}, reg)
 

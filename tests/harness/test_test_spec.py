@@ -202,6 +202,32 @@ def test_unreadable_files(tmp_path):
         load_test(binary, {})
 
 
+def test_a_runs_test_json_is_a_test_file_and_flags_win_over_it(tmp_path):
+    spec = load_test(write(tmp_path, GOOD), {})
+    stored = tmp_path / "test.json"
+    stored.write_text(json.dumps(spec.to_dict(started_at="2026-11-29T10:00:00Z")))
+    assert load_test(stored, {}) == spec
+    again = load_test(stored, {"seed": 7, "time_limit_s": "30s"})
+    assert (again.seed, again.time_limit_s, again.cluster, again.nemesis) == (7, 30.0, spec.cluster, spec.nemesis)
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        ('{"name": "x",\n  "rate": }', r"test\.json:2:11: invalid JSON: Expecting value$"),
+        ('["name"]', r"test\.json: a test\.json holds one JSON object, not list$"),
+        ('{"name": "x", "concurrency": 0}', r"test\.json: concurrency: must be >= 1, got 0$"),
+        ('{"name": "x", "bogus": 1}', r"test\.json: bogus: unknown key"),
+    ],
+)
+def test_a_bad_test_json_gives_one_line_naming_it(tmp_path, text, pattern):
+    stored = tmp_path / "test.json"
+    stored.write_text(text)
+    with pytest.raises(UserError, match=pattern) as err:
+        load_test(stored, {})
+    assert "\n" not in str(err.value)
+
+
 def test_from_dict_validates_a_stored_test_json():
     with pytest.raises(UserError, match=r"^runs/x/test.json: concurrency: must be >= 1, got 0$"):
         from_dict({"schema_version": 1, "name": "x", "concurrency": 0}, "runs/x/test.json")

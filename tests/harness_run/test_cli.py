@@ -53,6 +53,24 @@ def test_sim_run_prints_verdict_and_run_dir_and_saves_the_resolved_test(tmp_path
     assert run_dir.parent.name == "from-file"
 
 
+def test_a_past_runs_test_json_runs_the_same_test_again_with_flags_winning(tmp_path, capsys):
+    common = ["--backend", "sim", "--recovery", "1s", "--no-progress"]
+    shape = ["--nodes", "3", "--nemesis", "kill", "--seed", "4", "--time-limit", "4s", "--concurrency", "3"]
+    code, out, _ = run_cli([*common, *shape, "--results", str(tmp_path / "first")], capsys)
+    assert code == 0
+    first = Path(out.split("run directory: ")[1].split()[0])
+    code, out, _ = run_cli(
+        [*common, "--test", str(first / "test.json"), "--rate", "7", "--results", str(tmp_path / "again")], capsys
+    )
+    assert code == 0, out
+    again = Path(out.split("run directory: ")[1].split()[0])
+    before, after = (json.loads((d / "test.json").read_text()) for d in (first, again))
+    assert after.pop("rate") == 7 and before.pop("rate") != 7  # the flag won
+    assert {k: v for k, v in after.items() if k != "started_at"} == {
+        k: v for k, v in before.items() if k != "started_at"
+    }  # seed, cluster, faults, time limit: the same test
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
