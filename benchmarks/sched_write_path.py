@@ -75,9 +75,10 @@ def parse_timehist(text: str) -> list[Slice]:
 
 def concurrency(slices: list[Slice], ours: set[int]) -> dict[int, float]:
     """Seconds during which exactly 0, 1, 2... of our processes' threads were on a core."""
-    edges = sorted([(s.start, 1) for s in slices if s.pid in ours] + [(s.end, -1) for s in slices if s.pid in ours])
     if not slices:
         return {}
+    mine = [s for s in slices if s.pid in ours]
+    edges = sorted([(s.start, 1) for s in mine] + [(s.end, -1) for s in mine])
     begin, finish = min(s.start for s in slices), max(s.end for s in slices)
     out: collections.Counter[int] = collections.Counter()
     running, at = 0, begin

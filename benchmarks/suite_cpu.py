@@ -31,10 +31,15 @@ def cpu_counters() -> list[int]:
         return [int(v) for v in f.readline().split()[1:9]]
 
 
-def busy_share(before: list[int], after: list[int]) -> float:
+def busy_and_total(before: list[int], after: list[int]) -> tuple[int, int, list[int]]:
+    """Busy ticks, all ticks, and the per-field deltas between two readings of `cpu_counters`."""
     delta = [b - a for a, b in zip(before, after, strict=True)]
-    total = sum(delta)
-    return sum(delta[i] for i in BUSY) / total if total else 0.0
+    return sum(delta[i] for i in BUSY), sum(delta), delta
+
+
+def busy_share(before: list[int], after: list[int]) -> float:
+    busy, total, _ = busy_and_total(before, after)
+    return busy / total if total else 0.0
 
 
 def main() -> int:
@@ -69,8 +74,8 @@ def main() -> int:
         done.set()
     wall = time.monotonic() - started
     end_counters = cpu_counters()
-    delta = [b - a for a, b in zip(start_counters, end_counters, strict=True)]
-    busy_s = sum(delta[i] for i in BUSY) / ticks
+    busy, _, delta = busy_and_total(start_counters, end_counters)
+    busy_s = busy / ticks
     steal_s = delta[7] / ticks
     print(f"suite_cpu: {' '.join(command)}: exit {rc}")
     print(f"  wall {wall / 60:.1f} min; the machine busy for {busy_s / 60:.1f} CPU-minutes on {cores} cores")
