@@ -350,7 +350,7 @@ class QuorumController:
             if reply is not None:
                 self.answer_when_settled(request, reply, on_success(AppendOutcome(True)))
             return True
-        error = self._check_batch(records)
+        error, encoded = self._encode_batch(records)
         if error != ErrorCode.NONE:
             if reply is not None:
                 self.answer_when_settled(request, reply, whole_request_error(request, error))
@@ -388,7 +388,7 @@ class QuorumController:
         self._in_flight += 1
         self.stats["appends"] += 1
         self.stats["records"] += len(records)
-        if self.port.append(records, on_done) != base:
+        if self.port.append(encoded, on_done) != base:
             self._drifted = True  # predicted offsets were wrong: rebuild once nothing is in flight
         return True
 
@@ -436,19 +436,20 @@ class QuorumController:
         for _holds, reply, _answer, request in waiting:
             reply(whole_request_error(request, ErrorCode.NOT_CONTROLLER))
 
-    def _check_batch(self, records: Sequence[MetadataRecord]) -> ErrorCode:
-        """Refuse a batch the Raft core would refuse, before the working state takes it in."""
+    def _encode_batch(self, records: Sequence[MetadataRecord]) -> tuple[ErrorCode, tuple[bytes, ...]]:
+        """The records encoded, or the error the Raft core would refuse them with, found before the
+        working state takes them in (the encodings go on to the append: each record is encoded once)."""
         if len(records) > self.config.max_batch_records:
             self.stats["refused_too_large"] += 1
-            return ErrorCode.MESSAGE_TOO_LARGE
+            return ErrorCode.MESSAGE_TOO_LARGE, ()
         try:
-            size = sum(4 + len(encode_record(r)) for r in records)
+            encoded = tuple(encode_record(r) for r in records)
         except ValueError:
-            return ErrorCode.INVALID_REQUEST
-        if size > self.config.max_batch_bytes:
+            return ErrorCode.INVALID_REQUEST, ()
+        if sum(4 + len(e) for e in encoded) > self.config.max_batch_bytes:
             self.stats["refused_too_large"] += 1
-            return ErrorCode.MESSAGE_TOO_LARGE
-        return ErrorCode.NONE
+            return ErrorCode.MESSAGE_TOO_LARGE, ()
+        return ErrorCode.NONE, encoded
 
     def _refresh_working(self) -> None:
         """Nothing in flight: the working state must equal the committed image; re-copy it if it drifted."""

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from node.metadata.image import MetadataImage
-from node.metadata.records import MetadataRecord
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -104,8 +103,9 @@ class ProcessPort(Protocol):
     def next_append_offset(self) -> int:
         """The offset the next `append`'s first record will get; valid only on the active controller."""
 
-    def append(self, records: Sequence[MetadataRecord], on_done: Callable[[AppendOutcome], None]) -> int:
-        """Append `records` as one atomic batch; returns their predicted base offset."""
+    def append(self, records: Sequence[bytes], on_done: Callable[[AppendOutcome], None]) -> int:
+        """Append `records` (encoded by `node.metadata.records.encode_record`: the caller has already
+        encoded them to check the batch's size) as one atomic batch; returns their predicted base offset."""
 
     def read_barrier(self, on_done: Callable[[BarrierOutcome], None]) -> None:
         """Confirm leadership with a majority after this call (see `node.raft.events.ReadBarrier`)."""

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import node.raft.actions as A
 from node.metadata.image import MetadataImage, MetadataImageError
-from node.metadata.records import MetadataRecord, SecurityProtocol, encode_record
+from node.metadata.records import SecurityProtocol
 from node.metadata.snapshot import load_snapshot
 from node.process.actions import MetadataApplied, ShutDown
 from node.process.append_batch import HeldAppend, group_held
@@ -222,9 +222,9 @@ class NodeProcess:
     def next_append_offset(self) -> int:
         return self.raft.append_end_offset + self._held_records
 
-    def append(self, records: Sequence[MetadataRecord], on_done: Callable[[AppendOutcome], None]) -> int:
+    def append(self, records: Sequence[bytes], on_done: Callable[[AppendOutcome], None]) -> int:
         base = self.next_append_offset()
-        encoded = tuple(encode_record(r) for r in records)
+        encoded = tuple(records)
         if self._holding:
             self._held.append(HeldAppend(encoded, on_done))
             self._held_records += len(encoded)

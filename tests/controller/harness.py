@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from node.controller import ControllerConfig, QuorumController
 from node.metadata.image import MetadataImage
-from node.metadata.records import MetadataRecord, encode_records
+from node.metadata.records import MetadataRecord, decode_record, encode_records
 from node.process.ports import AppendOutcome, BarrierOutcome, RequestContext
 from node.protocol.broker_api import (
     BrokerHeartbeatRequest,
@@ -58,9 +58,9 @@ class FakePort:
     def next_append_offset(self) -> int:
         return self.end_offset
 
-    def append(self, records: Sequence[MetadataRecord], on_done: Callable[[AppendOutcome], None]) -> int:
+    def append(self, records: Sequence[bytes], on_done: Callable[[AppendOutcome], None]) -> int:
         base = self.end_offset
-        self.appends.append(_Append(base, tuple(records), on_done))
+        self.appends.append(_Append(base, tuple(decode_record(r) for r in records), on_done))
         self.end_offset += len(records)
         return base
 
