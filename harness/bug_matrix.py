@@ -299,15 +299,22 @@ class BugResult:
         return catches[0] if catches else None
 
     @property
+    def counted(self) -> list[RunOutcome]:
+        """The runs up to and including the first catch, in the matrix's order (every run when none
+        caught). Unlike `runs`, which also holds the runs already under way when the first catch came
+        back, these are the same however many jobs ran: the figures the bug table prints."""
+        first = self.first
+        runs = sorted(self.runs, key=lambda r: r.position)
+        return runs if first is None else [r for r in runs if r.position <= first.position]
+
+    @property
     def sim_to_catch_s(self) -> float | None:
         """Simulated seconds of every run up to and including the first catch, in the matrix's order."""
-        first = self.first
-        return None if first is None else sum(r.sim_s for r in self.runs if r.position <= first.position)
+        return None if self.first is None else sum(r.sim_s for r in self.counted)
 
     @property
     def wall_to_catch_s(self) -> float | None:
-        first = self.first
-        return None if first is None else sum(r.wall_s for r in self.runs if r.position <= first.position)
+        return None if self.first is None else sum(r.wall_s for r in self.counted)
 
 
 @dataclass
@@ -455,12 +462,12 @@ def markdown(result: MatrixResult) -> str:
             caught = first.cell.label
             verdict = first.line.replace("|", "/") or ", ".join(first.failed)
         rows.append(
-            f"| `{b.bug.name}` | {b.bug.component} | {b.bug.reference} | {caught} | {len(b.runs)} | "
+            f"| `{b.bug.name}` | {b.bug.component} | {b.bug.reference} | {caught} | {len(b.counted)} | "
             f"{_seconds(b.sim_to_catch_s)} | {_seconds(b.wall_to_catch_s)} | {_truncate(verdict, 110)} |"
         )
     sweep = result.sweep
     caught = sum(1 for b in result.bugs if b.first is not None)
-    sim_total = sum(r.sim_s for b in result.bugs for r in b.runs)
+    sim_total = sum(r.sim_s for b in result.bugs for r in b.counted)
     lines = [
         *rows,
         "",
@@ -497,7 +504,8 @@ def to_json(result: MatrixResult) -> dict[str, Any]:
                 "caught": b.first is not None,
                 "first_catch": run(b.first) if b.first else None,
                 "catches": [run(r) for r in b.catches],
-                "runs": len(b.runs),
+                "runs": len(b.counted),  # to the first catch: the same at any --jobs
+                "runs_started": len(b.runs),  # with those under way when it came back
                 "budget_spent": b.budget_spent,
                 "sim_to_catch_s": b.sim_to_catch_s,
                 "wall_to_catch_s": b.wall_to_catch_s,

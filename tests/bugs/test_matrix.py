@@ -14,7 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from harness.bug_matrix import NEEDS, Cell, Matrix, MatrixConfig, markdown, to_json, verdict_line
+from harness.bug_matrix import (
+    NEEDS,
+    BugResult,
+    Cell,
+    Matrix,
+    MatrixConfig,
+    MatrixResult,
+    RunOutcome,
+    SweepResult,
+    markdown,
+    to_json,
+    verdict_line,
+)
 from harness.cli import main
 from harness.plugins import workload_names
 from harness.test_spec import Cluster
@@ -121,6 +133,33 @@ def test_verdict_line_names_the_failing_checker() -> None:
     assert verdict_line(["simulator invariants: False (x)"], ["sim-invariants"]) == "simulator invariants: False (x)"
     both = ["availability: False (no write after the heal)", "simulator invariants: False (x)"]
     assert verdict_line(both, ["availability", "sim-invariants"]) == "simulator invariants: False (x)"
+
+
+def _outcome(position: int, caught: bool, sim_s: float = 30.0) -> RunOutcome:
+    cell = Cell("config-append", ("kill",), position + 1)
+    return RunOutcome("raft-vote-not-persisted", cell, position, not caught, int(caught), sim_s, 5.0, [], "", "")
+
+
+def test_the_bug_table_counts_runs_to_the_first_catch_whatever_else_was_under_way(tmp_path) -> None:
+    """With two jobs, the cell after the catching one may be under way (or done) when the catch comes
+    back: the table's runs and simulated seconds must not depend on that, nor on the order runs end in."""
+    config = small(tmp_path, bugs=("raft-vote-not-persisted",), sweep=0)
+    tables = []
+    for runs in (
+        [_outcome(0, False), _outcome(1, True)],  # one job
+        [_outcome(0, False), _outcome(2, False), _outcome(1, True)],  # two: cell 2 ended first
+        [_outcome(1, True), _outcome(0, False), _outcome(2, True, sim_s=7.0)],  # cell 2 caught it too
+    ):
+        bug = BugResult(BY_NAME["raft-vote-not-persisted"], runs)
+        assert [r.position for r in bug.counted] == [0, 1] and bug.first.position == 1
+        assert bug.sim_to_catch_s == 60.0
+        result = MatrixResult(config, [bug], SweepResult(), 1.0)
+        assert to_json(result)["bugs"][0]["runs"] == 2
+        assert to_json(result)["bugs"][0]["runs_started"] == len(runs)
+        tables.append(markdown(result).split("\n")[2])
+    assert len(set(tables)) == 1 and "| config-append x kill x seed 2 | 2 | 60 s |" in tables[0], tables
+    missed = BugResult(BY_NAME["raft-vote-not-persisted"], [_outcome(1, False), _outcome(0, False)])
+    assert [r.position for r in missed.counted] == [0, 1] and missed.sim_to_catch_s is None
 
 
 def test_the_matrix_catches_todays_bugs_misses_one_it_cannot_see_and_the_sweep_is_clean(results) -> None:
