@@ -372,7 +372,11 @@ class EndOfRun:
             window = time_limit(self.settle_s + spec.recovery_s, rate(spec.rate, self.workload.recovery_generator()))
             stats = driver.run(clients(window), spec.seed + 2)
         if not self.db.recover(RECOVER_TIMEOUT_S):
-            self.warnings.append(f"the cluster did not recover within {RECOVER_TIMEOUT_S:.0f} s of the heal")
+            why = self.db.recovery_problem
+            self.warnings.append(
+                f"the cluster did not recover within {RECOVER_TIMEOUT_S:.0f} s of the heal"
+                + (f": {why}" if why else "")
+            )
         final = self.workload.final_generator() if spec.final_reads else None
         if final is not None:
             self.progress.phase = "final reads"

@@ -51,16 +51,17 @@ class DB(ABC):
         """Start a node that was killed, with the command it was started with."""
 
     recovered: bool | None = None  # how the last `recover` ended
+    recovery_problem: str | None = None  # why it did not (the readiness check's last answer)
 
     def recover(self, timeout_s: float) -> bool:
         """After the faults are healed: start every node that is down, wait until ready. False if not."""
         self.restart_exited()
         try:
             self.wait_ready(timeout_s)
-        except DBError:
-            self.recovered = False
+        except DBError as exc:
+            self.recovered, self.recovery_problem = False, str(exc)
             return False
-        self.recovered = True
+        self.recovered, self.recovery_problem = True, None
         return True
 
     def restart_exited(self) -> None:

@@ -4,10 +4,23 @@ started by the backend, restarted, stopped and collected the same way."""
 from __future__ import annotations
 
 import contextlib
+import re
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vocab.db import DB
+from vocab.db import DB, DBError
+
+# A member that has been down this long while the cluster is awaited has exited for good: nothing
+# restarts someone else's program (the runner's recovery restarts the killed ones before it waits).
+EXITED_AFTER_S = 2.0
+# The last lines of a member's output read for its last words, and the most of one line quoted.
+LAST_LINES, LAST_WORDS_CHARS = 200, 300
+# A line that says what went wrong (log4j's ERROR/FATAL, zap's "level":"fatal", a Java exception or
+# its last "Caused by:", the root cause), not a stack frame (`\tat ...`) or the JVM's "... 12 more".
+_TELLING = re.compile(r"\b(ERROR|FATAL|fatal|panic)\b|(Exception|Error)\b")
+_FRAME = re.compile(r"^\s+(at |\.\.\. \d+ more)")
 
 
 class ProgramDB(DB):
@@ -16,6 +29,37 @@ class ProgramDB(DB):
 
     def restart_node(self, node: str) -> None:
         self._backend().restart(node)
+
+    def wait_ready_unless_exited(self, unready: Callable[[], str | None], timeout_s: float) -> None:
+        """`poll_ready`, except that a member down for `EXITED_AFTER_S` fails at once with a DBError
+        quoting its last words (a Kafka that cannot bind its port should not cost the whole timeout)."""
+        down_since: dict[str, float] = {}
+
+        def check_exited() -> None:
+            backend, now = self._backend(), time.monotonic()
+            for node in self.nodes:
+                if backend.is_alive(node):
+                    down_since.pop(node, None)
+                elif now - down_since.setdefault(node, now) >= EXITED_AFTER_S:
+                    words = self.last_words(node)
+                    raise DBError(f"{self.name} node {node} exited" + (f"; its output ends: {words}" if words else ""))
+
+        self.poll_ready(unready, timeout_s, before_each=check_exited)
+
+    def last_words(self, node: str) -> str | None:
+        """The line of the node's output (stderr.log, then stdout.log, as the local backends write them
+        under nodes/NODE) that best says why it stopped: the last that names an error, else the last
+        line. None when there is none here (a remote backend fetches the logs at collect)."""
+        if self.run_dir is None:
+            return None
+        for name in ("stderr.log", "stdout.log"):
+            lines = _tail_lines(Path(self.run_dir) / "nodes" / node / name, LAST_LINES)
+            lines = [line for line in lines if line.strip() and not _FRAME.match(line)]
+            if lines:
+                telling = [line for line in lines if _TELLING.search(line)]
+                words = (telling or lines)[-1].strip()
+                return words if len(words) <= LAST_WORDS_CHARS else words[: LAST_WORDS_CHARS - 1] + "…"
+        return None
 
     def teardown(self) -> None:
         if self.backend is None:
@@ -54,3 +98,16 @@ class ProgramDB(DB):
             listing = sorted(str(p.relative_to(data)) for p in data.rglob("*")) if data.is_dir() else []
             (target / "data-dir.txt").write_text("\n".join(listing) + "\n", encoding="utf-8")
         return warnings
+
+
+def _tail_lines(path: Path, count: int, chunk: int = 1 << 16) -> list[str]:
+    """The last `count` lines of a file that may be large (a JVM's log), [] when it cannot be read."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - chunk))
+            data = f.read()
+    except OSError:
+        return []
+    return data.decode("utf-8", errors="replace").splitlines()[-count:]

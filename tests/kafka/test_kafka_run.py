@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +150,30 @@ def test_the_observation_workloads_on_kafka_under_partition_kill_and_pause_are_v
     assert verdicts["availability"]["valid"] in (True, False)  # a verdict: how fast a JVM restarts varies
     # Kafka keeps what every image promises: no fenced leader, no fenced broker in an ISR of two or more
     assert verdicts["metadata-answers"]["valid"] is True
+
+
+def test_a_kafka_node_that_cannot_start_fails_the_wait_at_once_quoting_its_own_error(tmp_path: Path):
+    """Listeners on an address no node has (TEST-NET-1): `kafka-storage format` accepts the config, then
+    each JVM fails to bind and exits. The wait says so within seconds, in Kafka's own words, rather than
+    after its whole timeout as "not running"."""
+    from harness.backends.netns import NetnsBackend
+    from harness.db.kafka.db import KafkaDB, cluster_id
+    from vocab.db import DBError
+
+    nodes = ["n1", "n2", "n3"]
+    backend = NetnsBackend(tmp_path, nodes)
+    try:
+        backend.setup()
+        unbindable = {"listeners": "PLAINTEXT://192.0.2.1:9092,CONTROLLER://192.0.2.1:9093"}
+        db = KafkaDB(nodes, cluster_id(), unbindable)
+        db.install(backend, tmp_path)
+        start = time.monotonic()
+        with pytest.raises(DBError) as caught:
+            db.wait_ready(240)
+        assert time.monotonic() - start < 120, "the wait ran on after a node exited"
+    finally:
+        backend.teardown()
+        heal_if_left(tmp_path)
+    message = str(caught.value)
+    assert message.startswith("kafka node n") and " exited; its output ends: " in message, message
+    assert "BindException: Cannot assign requested address" in message, message

@@ -270,7 +270,7 @@ class KafkaDB(ProgramDB):
         return best[1] if best else None
 
     def wait_ready(self, timeout_s: float) -> None:
-        self.poll_ready(self._unready, timeout_s)
+        self.wait_ready_unless_exited(self._unready, timeout_s)
 
     def _unready(self) -> str | None:
         """What keeps the cluster from being ready, or None when it is ready."""
