@@ -144,6 +144,13 @@ def loopback_subnet() -> str:
     return f"127.{pick.randint(1, 254)}.{pick.randint(0, 255)}"
 
 
+def unused_address() -> tuple[str, int]:
+    """A loopback host and port that nothing listens on, on a /24 of its own: a port found free on
+    127.0.0.1 may be taken a moment later by any other test or process of the machine."""
+    host = f"{loopback_subnet()}.{random.SystemRandom().randint(2, 254)}"
+    return host, free_port(host)
+
+
 def plan_cluster(
     base_dir: Path, voters: int = 3, observers: int = 0, settings: dict[str, str] | None = None
 ) -> LocalCluster:

@@ -28,7 +28,7 @@ from node.bugs import (
 from node.raft.config import ConfigError
 from node.raft.node import RaftNode
 from node.raft.storage import LoadedState
-from node.runtime.local_cluster import free_port
+from node.runtime.local_cluster import unused_address
 from node.runtime.properties import parse_properties
 from node.runtime.roles import build_process
 from node.runtime.server_config import build_server_config
@@ -86,15 +86,15 @@ def test_refusal_rule_and_warnings() -> None:
 VOTER = """\
 node.id=1
 process.roles=controller
-listeners=CONTROLLER://127.0.0.1:{port}
+listeners=CONTROLLER://{host}:{port}
 controller.listener.names=CONTROLLER
-controller.quorum.voters=1@127.0.0.1:{port}
+controller.quorum.voters=1@{host}:{port}
 metadata.log.dir={data}
 """
 
 
-def config_text(tmp_path: Path, extra: str = "", port: int = 9093) -> str:
-    return VOTER.format(port=port, data=tmp_path / "data") + extra
+def config_text(tmp_path: Path, extra: str = "", port: int = 9093, host: str = "127.0.0.1") -> str:
+    return VOTER.format(host=host, port=port, data=tmp_path / "data") + extra
 
 
 def build(text: str):
@@ -150,9 +150,9 @@ def test_node_start_refuses_a_bug_in_a_production_looking_config_with_one_line(t
 
 def test_node_with_a_bug_in_a_test_cluster_logs_a_warning_per_bug(tmp_path) -> None:
     path = tmp_path / "server.properties"
-    port = free_port("127.0.0.1")
+    host, port = unused_address()
     names = "storage-flush-skips-fsync,raft-leader-never-resigns"
-    path.write_text(config_text(tmp_path, f"kchaos.bugs={names}\nkchaos.test.cluster=true\n", port))
+    path.write_text(config_text(tmp_path, f"kchaos.bugs={names}\nkchaos.test.cluster=true\n", port, host))
     proc = start_node(path)
     try:
         deadline = time.monotonic() + 60

@@ -19,7 +19,7 @@ from node.protocol import admin as M
 from node.protocol import broker_api as B
 from node.protocol.errors import ErrorCode
 from node.protocol.registry import BROKER_API_KEYS, CONTROLLER_API_KEYS
-from node.runtime.local_cluster import free_port
+from node.runtime.local_cluster import unused_address
 from tests.client.answers import TOPIC_ID, altered, cluster_answer, created
 from tests.client.fake_cluster import CLOSE, HANG, FakeCluster
 
@@ -273,7 +273,7 @@ def test_connection_lost_after_sending_is_indefinite(cluster):
 
 
 def test_connection_refused_is_definite():
-    address = f"127.0.0.1:{free_port('127.0.0.1')}"
+    address = "{}:{}".format(*unused_address())
     with pytest.raises(E.ConnectError) as caught:
         run(with_client(address, lambda a: a.create_topic("t", 1, 1)))
     assert caught.value.definite and caught.value.server == address
@@ -281,7 +281,7 @@ def test_connection_refused_is_definite():
 
 def test_a_refused_bootstrap_server_is_skipped(cluster):
     server = cluster.add(created)
-    refused = f"127.0.0.1:{free_port('127.0.0.1')}"
+    refused = "{}:{}".format(*unused_address())
     assert run(with_client(f"{refused},{server.address}", lambda a: a.create_topic("t"))) == TOPIC_ID
 
 

@@ -13,7 +13,7 @@ from node.client.cli_parsing import parse_config_pairs, split_top_level
 from node.protocol import acls as A
 from node.protocol import admin as M
 from node.protocol.errors import ErrorCode
-from node.runtime.local_cluster import free_port
+from node.runtime.local_cluster import unused_address
 from tests.client.answers import altered, cluster_answer, created
 from tests.client.fake_cluster import FakeCluster
 from vocab.errors import EXIT_ERROR, OneLineParser, UserError
@@ -181,7 +181,7 @@ def test_a_server_error_is_one_line_naming_the_code_and_the_fate(cluster, capsys
 
 
 def test_an_unreachable_cluster_is_one_line(capsys):
-    address = f"127.0.0.1:{free_port('127.0.0.1')}"
+    address = "{}:{}".format(*unused_address())
     assert kchaos(["admin", "--bootstrap-server", address, "--timeout", "300", "brokers", "list"]) == EXIT_ERROR
     line = one_line(capsys.readouterr().err)
     assert "list brokers failed" in line and address in line

@@ -15,7 +15,7 @@ from node.raft.records import MAX_BATCH_BYTES
 from node.runtime.append_error import AppendError
 from node.runtime.appends import AppendGroup, PendingAppend, group_appends
 from node.runtime.http_endpoint import HttpEndpoint, HttpResponse
-from node.runtime.local_cluster import free_port, plan_cluster
+from node.runtime.local_cluster import plan_cluster, unused_address
 from node.runtime.metrics import RuntimeMetrics, Window, parse_prometheus, render_prometheus
 from node.runtime.peers import Backoff, PeerLink
 from node.runtime.quorum_cli import format_replication, format_status, parse_servers, replication_rows
@@ -193,10 +193,12 @@ def test_reconnect_backoff_doubles_up_to_the_max():
     assert [backoff.delay_ms(n) for n in range(8)] == [0, 20, 40, 80, 160, 320, 640, 1000]
 
 
-def _link(port: int, failed: list, answered: list, backoff_ms: int = 200, timeout_ms: int = 2000) -> PeerLink:
+def _link(
+    port: int, failed: list, answered: list, backoff_ms: int = 200, timeout_ms: int = 2000, host: str = "127.0.0.1"
+) -> PeerLink:
     return PeerLink(
         7,
-        "127.0.0.1",
+        host,
         port,
         BinaryCodec(),
         Backoff(backoff_ms, backoff_ms * 4),
@@ -208,9 +210,9 @@ def _link(port: int, failed: list, answered: list, backoff_ms: int = 200, timeou
 
 def test_peer_link_fails_requests_it_cannot_deliver_and_backs_off():
     async def scenario() -> tuple[list, list, bool]:
-        port = free_port("127.0.0.1")  # nothing listens there
+        host, port = unused_address()  # nothing listens there
         failed: list = []
-        link = _link(port, failed, [])
+        link = _link(port, failed, [], host=host)
         link.send(1, DescribeQuorumRequest())
         assert failed == []  # never reported inside send(): the core is still handling its event
         await asyncio.sleep(0.1)
