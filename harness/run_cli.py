@@ -47,14 +47,14 @@ def _file_sets(path: str | None, key: str) -> bool:
     return _file_value(path, key) is not None
 
 
-def _options(pairs: list[str] | None) -> dict[str, Any] | None:
+def _options(pairs: list[str] | None, flag: str = "--workload-option") -> dict[str, Any] | None:
     if not pairs:
         return None
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise UserError(f"--workload-option {pair!r}: expected KEY=VALUE")
+            raise UserError(f"{flag} {pair!r}: expected KEY=VALUE")
         out[key.strip()] = value.strip()
     return out
 
@@ -131,6 +131,7 @@ def resolve(args: argparse.Namespace) -> Any:
         "bugs": ",".join(args.bug) if args.bug else None,
         "forger": False if args.no_forger else None,
         "pre_vote": False if args.no_pre_vote else None,
+        "sut_settings": _options(args.sut_setting, "--sut-setting"),
     }
     return load_test(args.test, overrides, registries())
 
@@ -214,6 +215,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--recovery", help="recovery window after the heal: clients run on, a write must commit (10s)")
     p.add_argument("--name", help="test name (default: <workload>-<nemesis kinds>)")
     p.add_argument("--workload-option", action="append", metavar="KEY=VALUE", help="workload option (repeatable)")
+    p.add_argument(
+        "--sut-setting",
+        action="append",
+        metavar="KEY=VALUE",
+        help="every node's configuration: a server.properties key (kraft on a real backend, kafka) or an etcd "
+        "flag without dashes (repeatable)",
+    )
     p.add_argument(
         "--client",
         choices=("kraft-chaos", "confluent-kafka"),

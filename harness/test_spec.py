@@ -32,6 +32,10 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     [workload_options]               # passed to the workload as they are
     keys = 5
 
+    [sut_settings]                   # every node's configuration, on top of the harness's own:
+    "controller.quorum.fetch.timeout.ms" = 1500  # server.properties keys (kraft on a real backend; kafka),
+                                     # or etcd's flags without the dashes ("heartbeat-interval" = 50)
+
     [nemesis_modes]                  # optional: kind -> target modes the nemesis picks from
     partition = ["random-halves", "isolate-leader"]
 
@@ -103,6 +107,7 @@ FLAGS: dict[str, str] = {
     "bugs": "--bug",
     "forger": "--no-forger",
     "pre_vote": "--no-pre-vote",
+    "sut_settings": "--sut-setting",
 }
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._-]{0,99}$")
@@ -178,6 +183,7 @@ class TestSpec:
     forger: bool = True  # the forger side process (harness/forger.py) runs beside the workload
     pre_vote: bool = True  # KIP-996 pre-votes in every node; False to test plain KIP-595 elections
     inventory: str = ""  # ssh backend: the inventory file (absolute path); "" = none
+    sut_settings: dict[str, str] = field(default_factory=dict)  # every node's configuration (see above)
 
     @property
     def nodes(self) -> list[str]:
@@ -225,6 +231,8 @@ class TestSpec:
             out["pre_vote"] = False
         if self.inventory:
             out["inventory"] = self.inventory
+        if self.sut_settings:
+            out["sut_settings"] = dict(self.sut_settings)
         return out
 
     def to_toml(self) -> str:
@@ -496,7 +504,7 @@ _SCALARS: dict[str, _Parser] = {
     "pre_vote": lambda v, w, r: _boolean(v, w),
     "inventory": lambda v, w, r: _inventory(v, w),
 }
-_TABLES = ("cluster", "workload_options", "nemesis_modes", "nemesis_options")
+_TABLES = ("cluster", "workload_options", "sut_settings", "nemesis_modes", "nemesis_options")
 # test.json keys that are derived or added by the runner: accepted and ignored by from_dict. `suite` (which
 # suite, cell and seed a run of `kchaos suite`/`gate`/`nightly` was) and `reproduces` (the run a `kchaos
 # reproduce` replayed) say where a run came from, not what it ran, so a run recorded with them reproduces.
@@ -518,6 +526,8 @@ def _resolve(raw: Mapping[str, Any], where: _Where, flags: Mapping[str, Any], re
             values[key] = _modes(value, where, flag=False)
         elif key == "nemesis_options":
             values[key] = _nemesis_options(value, where, flag=False)
+        elif key == "sut_settings":
+            values[key] = _sut_settings(value, where, flag=False)
         else:
             known = ", ".join([*_SCALARS, *_TABLES])
             raise _fail(where.of(key), f"unknown key (known keys: {known})")
@@ -533,6 +543,8 @@ def _resolve(raw: Mapping[str, Any], where: _Where, flags: Mapping[str, Any], re
             if not isinstance(value, Mapping):
                 raise _fail(loc, f"expected key=value options, got {value!r}")
             values[key] = {**values.get(key, {}), **value}
+        elif key == "sut_settings":
+            values[key] = {**values.get(key, {}), **_sut_settings(value, where, flag=True)}
         elif key == "nemesis_modes":
             values[key] = _modes(value, where, flag=True)
         elif key == "nemesis_options":
@@ -553,12 +565,43 @@ def _resolve(raw: Mapping[str, Any], where: _Where, flags: Mapping[str, Any], re
     if problem:
         key = "sut" if "sut" in values else "backend"
         raise _fail(where.of(key, flag=key in flags and flags[key] is not None), problem)
+    settings = values.get("sut_settings")
+    if settings:
+        from harness.db import sut_settings_problem
+
+        problem = sut_settings_problem(
+            values.get("sut", TestSpec.sut), values.get("backend", TestSpec.backend), settings
+        )
+        if problem:
+            raise _fail(where.of("sut_settings", flag=flags.get("sut_settings") is not None), problem)
     if "seed" not in values:
         values["seed"] = secrets.randbelow(1 << 31)
     if "name" not in values:
         label = "+".join(sorted(kinds)) or "none"
         values["name"] = f"{values.get('workload', TestSpec.workload)}-{label}"
     return TestSpec(**values)
+
+
+_SETTING_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+
+def _sut_settings(value: Any, where: _Where, flag: bool) -> dict[str, str]:
+    """`[sut_settings]` (or `--sut-setting KEY=VALUE` pairs): names as a config file or a flag spells
+    them, values as text (a TOML number or boolean as Java properties and flags write it)."""
+    if not isinstance(value, Mapping):
+        raise _fail(where.of("sut_settings", flag=flag), f"expected a table, got {_type_name(value)}")
+    out: dict[str, str] = {}
+    for key, setting in value.items():
+        loc = f"{FLAGS['sut_settings']} {key}" if flag else where.of(key, "sut_settings")
+        if not isinstance(key, str) or not _SETTING_RE.match(key):
+            raise _fail(loc, "expected a setting name of letters, digits, '.', '_' and '-'")
+        if isinstance(setting, bool):
+            out[key] = "true" if setting else "false"
+        elif isinstance(setting, int | float | str) and "\n" not in str(setting):
+            out[key] = str(setting)
+        else:
+            raise _fail(loc, f"expected a string, number or boolean on one line, got {_type_name(setting)} {setting!r}")
+    return out
 
 
 def _sut_problem(values: Mapping[str, Any]) -> str | None:

@@ -6,7 +6,7 @@ ZooKeeper, a Kafka build) plugs in as another adapter registered here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from checkers.registry import CHECKERS
@@ -21,6 +21,7 @@ def _kraft(spec: Any) -> DB:
     from node.runtime.server_config import PRE_VOTE_KEY
 
     settings = {} if getattr(spec, "pre_vote", True) else {PRE_VOTE_KEY: "false"}
+    settings.update(getattr(spec, "sut_settings", {}))
     return KraftDB(spec.cluster, settings, bugs=getattr(spec, "bugs", ()))
 
 
@@ -32,7 +33,7 @@ def _etcd(spec: Any) -> DB:
     problem = sut_problem("etcd", spec.backend, brokers=spec.cluster.brokers)
     if problem:
         raise DBError(problem)
-    return EtcdDB(spec.nodes, token=f"kchaos-{secrets.token_hex(4)}")
+    return EtcdDB(spec.nodes, token=f"kchaos-{secrets.token_hex(4)}", settings=getattr(spec, "sut_settings", {}))
 
 
 def _kafka(spec: Any) -> DB:
@@ -41,7 +42,7 @@ def _kafka(spec: Any) -> DB:
     problem = sut_problem("kafka", spec.backend)
     if problem:
         raise DBError(problem)
-    return KafkaDB(spec.nodes, cluster_id(), getattr(spec, "kafka_settings", None))
+    return KafkaDB(spec.nodes, cluster_id(), getattr(spec, "sut_settings", {}))
 
 
 SUTS["kraft"] = _kraft
@@ -112,6 +113,20 @@ def sut_problem(
     if sut == "etcd" and brokers:
         return "etcd has no brokers: every member votes (use --nodes N, e.g. --nodes 3)"
     return None
+
+
+def sut_settings_problem(sut: str, backend: str, settings: Mapping[str, str]) -> str | None:
+    """Why these node settings (`--sut-setting`) cannot be used, or None. The reference cluster's are
+    checked here by its own config reader; Kafka's are checked by Kafka (its `kafka-storage format`
+    reads them before any node starts) and etcd's by etcd (a member that refuses a flag exits, and the
+    wait for the cluster quotes it)."""
+    if not settings or sut != "kraft":
+        return None
+    if backend == "sim":
+        return "node settings need a real backend (netns, docker, ssh): the simulator configures its nodes itself"
+    from harness.db.kraft import settings_problem
+
+    return settings_problem(settings)
 
 
 def make_db(name: str, spec: Any) -> DB:

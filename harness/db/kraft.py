@@ -30,12 +30,13 @@ import contextlib
 import json
 import os
 import random
+import re
 import secrets
 import shutil
 import sys
 import threading
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -525,3 +526,33 @@ class KraftDB(DB):
 def _active(process: Any) -> bool:
     """Whether a simulated node process's controller believes it is the active one."""
     return process.controller is not None and process.controller.active
+
+
+def settings_problem(settings: Mapping[str, str]) -> str | None:
+    """What the node's own config reader (node/runtime/server_config.py) says of these settings on
+    top of a controller's, or None: a typo or a bad value is one line before the run, not a node that
+    exits at start and is started again until the readiness wait gives up."""
+    from node.raft.config import ConfigError
+    from node.runtime.properties import Property
+    from node.runtime.server_config import KNOWN_KEYS, build_server_config
+
+    if BUGS_KEY in settings:
+        return "planted bugs are switched on with --bug (bugs = [...] in a test file), not as a setting"
+    unknown = [key for key in settings if key not in KNOWN_KEYS]
+    if unknown:
+        return f"{unknown[0]!r} is not a setting the reference cluster's nodes know (node/runtime/server_config.py)"
+    sample = {
+        "node.id": "1",
+        "process.roles": "controller",
+        "listeners": "CONTROLLER://127.0.0.1:9093",
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": "1@127.0.0.1:9093",
+        "metadata.log.dir": "data",
+        **settings,
+    }
+    entries = [Property(key, value, line) for line, (key, value) in enumerate(sample.items(), start=1)]
+    try:
+        build_server_config(entries, "settings")
+    except ConfigError as exc:
+        return re.sub(r"^settings:\d+: ", "", str(exc))
+    return None

@@ -17,9 +17,10 @@ from vocab.db import DB, DBError
 EXITED_AFTER_S = 2.0
 # The last lines of a member's output read for its last words, and the most of one line quoted.
 LAST_LINES, LAST_WORDS_CHARS = 200, 300
-# A line that says what went wrong (log4j's ERROR/FATAL, zap's "level":"fatal", a Java exception or
-# its last "Caused by:", the root cause), not a stack frame (`\tat ...`) or the JVM's "... 12 more".
-_TELLING = re.compile(r"\b(ERROR|FATAL|fatal|panic)\b|(Exception|Error)\b")
+# A line that says what went wrong (log4j's ERROR/FATAL, zap's "level":"fatal", Go's flag package's
+# `invalid value ... parse error` before its usage text, a Java exception or its last "Caused by:",
+# the root cause), not a stack frame (`\tat ...`) or the JVM's "... 12 more".
+_TELLING = re.compile(r"\b(ERROR|FATAL|fatal|panic|error|invalid)\b|(Exception|Error)\b")
 _FRAME = re.compile(r"^\s+(at |\.\.\. \d+ more)")
 
 

@@ -121,3 +121,23 @@ def test_list_append_and_watch_are_valid_under_kill(tmp_path, workload, checker,
     assert result.valid is True and verdict["valid"] is True, result.checker_lines
     assert verdict[counted] > 100  # real transactions / revisions were judged, not an empty history
     assert_nothing_left(result.run.path)
+
+
+def test_a_setting_etcd_refuses_stops_the_run_at_the_start_in_etcds_own_words(tmp_path):
+    """`--sut-setting` goes to every member as a flag; etcd checks it. A value it refuses makes each
+    member exit at start-up, and the run says so within seconds, quoting etcd (not its usage text)."""
+    result = run(etcd_spec(seed=1, sut_settings={"heartbeat-interval": "soon"}), tmp_path)
+    assert result.error is not None and result.exit_code != 0
+    assert "etcd node n" in result.error and " exited; its output ends: " in result.error, result.error
+    assert 'invalid value "soon" for flag -heartbeat-interval' in result.error, result.error
+    assert_nothing_left(result.run.path)
+
+
+def test_a_setting_etcd_accepts_reaches_every_members_command_line(tmp_path):
+    result = run(
+        etcd_spec(seed=2, nemesis=(), time_limit_s=3.0, recovery_s=2.0, sut_settings={"max-txn-ops": "256"}), tmp_path
+    )
+    assert result.error is None, result.error
+    started = [e for e in ledger_entries(result.run.path) if e.get("kind") == "process"]
+    assert len(started) == 3 and all("--max-txn-ops=256" in e["argv"] for e in started), started
+    assert_nothing_left(result.run.path)

@@ -24,6 +24,13 @@ Caused by: java.net.BindException: Cannot assign requested address
 \tat java.base/sun.nio.ch.Net.bind0(Native Method) ~[?:?]
 \t... 6 more
 """
+GO_FLAG_DEATH = """\
+invalid value "soon" for flag -heartbeat-interval: parse error
+Usage:
+
+  etcd [flags]
+    Start an etcd server.
+"""
 ZAP_DEATH = (
     '{"level":"info","msg":"starting an etcd server"}\n'
     '{"level":"fatal","msg":"discovery failed","error":"listen tcp 10.0.0.1:2380: bind: address already in use"}\n'
@@ -77,8 +84,10 @@ def test_last_words_are_the_root_cause_of_a_java_trace_or_a_fatal_log_line(tmp_p
             ("n1", "stdout.log"): JVM_DEATH,
             ("n2", "stderr.log"): ZAP_DEATH,
             ("n3", "stdout.log"): "starting\nlistening on 9092\n\n",
+            ("n4", "stderr.log"): GO_FLAG_DEATH,
         },
     )
+    assert db.last_words("n4") == 'invalid value "soon" for flag -heartbeat-interval: parse error'  # not the usage
     assert db.last_words("n1") == "Caused by: java.net.BindException: Cannot assign requested address"
     assert "address already in use" in (db.last_words("n2") or "") and '"level":"fatal"' in db.last_words("n2")
     assert db.last_words("n3") == "listening on 9092"  # nothing names an error: the last line

@@ -237,3 +237,71 @@ def test_the_run_command_offers_every_backend_a_test_file_may_name() -> None:
     from harness import run_cli, test_spec
 
     assert run_cli.BACKENDS == test_spec.BACKENDS
+
+
+SETTINGS = """\
+backend = "netns"
+
+[sut_settings]
+"controller.quorum.fetch.timeout.ms" = 1700
+"controller.quorum.election.timeout.ms" = "900"
+"allow.everyone.if.no.acl.found" = false
+"""
+
+
+def test_sut_settings_come_as_text_flags_win_and_they_round_trip_through_test_json(tmp_path):
+    path = write(tmp_path, SETTINGS)
+    spec = load_test(path, {"sut_settings": {"controller.quorum.election.timeout.ms": "1100"}})
+    assert spec.sut_settings == {
+        "controller.quorum.fetch.timeout.ms": "1700",
+        "controller.quorum.election.timeout.ms": "1100",
+        "allow.everyone.if.no.acl.found": "false",
+    }
+    data = json.loads(json.dumps(spec.to_dict()))
+    assert data["sut_settings"] == spec.sut_settings and from_dict(data) == spec
+    assert load_test(write(tmp_path, spec.to_toml(), "again.toml"), {}) == spec
+    assert "sut_settings" not in load_test(None, {"backend": "netns"}).to_dict()  # none: absent
+
+
+def test_sut_settings_reach_every_adapters_nodes():
+    from harness.db import make_db
+
+    kraft = make_db("kraft", load_test(None, {"backend": "netns", "sut_settings": {"super.users": "User:x"}}))
+    assert kraft.settings["super.users"] == "User:x"  # on top of the harness's own (it sets super.users too)
+    kafka = load_test(None, {"backend": "netns", "sut": "kafka", "sut_settings": {"log.flush.interval.messages": "1"}})
+    assert make_db("kafka", kafka).settings == {"log.flush.interval.messages": "1"}
+    etcd = make_db(
+        "etcd",
+        load_test(
+            None,
+            {"backend": "netns", "sut": "etcd", "workload": "register", "sut_settings": {"heartbeat-interval": "50"}},
+        ),
+    )
+    assert etcd.settings["heartbeat-interval"] == "50"  # each a --flag=value of every member (EtcdDB.flags)
+
+
+@pytest.mark.parametrize(
+    ("text", "flags", "message"),
+    [
+        ('[sut_settings]\n"a b" = 1\n', {}, "{f}:3: sut_settings.a b: expected a setting name of letters"),
+        ("[sut_settings]\nx = [1, 2]\n", {}, "{f}:3: sut_settings.x: expected a string, number or boolean on one line"),
+        ('sut_settings = "x=1"\n', {}, "{f}:2: sut_settings: expected a table, got string"),
+        (
+            '[sut_settings]\n"log.flush.interval.messages" = 1\n',
+            {},
+            "{f}: sut_settings: 'log.flush.interval.messages' is not a setting the reference cluster's nodes know",
+        ),
+        (
+            '[sut_settings]\n"controller.quorum.fetch.timeout.ms" = "soon"\n',
+            {},
+            "{f}: sut_settings: controller.quorum.fetch.timeout.ms: 'soon' is not an integer",
+        ),
+        ('[sut_settings]\n"kchaos.bugs" = "x"\n', {}, "{f}: sut_settings: planted bugs are switched on with --bug"),
+        ("", {"backend": "sim", "sut_settings": {"super.users": "User:x"}}, "--sut-setting: node settings need a real"),
+    ],
+)
+def test_bad_sut_settings_are_one_line_before_the_run(tmp_path, text, flags, message):
+    path = write(tmp_path, 'backend = "netns"\n' + text)  # the settings start on line 2
+    with pytest.raises(UserError) as info:
+        load_test(path, flags)
+    assert str(info.value).startswith(message.format(f=path)) and "\n" not in str(info.value), str(info.value)
