@@ -107,6 +107,9 @@ def plan(
         notes.append(f"{targeted} targeted fault(s) of the simulator are not replayed on {target}")
     if target == "sim" and spec.nemesis_buggify:
         new = dataclasses.replace(new, nemesis_buggify=False)  # only the recorded faults
+    if target == "sim" and spec.sut_settings:
+        keys = ", ".join(spec.sut_settings)
+        notes.append(f"the run's node settings ({keys}) are not applied: the simulator configures its nodes itself")
     kinds = sorted({f.partition("-")[2] for _, f, _ in timeline})
     if kinds and not set(kinds) <= set(new.nemesis):
         new = dataclasses.replace(new, nemesis=tuple(dict.fromkeys([*new.nemesis, *kinds])))

@@ -131,6 +131,19 @@ def test_an_ssh_reproduction_needs_hosts_and_only_it_takes_them(tmp_path, capsys
     assert len(err) == 1 and "needs --inventory FILE" in err[0]
 
 
+def test_a_reproduction_in_the_simulator_says_it_does_not_apply_the_runs_node_settings(tmp_path):
+    """A real run's `--sut-setting`s have no place in the simulator, which configures its nodes itself:
+    the plan says so rather than silently running something else."""
+    first = run_test(sim_spec(seed=3, time_limit_s=2.0), root=tmp_path / "a", say=lambda _: None)
+    test_json = first.run.path / "test.json"
+    test = json.loads(test_json.read_text())
+    test.update(backend="netns", sut_settings={"controller.quorum.fetch.timeout.ms": "1700"})
+    test_json.write_text(json.dumps(test))  # as if it had run on netns with that setting
+    p = plan(first.run.path, "sim")
+    assert "the run's node settings (controller.quorum.fetch.timeout.ms) are not applied" in " ".join(p.notes)
+    assert not any("node settings" in note for note in plan(first.run.path, "docker").notes)
+
+
 def test_a_vagrant_reproduction_runs_over_ssh_on_the_vms_of_its_cluster(tmp_path, capsys):
     """`--backend vagrant` is ssh to the VMs `kchaos vagrant up` wrote into --cluster DIR (cluster.json,
     inventory.toml); the VMs themselves are booted in tests/harness_vagrant."""
