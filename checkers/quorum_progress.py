@@ -17,7 +17,8 @@ Four rules, over the history:
 - **unanswered**: a request to a voter (`node`) got no answer at all (`info`), although it was sent
   2F + R/2 or longer after that voter was cut off from a majority, and the voter stayed cut off (in
   that one stretch: a client may ask it again late, after it rejoined and was cut off anew) and up and
-  running (a crashed or paused node answers nothing) until the client gave up (the `info`'s own time,
+  running (a crashed or paused node answers nothing, nor one under a fault that may stop it unrecorded:
+  a disk failure or corruption) until the client gave up (the `info`'s own time,
   and no sooner than R after: a read's deadline may be longer than R): by then it no longer leads, and a
   non-leader refuses at once (NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER). The node is the one
   the client names for the silence: the server that held the request longest (a client rotating
@@ -53,7 +54,8 @@ The network and the nodes, segment by segment between fault events:
   corruption, anything unknown); under clock skew or an unknown fault its timers cannot be trusted
   either, and the zombie rules skip it (lossy links or a slow disk only take support away);
 - a voter's time *cut off* from a majority counts only the time it could act: a kill ends it (a
-  restarted process starts its timers over, so the count starts again at the restart), a pause stops
+  restarted process starts its timers over, so the count starts again at the restart; so do the kill
+  and restart a `corrupt` start does, and those a stop reports as `restarted`), a pause stops
   it (a frozen process does nothing; its timers come due the moment it thaws, so the count goes on
   from where it stood), clock skew or an unknown fault ends it (no bound at all);
 - the *healthy majority* M: a majority of the voters, none down or impaired, each linked with every
@@ -85,6 +87,10 @@ DOWN_FAULTS = frozenset({"kill", "lose_unsynced"})
 FROZEN_FAULTS = frozenset({"pause"})
 # Faults that leave a node's timers alone: its check-quorum timer still fires on time under them
 LINK_AND_DISK_FAULTS = frozenset({"packet", "disk_stall", "disk_fail", "corrupt"})
+# Faults under which a node may stop by itself at any moment, unrecorded: a failed fsync or write
+# fail-stops it, and a node started on damaged files may refuse them, at start-up or on a later read.
+# A request it held then is reset, not refused, so its silence says nothing about leadership.
+MORTAL_FAULTS = frozenset({"disk_fail", "corrupt"})
 TARGETED = "buggify"
 MAX_EXAMPLES = 8
 NS_PER_MS = 1_000_000
@@ -220,6 +226,7 @@ class Effect:
     impaired: frozenset[str] = frozenset()
     untimed: frozenset[str] = frozenset()  # impaired nodes whose timers cannot be trusted either
     frozen: frozenset[str] = frozenset()  # impaired nodes that answer nothing while it lasts (a pause)
+    mortal: frozenset[str] = frozenset()  # impaired nodes that may stop by themselves at any moment of it
 
 
 def _targets(value: Any, everyone: frozenset[str]) -> frozenset[str]:
@@ -265,7 +272,8 @@ def effects_of(window: FaultWindow, everyone: frozenset[str]) -> list[Effect]:
         return _clock(window, targets, end)
     untimed = frozenset() if kind in LINK_AND_DISK_FAULTS | FROZEN_FAULTS else targets
     frozen = targets if kind in FROZEN_FAULTS else frozenset()
-    return [Effect(window.start, end, impaired=targets, untimed=untimed, frozen=frozen)]
+    mortal = targets if kind in MORTAL_FAULTS else frozenset()
+    return [Effect(window.start, end, impaired=targets, untimed=untimed, frozen=frozen, mortal=mortal)]
 
 
 def _clock(window: FaultWindow, targets: frozenset[str], end: float) -> list[Effect]:
@@ -296,6 +304,7 @@ class Segment:
     impaired: frozenset[str]
     untimed: frozenset[str] = frozenset()
     frozen: frozenset[str] = frozenset()
+    mortal: frozenset[str] = frozenset()
 
     def hears(self, dst: str, src: str) -> bool:
         return src not in self.cut.get(dst, frozenset())
@@ -327,7 +336,8 @@ def segments(effects: Sequence[Effect]) -> list[Segment]:
         impaired = frozenset().union(*(e.impaired for e in active))
         untimed = frozenset().union(*(e.untimed for e in active))
         frozen = frozenset().union(*(e.frozen for e in active))
-        out.append(Segment(int(begin), finish, cut, down, impaired, untimed, frozen))
+        mortal = frozenset().union(*(e.mortal for e in active))
+        out.append(Segment(int(begin), finish, cut, down, impaired, untimed, frozen, mortal))
     return out
 
 
@@ -430,6 +440,28 @@ def failed_starts(history: History, everyone: frozenset[str]) -> list[Effect]:
     return effects
 
 
+def restarts(history: History) -> list[Effect]:
+    """The moments a fault's start or stop killed nodes and started them again, each node down from
+    the invoke to just after the completion: the nodes a stop names as `restarted` (a kill's, a disk
+    failure's fail-stopped nodes, a corruption's), and the targets of a `corrupt` start, which kills
+    each one, damages its files and starts it on them (soak seed 398: a request the cut-off voter held
+    when its corruption began was reset by that kill, and judged as a silence)."""
+    effects = []
+    invoked: dict[str, int] = {}
+    for ev in history.nemesis:
+        if ev.type == "invoke":
+            invoked[ev.f] = ev.time
+            continue
+        value = ev.value if isinstance(ev.value, dict) else {}
+        nodes = set(value.get("restarted") or ())
+        if ev.f == "start-corrupt":
+            nodes |= set(value.get("targets") or ())
+        start = invoked.pop(ev.f, ev.time)
+        if nodes:
+            effects.append(Effect(start, ev.time + 1, down=frozenset(nodes)))
+    return effects
+
+
 def build_timeline(history: History, commits: CommitTimes, extra_nodes: Iterable[str] = ()) -> Timeline:
     everyone = frozenset(commits.nodes) | frozenset(extra_nodes)
     windows = fault_windows(history, failed_starts=False, from_invoke=True)
@@ -438,6 +470,7 @@ def build_timeline(history: History, commits: CommitTimes, extra_nodes: Iterable
             everyone |= _targets(w.value, frozenset())
             everyone |= frozenset((_grudge(w.value) or {}).keys())
     effects = [e for w in windows for e in effects_of(w, everyone)] + failed_starts(history, everyone)
+    effects += restarts(history)
     return timeline(commits.voters, sorted(everyone), segments(effects))
 
 
@@ -494,9 +527,12 @@ def _leaderless_answers(history: History, found: Anomalies) -> dict[str, Any]:
 
 
 def _silenced_during(tl: Timeline, node: str, start: int, end: int) -> bool:
-    """Whether `node` was down or paused in some segment overlapping [start, end]."""
+    """Whether `node` was down, paused or liable to stop by itself in some segment overlapping [start, end]."""
     segs = tl.segs
-    return any(node in segs[k].down or node in segs[k].frozen for k in range(tl.at(start), tl.at(end) + 1))
+    return any(
+        node in segs[k].down or node in segs[k].frozen or node in segs[k].mortal
+        for k in range(tl.at(start), tl.at(end) + 1)
+    )
 
 
 def _cut_off_throughout(tl: Timeline, node: str, since: int, start: int, end: int) -> bool:

@@ -181,6 +181,44 @@ def test_a_silence_counts_until_the_client_gave_up_not_r_after_it_asked() -> Non
     assert [a["time_s"] for a in verdict.details["anomalies"]["unanswered"]] == [30]
 
 
+def test_a_corrupt_start_kills_and_restarts_its_target_and_its_clock_starts_again() -> None:
+    """Soak seed 398: a `corrupt` start kills its target, damages its files and starts it on them. A
+    request the cut-off voter held then was reset by that kill: no silence. Until the stop, the node
+    may still refuse its damaged files and stop, so nothing it leaves unanswered is judged; the stop
+    kills and restarts it again, and its time cut off counts from there."""
+    e = Events()
+    cut_leader(e, 8, 40)
+    e.op(1, "txn", 14_667, 15_001, kind="info", node="c1")  # cut off 6.7 s; reset when the kill came
+    verdict = check_quorum_progress(e.history(), commits((0, 10)))
+    assert [a["time_s"] for a in verdict.details["anomalies"]["unanswered"]] == [14.667]  # no fault: judged
+    damage = {"c1": {"node": "c1", "mode": "truncate-snapshot"}}
+    e.nemesis("start-corrupt", 15_000, {"kind": "corrupt", "targets": ["c1"], "damage": damage})
+    e.nemesis("stop-corrupt", 20_000, {"kind": "corrupt", "targets": ["c1"], "restarted": ["c1"]})
+    e.op(2, "txn", 17_000, 19_000, kind="info", node="c1")  # under its corruption: may have stopped
+    e.op(3, "txn", 23_000, 25_000, kind="info", node="c1")  # 3 s after the stop's restart: in time
+    verdict = check_quorum_progress(e.history(), commits((0, 10)))
+    assert verdict.valid is True, verdict.details
+    assert verdict.details["silences_judged"] == 1
+    e.op(4, "txn", 27_000, 29_000, kind="info", node="c1")  # 7 s after that restart: should have refused
+    verdict = check_quorum_progress(e.history(), commits((0, 10)))
+    assert [a["time_s"] for a in verdict.details["anomalies"]["unanswered"]] == [27]
+
+
+def test_a_failing_disk_may_stop_a_node_unrecorded_so_its_silence_is_not_judged() -> None:
+    """A failed fsync or write fail-stops the node at a moment the history does not show; the stop of
+    the fault starts again the nodes that stopped (`restarted`), and their time cut off with them."""
+    e = Events()
+    cut_leader(e, 8, 40)
+    e.nemesis("start-disk_fail", 12_000, {"kind": "disk_fail", "targets": ["c1"], "ops": "fsync"})
+    e.nemesis("stop-disk_fail", 20_000, {"kind": "disk_fail", "targets": ["c1"], "restarted": ["c1"]})
+    e.op(1, "write", 16_000, 18_000, kind="info", node="c1")  # cut off 8 s, its disk failing: not judged
+    verdict = check_quorum_progress(e.history(), commits((0, 10)))
+    assert verdict.valid is True and verdict.details["silences_judged"] == 0, verdict.details
+    e.op(2, "write", 27_000, 29_000, kind="info", node="c1")  # 7 s after its restart: judged, and late
+    verdict = check_quorum_progress(e.history(), commits((0, 10)))
+    assert [a["time_s"] for a in verdict.details["anomalies"]["unanswered"]] == [27]
+
+
 def majority_killed_then_back(e: Events, start_s: float, end_s: float) -> None:
     """c2 and c3 killed and restarted: c1, up, reaches no majority while they are down."""
     e.nemesis("start-kill", start_s * 1000, {"kind": "kill", "targets": ["c2", "c3"]})

@@ -4,7 +4,8 @@ a voter that lost its leader forwarded DescribeQuorum to it and held the client'
 fixed); a kill counted as time cut off (the checker, fixed); an `info` judged as if its client had given
 up R after the invoke, not when it did (the checker, fixed); a voter judged by the stretch cut off it
 was in when the client first asked, although it rejoined the others and was cut off anew before the
-client's last attempt reached it (the checker, fixed: docs/trust/soak-280.md)."""
+client's last attempt reached it (the checker, fixed: docs/trust/soak-280.md); a voter killed by a
+`corrupt` start while it held a request, judged as silent (the checker, fixed: docs/trust/soak-398.md)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ SOAK_FAULTS = (
         # the soak's run on ab601fb: c1 refused a read at once for 4.6 s, rejoined c2 and c3 and led epoch
         # 5, was cut off again, and got the client's last attempt 0.1 s into that new stretch
         ("config-register", 280, SOAK_FAULTS),
+        # the soak's run on 38fc020: c1, cut off 6.3 s and refusing at once, was killed by a `corrupt`
+        # start 2 ms after the client's last attempt reached it; the kill reset that attempt (docs/trust/soak-398.md)
+        ("config-append", 398, SOAK_FAULTS),
     ],
 )
 def test_the_correct_cluster_keeps_quorum_progress_valid(tmp_path, capsys, workload, seed, faults):
