@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -176,6 +177,17 @@ def test_pause_stops_a_node_answering_until_resume(backend):
     assert not backend.is_paused("n3")
 
 
+def _environ_once_execed(pid: int, timeout_s: float = 10.0) -> list[bytes]:
+    """The process's environment. `ip netns exec` execs the node in its own place, and read in the
+    middle of that exec the file is empty (a full-suite run once read it so); read it again then."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        environ = [e for e in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if e]
+        if environ or time.monotonic() > deadline:
+            return environ
+        time.sleep(0.05)
+
+
 def test_clock_and_disk_faults_need_enable_faults_before_the_node_starts(backend):
     backend.clock_reset("n1")  # the heals are no-ops when nothing was enabled
     backend.disk_heal("n1")
@@ -190,8 +202,9 @@ def test_clock_and_disk_faults_need_enable_faults_before_the_node_starts(backend
     backend.restart("n1")  # started again: now under the preloads
     proc = backend.process("n1")
     assert proc is not None
-    environ = Path(f"/proc/{proc.pid}/environ").read_bytes().split(b"\0")
-    preload = next(e for e in environ if e.startswith(b"LD_PRELOAD="))
+    environ = _environ_once_execed(proc.pid)
+    preload = next((e for e in environ if e.startswith(b"LD_PRELOAD=")), None)
+    assert preload is not None, environ
     assert b"kchaos_disk" in preload and b"kchaos_clock" in preload and b"libfaketime" in preload
     backend.clock("n1", ClockFault("bump", delta_ms=1_000))
     backend.disk("n1", DiskFault("fail"))
