@@ -137,9 +137,6 @@ class EtcdDB(ProgramDB):
                 best = (term, node)
         return best[1] if best else None
 
-    def wait_ready(self, timeout_s: float) -> None:
-        self.wait_ready_unless_exited(self._unready, timeout_s)
-
     def _unready(self) -> str | None:
         """What keeps the cluster from being ready, or None when it is ready."""
         statuses = {node: self.status(node) for node in self._nodes}

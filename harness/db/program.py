@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+from abc import abstractmethod
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,13 @@ class ProgramDB(DB):
 
     def restart_node(self, node: str) -> None:
         self._backend().restart(node)
+
+    def wait_ready(self, timeout_s: float) -> None:
+        self.wait_ready_unless_exited(self._unready, timeout_s)
+
+    @abstractmethod
+    def _unready(self) -> str | None:
+        """What keeps the cluster from being ready (the system's own answers), or None when it is ready."""
 
     def wait_ready_unless_exited(self, unready: Callable[[], str | None], timeout_s: float) -> None:
         """`poll_ready`, except that a member down for `EXITED_AFTER_S` fails at once with a DBError

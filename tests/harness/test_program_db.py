@@ -60,8 +60,8 @@ class Program(ProgramDB):
     def install(self, backend, run_dir) -> None:  # pragma: no cover - not used here
         raise AssertionError
 
-    def wait_ready(self, timeout_s: float) -> None:
-        self.wait_ready_unless_exited(lambda: "no leader yet", timeout_s)
+    def _unready(self) -> str | None:
+        return "no leader yet"
 
     def leader(self) -> str | None:  # pragma: no cover - not used here
         return None

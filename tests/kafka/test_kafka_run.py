@@ -46,10 +46,7 @@ def _run(
             heal_if_left(run_dir)
     assert result.error is None, result.error
     path = result.run.path
-    entries = [json.loads(line) for line in (path / "ledger.jsonl").read_text().splitlines()]
-    for pid in {e["pid"] for e in entries if e.get("op") == "update" and "pid" in e}:
-        cmdline = Path(f"/proc/{pid}/cmdline")
-        assert not cmdline.exists() or b"kafka.Kafka" not in cmdline.read_bytes(), f"Kafka pid {pid} still runs"
+    entries = _no_kafka_left(path)
     if backend == "docker":
         from tests.harness_docker.test_docker_backend import _leftovers
 
@@ -60,6 +57,15 @@ def _run(
     assert not ours & {line.split()[0] for line in listed.splitlines() if line.strip()}
     events = [json.loads(line) for line in (path / "history.jsonl").read_text().splitlines()]
     return path, events
+
+
+def _no_kafka_left(run_dir: Path) -> list[dict]:
+    """Checks that no Kafka JVM the run started still runs; the run's ledger entries."""
+    entries = [json.loads(line) for line in (run_dir / "ledger.jsonl").read_text().splitlines()]
+    for pid in {e["pid"] for e in entries if e.get("op") == "update" and "pid" in e}:
+        cmdline = Path(f"/proc/{pid}/cmdline")
+        assert not cmdline.exists() or b"kafka.Kafka" not in cmdline.read_bytes(), f"Kafka pid {pid} still runs"
+    return entries
 
 
 def _faults(events: list[dict], kind: str) -> list[dict]:
@@ -179,7 +185,4 @@ def test_a_kafka_node_that_cannot_start_stops_the_run_at_once_quoting_its_own_er
     assert "BindException: Cannot assign requested address" in message, message
     server_properties = (result.run.path / "nodes" / "n1" / "server.properties").read_text()
     assert "listeners=PLAINTEXT://192.0.2.1:9092,CONTROLLER://192.0.2.1:9093\n" in server_properties
-    entries = [json.loads(line) for line in (result.run.path / "ledger.jsonl").read_text().splitlines()]
-    for pid in {e["pid"] for e in entries if e.get("op") == "update" and "pid" in e}:
-        cmdline = Path(f"/proc/{pid}/cmdline")
-        assert not cmdline.exists() or b"kafka.Kafka" not in cmdline.read_bytes(), f"Kafka pid {pid} still runs"
+    _no_kafka_left(result.run.path)

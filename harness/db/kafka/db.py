@@ -269,9 +269,6 @@ class KafkaDB(ProgramDB):
                 best = (q.leader_epoch, node)  # type: ignore[union-attr]
         return best[1] if best else None
 
-    def wait_ready(self, timeout_s: float) -> None:
-        self.wait_ready_unless_exited(self._unready, timeout_s)
-
     def _unready(self) -> str | None:
         """What keeps the cluster from being ready, or None when it is ready."""
         backend = self._backend()
