@@ -9,7 +9,7 @@ A suite file (TOML; durations as in test files: 30, "30s", "500ms", "2m"):
     real_jobs = 1                    # of which on real backends (netns, docker, ssh): clusters at once
                                      # (default: CPUs // nodes of the largest cluster, at least 1)
     run_timeout = "5m"               # a run with no verdict by then is stopped: verdict unknown
-    seeds = 3                        # seeds 1..3 of every cell, or a list: [1, 7, 42]
+    seeds = 3                        # seeds 1..3 of every cell, a list: [1, 7, 42], or a range: "501..1000"
 
     [defaults]                       # any key of a test file (harness/test_spec.py) for every run
     time_limit_s = 25
@@ -192,7 +192,22 @@ def _cluster_label(value: Any, where: str) -> str:
     return text.replace(" ", "")
 
 
+def seed_range(text: str, where: str) -> tuple[int, ...] | None:
+    """`A..B`, seeds A to B inclusive (None if `text` is not a range). The simulator is deterministic,
+    so a soak over seeds 1..N replays the same schedules until the code changes: a range lets a
+    night explore seeds no earlier night ran."""
+    match = re.fullmatch(r"\s*(\d+)\s*\.\.\s*(\d+)\s*", text)
+    if match is None:
+        return None
+    first, last = int(match[1]), int(match[2])
+    if last < first:
+        raise UserError(f"{where}: the range {text!r} is empty (its last seed is below its first)")
+    return tuple(range(first, last + 1))
+
+
 def _seeds(value: Any, where: str) -> tuple[int, ...]:
+    if isinstance(value, str) and (seeds := seed_range(value, where)) is not None:
+        return seeds
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
             raise UserError(f"{where}: must be >= 1, got {value}")
@@ -201,7 +216,7 @@ def _seeds(value: Any, where: str) -> tuple[int, ...]:
         if any(s < 0 for s in value):
             raise UserError(f"{where}: seeds must be >= 0, got {value!r}")
         return tuple(dict.fromkeys(value))
-    raise UserError(f"{where}: expected a count of seeds or a list of seeds, got {value!r}")
+    raise UserError(f'{where}: expected a count of seeds, a list of seeds or a range "A..B", got {value!r}')
 
 
 def _check_overrides(overrides: Any, known_dims: Mapping[str, list[str]], file: Path) -> None:

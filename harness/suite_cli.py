@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser, default_file: str | None = None) -
     else:
         p.add_argument("file", metavar="SUITE.toml", nargs="?", default=default_file, help=f"(default {default_file})")
     p.add_argument("--jobs", help="runs at once, each in its own process (default: the file's, else min(2, CPUs))")
-    p.add_argument("--seeds", help="seeds 1..N of every cell (default: the file's)")
+    p.add_argument("--seeds", help="N: seeds 1..N of every cell; A..B: seeds A to B (default: the file's)")
     p.add_argument("--budget", help="wall time after which no run starts (default: the file's)")
     p.add_argument(
         "--run-timeout", help="wall time after which a run with no verdict is stopped as hung (default: the file's)"
@@ -91,7 +91,10 @@ def run_suite(args: argparse.Namespace, *, gate: bool) -> tuple[int, Path]:
     from harness.test_spec import _duration
 
     results = args.results or os.environ.get("KCHAOS_RESULTS", "results")
-    seeds: Any = _count(args.seeds, "--seeds", 1) if args.seeds else None
+    seeds: Any = None
+    if args.seeds:
+        ranged = suites.seed_range(args.seeds, "--seeds")
+        seeds = list(ranged) if ranged is not None else _count(args.seeds, "--seeds", 1)
     bugs = list(args.bug or [])
     resume_root: Path | None = None
     meta: dict[str, Any] = {}

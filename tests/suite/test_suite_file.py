@@ -72,6 +72,9 @@ def test_the_matrix_expands_with_overrides_and_skips(tmp_path) -> None:
 
 def test_seeds_from_the_command_line_and_the_shipped_suites_load(tmp_path) -> None:
     assert load_suite(write(tmp_path, SUITE), seeds=4).seeds == (1, 2, 3, 4)
+    assert load_suite(write(tmp_path, SUITE), seeds="501..503").seeds == (501, 502, 503)
+    ranged = load_suite(write(tmp_path, SUITE.replace("seeds = [3, 5]", 'seeds = "7..9"')))
+    assert ranged.seeds == (7, 8, 9) and len(ranged.runs()) == 18
     root = Path(__file__).resolve().parents[2] / "suites"
     gate = load_suite(root / "gate.toml")
     assert {c.workload for c in gate.cells} == {"config-append", "config-register", "isr-changes", "registrations"}
@@ -82,6 +85,8 @@ def test_seeds_from_the_command_line_and_the_shipped_suites_load(tmp_path) -> No
     ("change", "message"),
     [
         (("seeds = [3, 5]", "seeds = 0"), "suite.toml:5: seeds: must be >= 1, got 0"),
+        (("seeds = [3, 5]", 'seeds = "9..7"'), "suite.toml:5: seeds: the range '9..7' is empty"),
+        (("seeds = [3, 5]", 'seeds = "some"'), "seeds: expected a count of seeds, a list of seeds or a range"),
         (('budget = "2m"', 'budget = "soon"'), "suite.toml:2: budget: expected a duration"),
         (("rate = 40", "rate = -1"), "suite.toml:9: defaults.rate: must be a number >= 0"),
         (("rate = 40", "colour = 1"), "suite.toml:9: defaults.colour: unknown key"),

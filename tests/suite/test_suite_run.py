@@ -151,6 +151,21 @@ def test_run_timeout_flag_overrides_the_files(tmp_path, capsys) -> None:
     assert out.count("run lost: hung: no verdict within 0.2 s") == 2, out
 
 
+def test_a_seed_range_on_the_command_line_runs_those_seeds_and_a_resume_keeps_them(tmp_path, capsys) -> None:
+    """`--seeds A..B` explores seeds no earlier soak ran (the simulator replays 1..N unchanged)."""
+    path = tmp_path / "tiny.toml"
+    path.write_text(SMALL.replace('nemeses = { kill = ["kill"], calm = [] }', "nemeses = { calm = [] }"))
+    argv = ["suite", str(path), "--seeds", "41..42", "--jobs", "2", "--results", str(tmp_path), "--quiet"]
+    assert main(argv) == 0
+    (root,) = {p.parent.resolve() for p in tmp_path.glob("suites/tiny/*/suite.json")}  # and latest
+    assert sorted(r.seed for r in suites.read_journal(root).values()) == [41, 42]
+    assert json.loads((root / "suite.json").read_text())["seeds"] == [41, 42]
+    capsys.readouterr()
+    assert main(["suite", str(path), "--resume", str(root), "--results", str(tmp_path), "--quiet"]) == 0
+    assert "| 2/2 | 2 | 0 | 0 | valid |" in capsys.readouterr().out  # the resume found both seeds done
+    assert sorted(r.seed for r in suites.read_journal(root).values()) == [41, 42]
+
+
 def test_bad_suite_input_is_one_line_and_exit_254(tmp_path, capsys) -> None:
     path = tmp_path / "tiny.toml"
     path.write_text(SMALL)
@@ -158,6 +173,7 @@ def test_bad_suite_input_is_one_line_and_exit_254(tmp_path, capsys) -> None:
         (["suite", str(tmp_path / "none.toml")], "cannot read suite file"),
         (["suite", str(path), "--jobs", "0"], "--jobs: must be >= 1, got 0"),
         (["suite", str(path), "--seeds", "x"], "--seeds: expected an integer"),
+        (["suite", str(path), "--seeds", "9..7"], "--seeds: the range '9..7' is empty"),
         (["suite", str(path), "--bug", "nope"], "--bug: unknown planted bug 'nope'"),
         (["suite", str(path), "--resume", str(tmp_path)], "not a suite directory (no suite.json)"),
         (["gate", str(path), "--budget", "soon"], "--budget: expected a duration"),
