@@ -108,8 +108,15 @@ def plan(
     if target == "sim" and spec.nemesis_buggify:
         new = dataclasses.replace(new, nemesis_buggify=False)  # only the recorded faults
     if target == "sim" and spec.sut_settings:
-        keys = ", ".join(spec.sut_settings)
-        notes.append(f"the run's node settings ({keys}) are not applied: the simulator configures its nodes itself")
+        from harness.db.kraft_settings import off_sim
+
+        dropped = off_sim(spec.sut_settings)
+        if dropped:
+            kept = {k: v for k, v in spec.sut_settings.items() if k not in dropped}
+            new = dataclasses.replace(new, sut_settings=kept)
+            notes.append(f"node settings with no simulated meaning left out: {', '.join(dropped)}")
+        if new.sut_settings:
+            notes.append(f"node settings applied to the simulated nodes: {', '.join(new.sut_settings)}")
     kinds = sorted({f.partition("-")[2] for _, f, _ in timeline})
     if kinds and not set(kinds) <= set(new.nemesis):
         new = dataclasses.replace(new, nemesis=tuple(dict.fromkeys([*new.nemesis, *kinds])))

@@ -219,8 +219,8 @@ def register(subparsers: Any) -> None:
         "--sut-setting",
         action="append",
         metavar="KEY=VALUE",
-        help="every node's configuration: a server.properties key (kraft on a real backend, kafka) or an etcd "
-        "flag without dashes (repeatable)",
+        help="every node's configuration: a server.properties key (kraft, kafka; on the simulator the keys it "
+        "models) or an etcd flag without dashes (repeatable)",
     )
     p.add_argument(
         "--client",

@@ -79,16 +79,18 @@ class RunResult:
 def make_backend(spec: Any, run_dir: Path) -> Backend:
     if spec.backend == "sim":
         from harness.backends.sim import SimBackend, run_cluster_options
+        from harness.db.kraft_settings import sim_settings
 
         c = spec.cluster
+        settings = sim_settings(getattr(spec, "sut_settings", {}))  # --sut-setting wins, as on real nodes
         return SimBackend(
             controllers=c.controllers,
             brokers=c.brokers,
             combined=c.combined,
             seed=spec.seed,
             targeted=spec.nemesis_buggify and bool(spec.nemesis),
-            cluster_options=run_cluster_options(spec.bugs),
-            raft={} if getattr(spec, "pre_vote", True) else {"pre_vote": False},
+            cluster_options={**run_cluster_options(spec.bugs), **settings.cluster},
+            raft={**({} if getattr(spec, "pre_vote", True) else {"pre_vote": False}), **settings.raft},
         )
     if spec.backend == "netns":
         from harness.backends.netns import NetnsBackend

@@ -33,8 +33,9 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     keys = 5
 
     [sut_settings]                   # every node's configuration, on top of the harness's own:
-    "controller.quorum.fetch.timeout.ms" = 1500  # server.properties keys (kraft on a real backend; kafka),
-                                     # or etcd's flags without the dashes ("heartbeat-interval" = 50)
+    "controller.quorum.fetch.timeout.ms" = 1500  # server.properties keys (kraft, kafka; on the simulator
+                                     # those it models: harness/db/kraft_settings.py), or etcd's
+                                     # flags without the dashes ("heartbeat-interval" = 50)
 
     [nemesis_modes]                  # optional: kind -> target modes the nemesis picks from
     partition = ["random-halves", "isolate-leader"]

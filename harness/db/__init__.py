@@ -117,16 +117,15 @@ def sut_problem(
 
 def sut_settings_problem(sut: str, backend: str, settings: Mapping[str, str]) -> str | None:
     """Why these node settings (`--sut-setting`) cannot be used, or None. The reference cluster's are
-    checked here by its own config reader; Kafka's are checked by Kafka (its `kafka-storage format`
+    checked here by its own config readers (on the simulator, each must also map to a simulated
+    config field: harness/db/kraft_settings.py); Kafka's are checked by Kafka (its `kafka-storage format`
     reads them before any node starts) and etcd's by etcd (a member that refuses a flag exits, and the
     wait for the cluster quotes it)."""
     if not settings or sut != "kraft":
         return None
-    if backend == "sim":
-        return "node settings need a real backend (netns, docker, ssh): the simulator configures its nodes itself"
-    from harness.db.kraft import settings_problem
+    from harness.db.kraft_settings import settings_problem
 
-    return settings_problem(settings)
+    return settings_problem(settings, backend)
 
 
 def make_db(name: str, spec: Any) -> DB:

@@ -30,19 +30,19 @@ import contextlib
 import json
 import os
 import random
-import re
 import secrets
 import shutil
 import sys
 import threading
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.backends.sim import ADMIN_PRINCIPAL, RUN_SNAPSHOT_EVERY_RECORDS, SimBackend, sim_layout
+from harness.backends.sim import ADMIN_PRINCIPAL, SimBackend, sim_layout
+from harness.db.kraft_settings import NODE_SETTINGS, SNAPSHOT_INTERVAL
 from harness.db.kraft_tap import LogTap
-from node.bugs import BUGS_KEY, TEST_CLUSTER_KEY
+from node.bugs import BUGS_KEY
 from node.runtime.corruption import Corruption, NothingToCorrupt, corrupt_data_dir, restore_corruption
 from node.runtime.fs import OS_FS
 from node.runtime.local_cluster import sasl_settings
@@ -56,20 +56,7 @@ METRICS_PORT = 9100
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STOP_TIMEOUT_S = 20.0
 DUMP_TIMEOUT_S = 10.0
-SNAPSHOT_INTERVAL = "metadata.log.max.snapshot.interval.records"
 
-# Settings every node gets: quick failure detection, so a 60 s run sees faults and recoveries; and the
-# whole node exercised (issue 13): snapshots every few records, so catch-up from a snapshot happens in
-# every run; SASL/PLAIN on both listeners with the ACL authorizer (see `KraftDB.__init__`); and the
-# test-cluster mark without which a node refuses planted bugs (node/bugs.py).
-NODE_SETTINGS: dict[str, str] = {
-    "broker.heartbeat.interval.ms": "500",
-    "broker.session.timeout.ms": "3000",
-    # Small segments, so that runs roll, delete whole segments and give `corrupt truncate-log` a target.
-    "metadata.log.segment.bytes": "65536",
-    "metadata.log.max.snapshot.interval.records": str(RUN_SNAPSHOT_EVERY_RECORDS),
-    TEST_CLUSTER_KEY: "true",
-}
 NODE_USER = "node"  # the principal nodes log in to each other with: a super user (ClusterAction)
 ADMIN_USER = "admin"  # the harness's clients: a super user (ADMIN_PRINCIPAL)
 FORGER_USER = "mallory"  # logs in fine but holds no ACL: the forger's principal (harness/forger.py)
@@ -368,8 +355,8 @@ class KraftDB(DB):
 
         defaults = RaftConfig.__dataclass_fields__
 
-        def ms(key: str, field_name: str) -> int:
-            return int(self.settings.get(key) or defaults[field_name].default)
+        def ms(key: str, field_name: str) -> int:  # Kafka's spelling (controller.quorum.*) or KIP-595's
+            return int(self.settings.get(key) or self.settings.get(f"controller.{key}") or defaults[field_name].default)
 
         return header_line(
             self.controllers,
@@ -526,33 +513,3 @@ class KraftDB(DB):
 def _active(process: Any) -> bool:
     """Whether a simulated node process's controller believes it is the active one."""
     return process.controller is not None and process.controller.active
-
-
-def settings_problem(settings: Mapping[str, str]) -> str | None:
-    """What the node's own config reader (node/runtime/server_config.py) says of these settings on
-    top of a controller's, or None: a typo or a bad value is one line before the run, not a node that
-    exits at start and is started again until the readiness wait gives up."""
-    from node.raft.config import ConfigError
-    from node.runtime.properties import Property
-    from node.runtime.server_config import KNOWN_KEYS, build_server_config
-
-    if BUGS_KEY in settings:
-        return "planted bugs are switched on with --bug (bugs = [...] in a test file), not as a setting"
-    unknown = [key for key in settings if key not in KNOWN_KEYS]
-    if unknown:
-        return f"{unknown[0]!r} is not a setting the reference cluster's nodes know (node/runtime/server_config.py)"
-    sample = {
-        "node.id": "1",
-        "process.roles": "controller",
-        "listeners": "CONTROLLER://127.0.0.1:9093",
-        "controller.listener.names": "CONTROLLER",
-        "controller.quorum.voters": "1@127.0.0.1:9093",
-        "metadata.log.dir": "data",
-        **settings,
-    }
-    entries = [Property(key, value, line) for line, (key, value) in enumerate(sample.items(), start=1)]
-    try:
-        build_server_config(entries, "settings")
-    except ConfigError as exc:
-        return re.sub(r"^settings:\d+: ", "", str(exc))
-    return None

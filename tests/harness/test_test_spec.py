@@ -297,7 +297,22 @@ def test_sut_settings_reach_every_adapters_nodes():
             "{f}: sut_settings: controller.quorum.fetch.timeout.ms: 'soon' is not an integer",
         ),
         ('[sut_settings]\n"kchaos.bugs" = "x"\n', {}, "{f}: sut_settings: planted bugs are switched on with --bug"),
-        ("", {"backend": "sim", "sut_settings": {"super.users": "User:x"}}, "--sut-setting: node settings need a real"),
+        (
+            "",
+            {"backend": "sim", "sut_settings": {"super.users": "User:x"}},
+            "--sut-setting: 'super.users' has no meaning on the simulator",
+        ),
+        ('[sut_settings]\n"num.partitions" = 0\n', {}, "{f}: sut_settings: num.partitions: 0 must be at least 1"),
+        (  # on top of the harness's own 500 ms heartbeat: checked before the nodes start, not by their exit
+            '[sut_settings]\n"broker.session.timeout.ms" = 400\n',
+            {},
+            "{f}: sut_settings: broker.heartbeat.interval.ms (500) must be below broker.session.timeout.ms (400)",
+        ),
+        (
+            '[sut_settings]\n"metadata.log.max.snapshot.interval.records" = -1\n',
+            {},
+            "{f}: sut_settings: metadata.log.max.snapshot.interval.records: '-1' is not an integer >= 0",
+        ),
     ],
 )
 def test_bad_sut_settings_are_one_line_before_the_run(tmp_path, text, flags, message):

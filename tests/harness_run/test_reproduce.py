@@ -10,7 +10,7 @@ import pytest
 
 from harness.cli import main
 from harness.reproduce import compare, plan, timeline_of
-from harness.runner import run_test
+from harness.runner import make_backend, run_test
 from harness.test_spec import Cluster
 from tests.harness_run.helpers import one_cell_suite, sim_spec
 from vocab.errors import UserError
@@ -131,17 +131,21 @@ def test_an_ssh_reproduction_needs_hosts_and_only_it_takes_them(tmp_path, capsys
     assert len(err) == 1 and "needs --inventory FILE" in err[0]
 
 
-def test_a_reproduction_in_the_simulator_says_it_does_not_apply_the_runs_node_settings(tmp_path):
-    """A real run's `--sut-setting`s have no place in the simulator, which configures its nodes itself:
-    the plan says so rather than silently running something else."""
+def test_a_reproduction_in_the_simulator_applies_the_runs_node_settings_it_can(tmp_path):
+    """A real run's `--sut-setting`s go to the simulated nodes where they mean the same (here a quorum
+    timeout); those about listeners, files or security are left out, and the plan says which."""
     first = run_test(sim_spec(seed=3, time_limit_s=2.0), root=tmp_path / "a", say=lambda _: None)
     test_json = first.run.path / "test.json"
     test = json.loads(test_json.read_text())
-    test.update(backend="netns", sut_settings={"controller.quorum.fetch.timeout.ms": "1700"})
-    test_json.write_text(json.dumps(test))  # as if it had run on netns with that setting
+    settings = {"controller.quorum.fetch.timeout.ms": "1700", "metadata.log.segment.bytes": "4096"}
+    test.update(backend="netns", sut_settings=settings)
+    test_json.write_text(json.dumps(test))  # as if it had run on netns with those settings
     p = plan(first.run.path, "sim")
-    assert "the run's node settings (controller.quorum.fetch.timeout.ms) are not applied" in " ".join(p.notes)
-    assert not any("node settings" in note for note in plan(first.run.path, "docker").notes)
+    notes = " ".join(p.notes)
+    assert p.spec.sut_settings == {"controller.quorum.fetch.timeout.ms": "1700"}
+    assert "left out: metadata.log.segment.bytes" in notes and "applied to the simulated nodes" in notes
+    assert plan(first.run.path, "docker").spec.sut_settings == settings  # a real backend takes them all
+    assert make_backend(p.spec, tmp_path).raft["fetch_timeout_ms"] == 1700
 
 
 def test_a_vagrant_reproduction_runs_over_ssh_on_the_vms_of_its_cluster(tmp_path, capsys):
