@@ -145,6 +145,23 @@ def test_the_nightly_suite_uses_netns_and_every_real_fault() -> None:
     assert limits.for_cell(kill)["failover_s"] > 0
 
 
+def test_the_soaks_cover_every_workload_under_every_fault_kind_of_their_backend() -> None:
+    """suites/soak.toml (the simulator) and suites/soak-netns.toml (real processes): every kraft
+    workload under all of its backend's fault kinds at once; the real one's runs within its budget."""
+    from harness.plugins import workload_names
+    from vocab.faults.kinds import BACKEND_FAULTS
+
+    root = Path(__file__).resolve().parents[2] / "suites"
+    for name, backend in (("soak.toml", "sim"), ("soak-netns.toml", "netns")):
+        soak = load_suite(root / name)
+        assert {c.backend for c in soak.cells} == {backend}
+        assert [set(c.kinds) for c in soak.cells] == [set(BACKEND_FAULTS[backend])] * len(soak.cells)
+        assert {c.workload for c in soak.cells} == set(workload_names("kraft"))
+        assert soak.budget_s is not None
+    planned = sum(soak.spec(c, s).time_limit_s + soak.spec(c, s).recovery_s for c, s in soak.runs())
+    assert planned <= soak.budget_s and soak.jobs == 1  # real seconds, one cluster at a time
+
+
 def test_a_fault_kind_the_backend_cannot_carry_out_is_refused(tmp_path, monkeypatch) -> None:
     import vocab.faults.catalogue
 
