@@ -112,6 +112,10 @@ def _frame_axes(axes: list[Axes], spans: list[FaultSpan], end_s: float, empty: b
     last.set_xlabel("time since run start (s)")
 
 
+# Titles are placed with `y=1.0`: matplotlib's automatic title placement measures every tick label
+# of the axes to keep clear of them (none sits above ours), about a tenth of a run's analysis.
+
+
 def _save(fig: Figure, path: Path) -> Path:
     """Fixed margins in inches (legend to the right): tight_layout costs as much as drawing."""
     width, height = fig.get_size_inches()
@@ -144,7 +148,7 @@ def latency_raw(ops: pd.DataFrame, spans: list[FaultSpan], end_s: float) -> Figu
     if len(done):
         _log_scale(ax, float(done["latency_ms"].min()))
     ax.set_ylabel("latency (ms)")
-    ax.set_title("latency of each op (by invocation time)")
+    ax.set_title("latency of each op (by invocation time)", y=1.0)
     _frame_axes([ax], spans, end_s, empty=not len(done))
     return fig
 
@@ -172,7 +176,7 @@ def latency_quantiles(ops: pd.DataFrame, spans: list[FaultSpan], end_s: float) -
         if len(part):
             _log_scale(ax, float(part["p50"].min()))
         ax.set_ylabel(f"{f} latency (ms)" if f else "latency (ms)")
-    axes[0, 0].set_title(f"latency quantiles per {width:g} s window")
+    axes[0, 0].set_title(f"latency quantiles per {width:g} s window", y=1.0)
     _frame_axes(list(axes[:, 0]), spans, end_s, empty=table.empty)
     return fig
 
@@ -200,7 +204,7 @@ def rate(ops: pd.DataFrame, spans: list[FaultSpan], end_s: float) -> Figure:
             linestyle=styles[f], label=f"{f} {outcome}",
         )  # fmt: skip
     ax.set_ylabel("ops/s")
-    ax.set_title(f"completed ops per second ({width:g} s windows)")
+    ax.set_title(f"completed ops per second ({width:g} s windows)", y=1.0)
     _frame_axes([ax], spans, end_s, empty=table.empty)
     return fig
 
