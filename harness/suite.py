@@ -202,7 +202,18 @@ def seed_range(text: str, where: str) -> tuple[int, ...] | None:
     first, last = int(match[1]), int(match[2])
     if last < first:
         raise UserError(f"{where}: the range {text!r} is empty (its last seed is below its first)")
+    _at_most_max_seeds(last - first + 1, where)
     return tuple(range(first, last + 1))
+
+
+MAX_SEEDS = 1_000_000  # per cell: a million simulated runs is weeks of CPU; more is a typo
+
+
+def _at_most_max_seeds(count: int, where: str) -> None:
+    """A count past MAX_SEEDS is refused before a tuple of that many seeds is built (the fuzzer's
+    `seeds = 99999999999999999999` overflowed `range`, a traceback instead of one line)."""
+    if count > MAX_SEEDS:
+        raise UserError(f"{where}: at most {MAX_SEEDS:,} seeds per cell, got {count:,}")
 
 
 def _seeds(value: Any, where: str) -> tuple[int, ...]:
@@ -211,6 +222,7 @@ def _seeds(value: Any, where: str) -> tuple[int, ...]:
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
             raise UserError(f"{where}: must be >= 1, got {value}")
+        _at_most_max_seeds(value, where)
         return tuple(range(1, value + 1))
     if isinstance(value, list) and value and all(isinstance(s, int) and not isinstance(s, bool) for s in value):
         if any(s < 0 for s in value):

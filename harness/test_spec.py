@@ -326,14 +326,21 @@ def _duration(value: Any, where: str, *, positive: bool) -> float:
     return secs
 
 
-def _integer(value: Any, where: str, *, minimum: int) -> int:
+def _integer(value: Any, where: str, *, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool):
         raise _fail(where, f"expected an integer, got {_type_name(value)} {value!r}")
     if value < minimum:
         raise _fail(where, f"must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise _fail(where, f"must be <= {maximum:,}, got {value:,}")
     return value
+
+
+# Clients are built before the run starts (each a process of the history, with its own connection on a
+# real backend): 10**20 of them was a hang at "starting the cluster", not an error.
+MAX_CONCURRENCY = 10_000
 
 
 def _number(value: Any, where: str) -> float:
@@ -491,7 +498,7 @@ _SCALARS: dict[str, _Parser] = {
     "nemesis_interval_s": lambda v, w, r: _duration(v, w, positive=True),
     "nemesis_duration_s": lambda v, w, r: _duration(v, w, positive=False),
     "time_limit_s": lambda v, w, r: _duration(v, w, positive=True),
-    "concurrency": lambda v, w, r: _integer(v, w, minimum=1),
+    "concurrency": lambda v, w, r: _integer(v, w, minimum=1, maximum=MAX_CONCURRENCY),
     "rate": lambda v, w, r: _number(v, w),
     "seed": lambda v, w, r: _integer(v, w, minimum=0),
     "test_count": lambda v, w, r: _integer(v, w, minimum=1),

@@ -133,6 +133,8 @@ BAD_FILES = [
     ("concurrency = 2.5\n", r"^{f}:1: concurrency: expected an integer, got float 2.5$"),
     ('concurrency = "many"\n', r"^{f}:1: concurrency: expected an integer, got string 'many'$"),
     ("concurrency = 0\n", r"^{f}:1: concurrency: must be >= 1, got 0$"),
+    # kchaos fuzz's numbers: 10**20 clients hung the run while it built them
+    ("concurrency = 99999999999999999999\n", r"^{f}:1: concurrency: must be <= 10,000, got 99,999,999,999"),
     ("\n\ntime_limit_s = -5\n", r"^{f}:3: time_limit_s: must be > 0, got -5$"),
     ('time_limit_s = "5 parsecs"\n', r"^{f}:1: time_limit_s: expected a duration like 30, 30s, 500ms or 2m, got"),
     ("recovery_s = true\n", r"^{f}:1: recovery_s: expected a duration in seconds, got boolean True$"),

@@ -86,6 +86,10 @@ def test_seeds_from_the_command_line_and_the_shipped_suites_load(tmp_path) -> No
     [
         (("seeds = [3, 5]", "seeds = 0"), "suite.toml:5: seeds: must be >= 1, got 0"),
         (("seeds = [3, 5]", 'seeds = "9..7"'), "suite.toml:5: seeds: the range '9..7' is empty"),
+        # kchaos fuzz (seed 30001, input 2598293): a count too large for `range` was a traceback
+        (("seeds = [3, 5]", "seeds = 99999999999999999999"), "seeds: at most 1,000,000 seeds per cell, got 99,999"),
+        (("seeds = [3, 5]", "seeds = 1000001"), "suite.toml:5: seeds: at most 1,000,000 seeds per cell, got 1,000,001"),
+        (("seeds = [3, 5]", 'seeds = "5..99999999999999999999"'), "seeds: at most 1,000,000 seeds per cell"),
         (("seeds = [3, 5]", 'seeds = "some"'), "seeds: expected a count of seeds, a list of seeds or a range"),
         (('budget = "2m"', 'budget = "soon"'), "suite.toml:2: budget: expected a duration"),
         (("rate = 40", "rate = -1"), "suite.toml:9: defaults.rate: must be a number >= 0"),

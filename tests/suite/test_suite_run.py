@@ -174,6 +174,7 @@ def test_bad_suite_input_is_one_line_and_exit_254(tmp_path, capsys) -> None:
         (["suite", str(path), "--jobs", "0"], "--jobs: must be >= 1, got 0"),
         (["suite", str(path), "--seeds", "x"], "--seeds: expected an integer"),
         (["suite", str(path), "--seeds", "9..7"], "--seeds: the range '9..7' is empty"),
+        (["suite", str(path), "--seeds", "99999999999999999999"], "--seeds: at most 1,000,000 seeds per cell"),
         (["suite", str(path), "--bug", "nope"], "--bug: unknown planted bug 'nope'"),
         (["suite", str(path), "--resume", str(tmp_path)], "not a suite directory (no suite.json)"),
         (["gate", str(path), "--budget", "soon"], "--budget: expected a duration"),
