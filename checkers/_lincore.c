@@ -1294,8 +1294,8 @@ static int str_is(PyObject *u, const char *s) { return PyUnicode_Check(u) && PyU
 
 static PyObject *py_register_split(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *ops;
-    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &ops)) return NULL;
+    PyObject *ops, *compare_failed = NULL; /* compare_failed(op): whether a failed cas observed anything */
+    if (!PyArg_ParseTuple(args, "O!|O", &PyList_Type, &ops, &compare_failed)) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(ops);
     PyObject *out[5] = {0}, *result = NULL;
     for (int i = 0; i < 5; i++)
@@ -1307,6 +1307,13 @@ static PyObject *py_register_split(PyObject *self, PyObject *args) {
         if (Py_TYPE(op) != Py_TYPE(PyList_GET_ITEM(ops, 0))) { result = Py_NewRef(Py_None); goto out; }
         PyObject *f = slot_of(op, F_F), *type = slot_of(op, F_TYPE);
         int keep = str_is(f, "cas") || (str_is(f, "read") ? str_is(type, "ok") : !str_is(type, "fail"));
+        if (keep && compare_failed && slot_of(op, F_ERROR) != Py_None && str_is(f, "cas") && str_is(type, "fail")) {
+            PyObject *said = PyObject_CallOneArg(compare_failed, op); /* a cas refused before sending: drop it */
+            if (!said) goto out;
+            keep = PyObject_IsTrue(said);
+            Py_DECREF(said);
+            if (keep < 0) goto out;
+        }
         if (!keep) continue;
         PyObject *inv = slot_of(op, F_INVOKE_TIME), *ret = slot_of(op, F_COMPLETE_TIME);
         int det = ret != Py_None;
@@ -1326,7 +1333,37 @@ out:
     return result;
 }
 
+/* ---- ops grouped by key (Model.partition's default, compiled) ---------------------------------------
+ * group_by_key(ops) -> {key: [op, ...]} in first-seen order, or None if the ops are not all Op objects
+ * with the loader's slots (the Python version then groups them). */
+static PyObject *py_group_by_key(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *ops;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &ops)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(ops);
+    if (n && !op_offsets(Py_TYPE(PyList_GET_ITEM(ops, 0)))) Py_RETURN_NONE;
+    PyObject *parts = PyDict_New();
+    if (!parts) return NULL;
+    PyTypeObject *type = n ? Py_TYPE(PyList_GET_ITEM(ops, 0)) : NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = PyList_GET_ITEM(ops, i);
+        if (Py_TYPE(op) != type) { Py_DECREF(parts); Py_RETURN_NONE; }
+        PyObject *key = slot_of(op, F_KEY);
+        if (!key) { Py_DECREF(parts); Py_RETURN_NONE; } /* an unset slot: let Python say so */
+        PyObject *list = PyDict_GetItemWithError(parts, key);
+        if (!list) {
+            if (PyErr_Occurred() || !(list = PyList_New(0))) { Py_DECREF(parts); return NULL; }
+            int rc = PyDict_SetItem(parts, key, list);
+            Py_DECREF(list); /* the dict holds it */
+            if (rc < 0) { Py_DECREF(parts); return NULL; }
+        }
+        if (PyList_Append(list, op) < 0) { Py_DECREF(parts); return NULL; }
+    }
+    return parts;
+}
+
 static PyMethodDef methods[] = {
+    {"group_by_key", py_group_by_key, METH_VARARGS, "Model.partition's default, compiled; see checkers/models.py."},
     {"register_split", py_register_split, METH_VARARGS, "linearizable._prepare for the register, compiled."},
     {"register_spec", py_register_spec, METH_VARARGS, "RegisterModel.native, compiled; see checkers/models.py."},
     {"load", py_load, METH_VARARGS, "The history loader's fast path; see checkers/history.py `load_history`."},
@@ -1343,6 +1380,9 @@ PyMODINIT_FUNC PyInit__lincore(void) {
     if (!m) return NULL;
     /* search() takes the symmetry flag (issue 29): an older build does not, and says so by lacking this */
     if (PyModule_AddIntConstant(m, "SYMMETRY", 1) < 0) { Py_DECREF(m); return NULL; }
+    /* register_split(ops, compare_failed) drops a cas refused before sending itself (an older build
+       takes the ops alone, and Python drops them first) */
+    if (PyModule_AddIntConstant(m, "SPLIT_TAKES_COMPARE_FAILED", 1) < 0) { Py_DECREF(m); return NULL; }
     PyObject *names = PyTuple_New(F_COUNT);
     if (!names) { Py_DECREF(m); return NULL; }
     for (int i = 0; i < F_COUNT; i++) {

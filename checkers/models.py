@@ -89,6 +89,11 @@ class Model:
 
     def partition(self, ops: Iterable[Op]) -> dict[Any, list[Op]]:
         """Independent sub-histories (P-compositionality); by default one per `key`."""
+        group = getattr(_lincore, "group_by_key", None)  # None: no build, or one older than it
+        if group is not None and isinstance(ops, list):
+            grouped = group(ops)
+            if grouped is not None:  # None: not the loader's Op objects
+                return grouped
         parts: dict[Any, list[Op]] = {}
         for op in ops:
             parts.setdefault(op.key, []).append(op)
@@ -314,10 +319,13 @@ class RegisterModel(Model):
         return blocked
 
     def split(self, ops: list[Op]) -> tuple[list[Op], list[int], list[int], list[Op], list[int]] | None:
-        """`keep` and the split by determinacy, compiled (None when not built, or ops out of order). The
-        compiled `keep` keeps every failed cas, so a cas refused before sending is dropped first."""
+        """`keep` and the split by determinacy, compiled (None when not built, or ops out of order). A
+        failed cas is kept when `compare_failed` says it observed the value (a build older than that
+        argument keeps every failed cas, so a cas refused before sending is dropped here first)."""
         if _lincore is None:
             return None
+        if hasattr(_lincore, "SPLIT_TAKES_COMPARE_FAILED"):  # it drops a cas refused before sending itself
+            return _lincore.register_split(ops, compare_failed)
         if any(op.type == "fail" and op.f == "cas" and not compare_failed(op) for op in ops):
             ops = [op for op in ops if not (op.type == "fail" and op.f == "cas" and not compare_failed(op))]
         return _lincore.register_split(ops)

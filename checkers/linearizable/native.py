@@ -57,8 +57,10 @@ def native_search(p: Prepared, spec: NativeSpec, prune: bool, guard: bool, limit
         spec.values, prune, guard, limits.deadline, limits.max_states, *_symmetry_flag(prune and spec.symmetric),
     )  # fmt: skip
     valid, reason = _RESULTS[code]
-    path = None
     n = len(p.inv)
+    if valid is True:  # a found linearization is never shown: only a failed search's partial one is
+        return Outcome(valid, reason, states, None, (n, 0, 0, None))
+    path = None
     done, info = set(), 0
     for c in order:
         path = (c, path)

@@ -183,3 +183,46 @@ def test_the_pure_python_search_keeps_a_smaller_default_budget(monkeypatch):
     assert slow.valid == UNKNOWN and slow.reason == "state budget" and slow.states < 5_000
     fast = check_key(MODEL, None, ops, zones=False)
     assert fast.valid is True and fast.states > 5_000
+
+
+@needs_core
+def test_the_compiled_grouping_and_split_match_the_python_ones_refused_cas_included(monkeypatch):
+    """`group_by_key` (Model.partition) and `register_split` dropping a cas refused before sending,
+    compiled, compiled as an older build (no `compare_failed` argument, no grouping) and in Python."""
+    import types
+
+    from checkers import models
+
+    events = [
+        {"time": 0, "process": 0, "type": "invoke", "f": "write", "value": 1, "key": "k"},
+        {"time": 1, "process": 0, "type": "ok", "f": "write", "value": 1, "key": "k"},
+        # refused before it was sent: it observed nothing. Taken for a failed compare it would be
+        # impossible (the value is 1), and the key invalid.
+        {"time": 2, "process": 1, "type": "invoke", "f": "cas", "value": [1, 3], "key": "k"},
+        {"time": 3, "process": 1, "type": "fail", "f": "cas", "value": [1, 3], "key": "k", "error": "refused"},
+        {"time": 4, "process": 2, "type": "invoke", "f": "cas", "value": [5, 6], "key": "k"},
+        {"time": 5, "process": 2, "type": "fail", "f": "cas", "value": [5, 6], "key": "k", "error": "Compare failed"},
+        {"time": 6, "process": 3, "type": "invoke", "f": "read", "value": None, "key": 7},
+        {"time": 7, "process": 3, "type": "ok", "f": "read", "value": None, "key": 7},
+        {"time": 8, "process": 4, "type": "invoke", "f": "read", "value": None},
+        {"time": 9, "process": 4, "type": "ok", "f": "read", "value": None},
+    ]
+    ops = pair(read_events(events)).ops
+    gen = pair(read_events(register_history(400, keys=5, processes=8, crash_rate=0.1, fail_rate=0.1, seed=3).events))
+    real = models._lincore
+    newer = ("group_by_key", "SPLIT_TAKES_COMPARE_FAILED", "register_split")
+    older = types.SimpleNamespace(**{n: getattr(real, n) for n in dir(real) if n not in newer and n[0] != "_"})
+    older.register_split = lambda ops: real.register_split(ops)  # as before: it keeps every failed cas
+    seen = []
+    for core in (real, older, None):
+        with monkeypatch.context() as m:
+            m.setattr(models, "_lincore", core)
+            parts = MODEL.partition(ops)
+            p = linearizable.prepare(MODEL, parts["k"])
+            seen.append((list(parts.items()), list(MODEL.partition(gen.ops).items()), p, check(ops).valid))
+    assert seen[0] == seen[1] == seen[2]
+    (parts, _, p, valid), _, _ = seen
+    assert [key for key, _ in parts] == ["k", 7, None] and valid is True
+    assert [(o.f, o.invoke_value) for o in p.ops] == [("write", 1), ("cas", [5, 6])]  # the refused cas dropped
+    assert real.group_by_key([types.SimpleNamespace(key=1)]) is None  # not the loader's ops: Python groups them
+    assert MODEL.partition([types.SimpleNamespace(key=1)]) == {1: [types.SimpleNamespace(key=1)]}
