@@ -108,13 +108,16 @@ def plan(
     if target == "sim" and spec.nemesis_buggify:
         new = dataclasses.replace(new, nemesis_buggify=False)  # only the recorded faults
     if target == "sim" and spec.sut_settings:
-        from harness.db.kraft_settings import off_sim
+        from harness.db.kraft_settings import off_sim, settings_problem
 
         dropped = off_sim(spec.sut_settings)
         if dropped:
             kept = {k: v for k, v in spec.sut_settings.items() if k not in dropped}
             new = dataclasses.replace(new, sut_settings=kept)
             notes.append(f"node settings with no simulated meaning left out: {', '.join(dropped)}")
+        problem = settings_problem(new.sut_settings, "sim")
+        if problem:  # e.g. a replica heartbeat above the simulated cluster's own lag time
+            raise UserError(f"{run.path}: its node settings cannot run on the simulator: {problem}")
         if new.sut_settings:
             notes.append(f"node settings applied to the simulated nodes: {', '.join(new.sut_settings)}")
     kinds = sorted({f.partition("-")[2] for _, f, _ in timeline})

@@ -71,6 +71,18 @@ def _component_keys() -> tuple[dict[str, str], dict[str, str]]:
     return controller, broker
 
 
+def _base(backend: str | None) -> dict[str, str]:
+    """What the nodes run with before the settings: NODE_SETTINGS, and on the simulator its own
+    cluster's timeouts (a broker's replica heartbeat must stay below the lag time it really has)."""
+    if backend != "sim":
+        return dict(NODE_SETTINGS)
+    from node.sim.cluster import ClusterConfig
+
+    defaults = ClusterConfig.__dataclass_fields__
+    own = {key: str(defaults[name].default) for key, name in CLUSTER_FIELDS.items() if key != SNAPSHOT_INTERVAL}
+    return {**NODE_SETTINGS, **own}
+
+
 def off_sim(settings: Mapping[str, str]) -> list[str]:
     """The keys of `settings` that mean nothing on the simulator, in their order."""
     controller, broker = _component_keys()
@@ -79,8 +91,8 @@ def off_sim(settings: Mapping[str, str]) -> list[str]:
 
 
 def settings_problem(settings: Mapping[str, str], backend: str | None = None) -> str | None:
-    """What the node's own config readers say of these settings on top of NODE_SETTINGS, for a
-    controller and a broker, or None: a typo or a bad value is one line before the run, not a node
+    """What the node's own config readers say of these settings on top of what the nodes run with
+    (`_base`), for a controller and a broker, or None: a typo or a bad value is one line before the run, not a node
     that exits at start and is started again until the readiness wait gives up. On `backend="sim"`,
     also a key that the simulator cannot apply."""
     from node.broker.config import BrokerConfig
@@ -108,7 +120,7 @@ def settings_problem(settings: Mapping[str, str], backend: str | None = None) ->
         "controller.listener.names": "CONTROLLER",
         "controller.quorum.voters": "1@127.0.0.1:9093",
         "metadata.log.dir": "data",
-        **NODE_SETTINGS,
+        **_base(backend),
         **settings,
     }
     entries = [Property(key, value, line) for line, (key, value) in enumerate(sample.items(), start=1)]
@@ -135,7 +147,7 @@ def sim_settings(settings: Mapping[str, str]) -> SimSettings:
     controller_keys, broker_keys = _component_keys()
     raft: dict[str, Any] = {}
     cluster: dict[str, Any] = {}
-    merged = {**NODE_SETTINGS, **settings}  # as settings_problem read them
+    merged = {**_base("sim"), **settings}  # as settings_problem read them
     controller = ControllerConfig.from_properties(merged)
     broker = BrokerConfig.from_properties(1, merged, "settings")
     controller_options: dict[str, Any] = {}

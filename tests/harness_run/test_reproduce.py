@@ -146,6 +146,11 @@ def test_a_reproduction_in_the_simulator_applies_the_runs_node_settings_it_can(t
     assert "left out: metadata.log.segment.bytes" in notes and "applied to the simulated nodes" in notes
     assert plan(first.run.path, "docker").spec.sut_settings == settings  # a real backend takes them all
     assert make_backend(p.spec, tmp_path).raft["fetch_timeout_ms"] == 1700
+    # Fine on a real broker (30 s lag time), not on the simulated cluster's (3 s): refused, not run
+    test["sut_settings"] = {"kchaos.replica.heartbeat.interval.ms": "4000"}
+    test_json.write_text(json.dumps(test))
+    with pytest.raises(UserError, match=r"cannot run on the simulator: kchaos.replica.heartbeat.interval.ms"):
+        plan(first.run.path, "sim")
 
 
 def test_a_vagrant_reproduction_runs_over_ssh_on_the_vms_of_its_cluster(tmp_path, capsys):

@@ -86,6 +86,11 @@ def test_without_settings_the_simulated_cluster_is_configured_as_before(tmp_path
     [
         ("listeners=BROKER://0.0.0.0:1", "'listeners' has no meaning on the simulator"),
         ("quorum.fetch.timeout.ms=soon", "quorum.fetch.timeout.ms: 'soon' is not an integer"),
+        # below a real broker's 30 s lag time but not the simulated cluster's 3 s: it was an INVALID run
+        (
+            "kchaos.replica.heartbeat.interval.ms=4000",
+            "kchaos.replica.heartbeat.interval.ms (4000) must be below replica.lag.time.max.ms (3000)",
+        ),
     ],
 )
 def test_a_setting_the_simulator_cannot_apply_is_one_line_and_exit_254(tmp_path, capsys, setting, message) -> None:
