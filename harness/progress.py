@@ -40,12 +40,18 @@ class Progress:
         self._recent: list[tuple[int, int]] = []  # (time ns, completions so far) samples for ops/s
         self._last_print = time.monotonic()
         self._printed: tuple[Any, ...] | None = None  # what the last plain line showed
+        # Fault kinds started since the last plain line: a fault that came and went between two lines
+        # would never show (the nemesis's grid and the lines' 10 s often meet just before each start).
+        self._started: dict[str, None] = {}
         self._live: Any = None
 
     # -- counting ---------------------------------------------------------------------------------
 
     def on_event(self, event: dict[str, Any]) -> None:
         if event["process"] == "nemesis":
+            f = str(event.get("f", ""))
+            if f.startswith("start-") and event["type"] not in ("invoke", "fail"):
+                self._started[f.removeprefix("start-")] = None
             return
         kind = event["type"]
         if kind == "invoke":
@@ -73,7 +79,11 @@ class Progress:
         elapsed = self.clock_ns() / NS_PER_S
         remaining = max(0.0, self.time_limit_s - elapsed)
         c = self.counts
-        faults = ", ".join(self.faults()) or "none"
+        active = self.faults()
+        faults = ", ".join(active) or "none"
+        gone = [kind for kind in self._started if kind not in active] if not self.live else []
+        if gone:
+            faults += f" (since the last line: {', '.join(gone)})"
         return (
             f"[{self.phase}] {elapsed:6.1f}s elapsed, {remaining:5.1f}s left | ops ok {c['ok']} fail {c['fail']} "
             f"info {c['info']} | {self.ops_per_s():7.1f} ops/s | faults: {faults}"
@@ -82,11 +92,12 @@ class Progress:
     # -- showing ----------------------------------------------------------------------------------
 
     def _state(self) -> tuple[Any, ...]:
-        return (self.phase, self.invoked, *self.counts.values(), tuple(self.faults()))
+        return (self.phase, self.invoked, *self.counts.values(), tuple(self.faults()), tuple(self._started))
 
     def _print(self) -> None:
         self._printed = self._state()
         print(self.line(), file=self.stream, flush=True)
+        self._started.clear()
 
     def __enter__(self) -> Progress:
         if self.live:

@@ -39,3 +39,22 @@ def test_the_closing_line_reports_what_happened_since_the_last_periodic_one() ->
     lines = stream.getvalue().splitlines()
     assert len(lines) == 2
     assert "ops ok 0" in lines[0] and "ops ok 1 fail 0 info 0" in lines[1]
+
+
+def test_a_fault_that_came_and_went_between_two_lines_is_still_named() -> None:
+    """The nemesis's 10 s grid and the lines' 10 s met just before each start: every line of a netns
+    soak said `faults: none` while a fault ran half the time."""
+    stream, clock, active = io.StringIO(), [0], []
+    progress = Progress(
+        60.0, clock_ns=lambda: clock[0], live=False, stream=stream, every_s=3600.0, faults=lambda: active
+    )
+    progress.on_event({"process": "nemesis", "type": "invoke", "f": "start-clock"})
+    progress.on_event({"process": "nemesis", "type": "info", "f": "start-clock", "value": {"targets": ["c3"]}})
+    progress.on_event({"process": "nemesis", "type": "fail", "f": "start-kill"})  # did nothing
+    active.append("pause")  # started and still on
+    progress.on_event({"process": "nemesis", "type": "info", "f": "start-pause"})
+    progress._print()
+    progress._print()
+    first, second = stream.getvalue().splitlines()
+    assert first.endswith("faults: pause (since the last line: clock)"), first
+    assert second.endswith("faults: pause"), second  # said once, then forgotten
