@@ -192,6 +192,16 @@ def _cluster_label(value: Any, where: str) -> str:
     return text.replace(" ", "")
 
 
+MAX_SEEDS = 1_000_000  # per cell: a million simulated runs is weeks of CPU; more is a typo
+
+
+def _at_most_max_seeds(count: int, where: str) -> None:
+    """A count past MAX_SEEDS is refused before a tuple of that many seeds is built (the fuzzer's
+    `seeds = 99999999999999999999` overflowed `range`, a traceback instead of one line)."""
+    if count > MAX_SEEDS:
+        raise UserError(f"{where}: at most {MAX_SEEDS:,} seeds per cell, got {count:,}")
+
+
 def seed_range(text: str, where: str) -> tuple[int, ...] | None:
     """`A..B`, seeds A to B inclusive (None if `text` is not a range). The simulator is deterministic,
     so a soak over seeds 1..N replays the same schedules until the code changes: a range lets a
@@ -204,16 +214,6 @@ def seed_range(text: str, where: str) -> tuple[int, ...] | None:
         raise UserError(f"{where}: the range {text!r} is empty (its last seed is below its first)")
     _at_most_max_seeds(last - first + 1, where)
     return tuple(range(first, last + 1))
-
-
-MAX_SEEDS = 1_000_000  # per cell: a million simulated runs is weeks of CPU; more is a typo
-
-
-def _at_most_max_seeds(count: int, where: str) -> None:
-    """A count past MAX_SEEDS is refused before a tuple of that many seeds is built (the fuzzer's
-    `seeds = 99999999999999999999` overflowed `range`, a traceback instead of one line)."""
-    if count > MAX_SEEDS:
-        raise UserError(f"{where}: at most {MAX_SEEDS:,} seeds per cell, got {count:,}")
 
 
 def _seeds(value: Any, where: str) -> tuple[int, ...]:
