@@ -139,6 +139,8 @@ def settings_problem(settings: Mapping[str, str], backend: str | None = None) ->
 def sim_settings(settings: Mapping[str, str]) -> SimSettings:
     """The simulation's config fields for `settings`, read by the node's own config readers. The
     settings must have passed `settings_problem(settings, "sim")`; keys `off_sim` are left out."""
+    if not settings:  # every simulated run without settings: nothing to read, no configs to build
+        return SimSettings()
     from node.broker.config import BrokerConfig
     from node.controller.config import ControllerConfig
     from node.runtime.server_config import PRE_VOTE_KEY
@@ -161,7 +163,7 @@ def sim_settings(settings: Mapping[str, str]) -> SimSettings:
             cluster[CLUSTER_FIELDS[key]] = int(text)
         elif key in controller_keys:
             controller_options[controller_keys[key]] = getattr(controller, controller_keys[key])
-        if key in broker_keys and key not in CLUSTER_FIELDS:
+        elif key in broker_keys:
             broker_options[broker_keys[key]] = getattr(broker, broker_keys[key])
     if controller_options:
         cluster["controller_options"] = controller_options
