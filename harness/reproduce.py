@@ -8,11 +8,14 @@ targeted faults (`buggify`) exist only there and are not replayed elsewhere.
 
 A simulated run reproduced in the simulator is simply run again: one seed fixes everything, the fault
 timeline included, so the history comes out byte for byte the same (`compare` says whether it did).
+Elsewhere the same faults meet different timing, so a bug that needs a narrow window may not show in
+one run: `attempts` runs the reproduction again until one reaches the original's verdict.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,6 +205,50 @@ def compare(original: Path, reproduction: Path, same_seed_sim: bool) -> Comparis
     if same_seed_sim:
         identical = (original / "history.jsonl").read_bytes() == (reproduction / "history.jsonl").read_bytes()
     return Comparison(rows, first.get("valid", "unknown"), second.get("valid", "unknown"), identical)
+
+
+@dataclass
+class Attempt:
+    """One run of a reproduction, and its verdicts beside the original's (None: it never got there)."""
+
+    number: int
+    result: Any  # runner.RunResult
+    comparison: Comparison | None
+
+
+def attempts_allowed(p: Plan, asked: int) -> tuple[int, str | None]:
+    """How many runs a reproduction may take, and why fewer than asked: in the simulator the seed (and
+    the recorded timeline) fixes everything, so a second run can only repeat the first."""
+    if asked < 1:
+        raise UserError(f"--attempts {asked}: a reproduction takes at least one run")
+    if asked > 1 and p.spec.backend == "sim":
+        return 1, f"--attempts {asked}: the simulator is deterministic, one run says all a second would"
+    return asked, None
+
+
+def keep_trying(
+    p: Plan, attempts: int, run_one: Callable[[int], Any], say: Callable[[str], None] = lambda _: None
+) -> list[Attempt]:
+    """Run the reproduction (`run_one(number)`) until one reaches the original's verdict, at most
+    `attempts` times. A run that failed as a run (an error, no verdict) ends the tries: running it
+    again would hide what broke."""
+    from harness.run_report import verdict_word
+
+    done: list[Attempt] = []
+    for number in range(1, attempts + 1):
+        result = run_one(number)
+        comparison = None
+        if result.valid is not None:
+            comparison = compare(p.source, result.run.path, same_seed_sim=p.timeline is None)
+        done.append(Attempt(number, result, comparison))
+        if comparison is None or result.error or comparison.reproduced:
+            break
+        if number < attempts:
+            say(
+                f"attempt {number} of {attempts}: {verdict_word(comparison.reproduced_valid)[0]}, the original "
+                f"{verdict_word(comparison.original_valid)[0]} ({result.run.path}): running it again"
+            )
+    return done
 
 
 def _valid(entry: Any) -> Any:

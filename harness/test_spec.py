@@ -514,9 +514,10 @@ _SCALARS: dict[str, _Parser] = {
 }
 _TABLES = ("cluster", "workload_options", "sut_settings", "nemesis_modes", "nemesis_options")
 # test.json keys that are derived or added by the runner: accepted and ignored by from_dict. `suite` (which
-# suite, cell and seed a run of `kchaos suite`/`gate`/`nightly` was) and `reproduces` (the run a `kchaos
-# reproduce` replayed) say where a run came from, not what it ran, so a run recorded with them reproduces.
-_DERIVED = ("schema_version", "nodes", "started_at", "suite", "reproduces")
+# suite, cell and seed a run of `kchaos suite`/`gate`/`nightly` was), `reproduces` (the run a `kchaos
+# reproduce` replayed) and `attempt` (which of its `--attempts` runs) say where a run came from, not what it
+# ran, so a run recorded with them reproduces.
+_DERIVED = ("schema_version", "nodes", "started_at", "suite", "reproduces", "attempt")
 
 
 def _resolve(raw: Mapping[str, Any], where: _Where, flags: Mapping[str, Any], reg: Registries) -> TestSpec:

@@ -3,13 +3,14 @@ reproductions of a planted bug are in tests/harness_docker/test_reproduce.py).""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from harness.cli import main
-from harness.reproduce import compare, plan, timeline_of
+from harness.reproduce import attempts_allowed, compare, keep_trying, plan, timeline_of
 from harness.runner import make_backend, run_test
 from harness.test_spec import Cluster
 from tests.harness_run.helpers import one_cell_suite, sim_spec
@@ -176,3 +177,47 @@ def test_a_vagrant_reproduction_runs_over_ssh_on_the_vms_of_its_cluster(tmp_path
     code = main(["reproduce", str(combined.run.path), "--backend", "vagrant", "--cluster", str(tmp_path / "none")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 254 and len(err) == 1 and "no VM cluster here" in err[0]
+
+
+def test_attempts_run_the_reproduction_again_until_one_reaches_the_original_verdict(tmp_path, capsys):
+    """Off the simulator a bug with a narrow window may not show in every run: `--attempts N` runs it
+    again, and stops at the first run that reaches the original's verdict (here the second), or at a
+    run that failed as a run. The runs themselves are real simulated runs, handed out in order."""
+    original = run_test(sim_spec(seed=21, bugs=("raft-vote-not-persisted",)), root=tmp_path / "a", say=lambda _: None)
+    missed = run_test(sim_spec(seed=3, time_limit_s=2.0), root=tmp_path / "b", say=lambda _: None)
+    assert original.valid is False and missed.valid is True
+    p = plan(original.run.path, "netns")
+    said: list[str] = []
+
+    def runs(*results):
+        calls: list[int] = []
+
+        def run_one(number: int):
+            calls.append(number)
+            return results[number - 1]
+
+        return run_one, calls
+
+    run_one, calls = runs(missed, missed, original)
+    tries = keep_trying(p, 3, run_one, said.append)
+    assert calls == [1, 2, 3] and [t.comparison.reproduced for t in tries] == [False, False, True]
+    assert len(said) == 2 and said[0].startswith("attempt 1 of 3: valid, the original INVALID")
+    run_one, calls = runs(original, missed)
+    assert [t.number for t in keep_trying(p, 3, run_one)] == [1] and calls == [1]
+    run_one, calls = runs(missed, missed)
+    tries = keep_trying(p, 2, run_one)
+    assert calls == [1, 2] and not tries[-1].comparison.reproduced  # all tries spent, still a different verdict
+    broken = dataclasses.replace(missed, valid=None, exit_code=254, error="the nodes never started")
+    run_one, calls = runs(broken, original)
+    tries = keep_trying(p, 3, run_one)
+    assert calls == [1] and tries[-1].comparison is None  # an error is shown, not retried away
+    # In the simulator one run says all: --attempts is noted and one run is made
+    with pytest.raises(UserError, match="at least one run"):
+        attempts_allowed(p, 0)
+    argv = ["reproduce", str(original.run.path), "--attempts", "3", "--results", str(tmp_path / "c")]
+    assert main([*argv, "--no-progress"]) == 1
+    out, err = capsys.readouterr()
+    assert "the simulator is deterministic" in err and "attempts:" not in out and "reproduced: yes" in out
+    assert len(list((tmp_path / "c").glob("*/2*"))) == 1
+    assert main(["reproduce", str(original.run.path), "--attempts", "0"]) == 254
+    assert capsys.readouterr().err.strip().count("\n") == 0
