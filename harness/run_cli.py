@@ -17,6 +17,7 @@ import argparse
 import os
 import sys
 import tomllib
+from pathlib import Path
 from typing import Any
 
 from vocab.errors import UserError
@@ -35,16 +36,17 @@ def default_backend() -> str:
     return "netns" if os.geteuid() == 0 else "sim"
 
 
-def _file_value(path: str | None, key: str) -> Any:
-    """The test file's value for `key`, None when it has none (an unreadable file is reported by `load_test`)."""
-    from harness.test_spec import peek_test_file
+def _file_values(path: str | None) -> dict[str, Any]:
+    """The test file's top-level values, read once; empty when there is no file or it cannot be read
+    (`load_test` then says why, in one line)."""
+    from harness.test_spec import read_test_file
 
-    return peek_test_file(path, key)
-
-
-def _file_sets(path: str | None, key: str) -> bool:
-    """Whether the test file names `key`."""
-    return _file_value(path, key) is not None
+    if path is None:
+        return {}
+    try:
+        return dict(read_test_file(Path(path))[0])
+    except UserError:
+        return {}
 
 
 def _options(pairs: list[str] | None, flag: str = "--workload-option") -> dict[str, Any] | None:
@@ -97,15 +99,16 @@ def resolve(args: argparse.Namespace) -> Any:
     """The TestSpec from --test and the flags (flags win); the backend defaults to netns as root."""
     from harness.test_spec import load_test
 
+    given = _file_values(args.test)  # what the test file sets, which a flag's default must not override
     backend = args.backend
-    if backend is None and not _file_sets(args.test, "backend"):
+    if backend is None and given.get("backend") is None:
         backend = "ssh" if args.inventory else default_backend()
-    defaults = SUT_DEFAULTS.get(str(args.sut or _file_value(args.test, "sut") or ""), {})
+    defaults = SUT_DEFAULTS.get(str(args.sut or given.get("sut") or ""), {})
     nodes = args.nodes
-    if nodes is None and not _file_sets(args.test, "cluster"):
+    if nodes is None and given.get("cluster") is None:
         nodes = defaults.get("nodes", DEFAULT_NODES)
     workload = args.workload
-    if workload is None and not _file_sets(args.test, "workload"):
+    if workload is None and given.get("workload") is None:
         workload = defaults.get("workload")
     overrides = {
         "name": args.name,

@@ -674,16 +674,6 @@ def read_test_file(file: Path) -> tuple[dict[str, Any], str]:
     return read_toml(file, "test file")
 
 
-def peek_test_file(path: str | Path | None, key: str) -> Any:
-    """The test file's value for `key`; None when it has none or cannot be read (`load_test` says why)."""
-    if path is None:
-        return None
-    try:
-        return read_test_file(Path(path))[0].get(key)
-    except UserError:
-        return None
-
-
 def load_test(
     path: str | Path | None,
     overrides: Mapping[str, Any] | None = None,
