@@ -117,3 +117,21 @@ def test_side_processes_are_one_series_each():
 
     ops = pd.DataFrame({"process": ["0", "12", "forger", "forger-2"], "f": ["read", "write", "forge-a", "forge-b"]})
     assert fold_side_processes(ops)["f"].tolist() == ["read", "write", "forger", "forger"]
+
+
+def test_a_log_latency_axis_reads_in_plain_numbers_at_1_2_5_steps() -> None:
+    """Latencies from 3 ms to 4 s on a log axis: ticks at 1, 2 and 5 times each power of ten (no more:
+    each tick costs its own artists), labelled 2, 5, 10, 20, ... rather than 10^1 and 2x10^1."""
+    ops = _ops([("write", "ok", i * 100, i * 100 + ms) for i, ms in enumerate((3, 40, 700, 4000))])
+    fig = plots.latency_raw(ops, [], 1.0)
+    try:
+        (ax,) = fig.axes
+        fig.canvas.draw()
+        low, high = ax.get_ylim()
+        shown = [t for t in ax.yaxis.get_ticklocs(minor=True) if low <= t <= high]
+        mantissas = {round(t / 10 ** np.floor(np.log10(t)), 6) for t in shown}
+        assert ax.get_yscale() == "log" and mantissas == {2.0, 5.0}, shown
+        labels = {t.get_text() for t in [*ax.get_yticklabels(), *ax.get_yticklabels(minor=True)] if t.get_text()}
+        assert {"10", "100", "1000"} <= labels and all("^" not in label and "times" not in label for label in labels)
+    finally:
+        plt.close(fig)
