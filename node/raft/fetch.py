@@ -201,8 +201,15 @@ class ReplicationMixin(RaftNodeBase):
             return
         appended: list[RecordBatch] = []
         for batch in resp.records:
-            if batch.base_offset != self.log.end_offset or batch.epoch > state.epoch:
-                break  # not what we asked for; the next fetch sorts it out
+            # Not what we asked for: not at our log end, from an epoch the leader cannot have written
+            # yet, or from one before our last (a leader that validated our fetch holds nothing older
+            # after it). Such an answer is not applied; the next fetch sorts it out.
+            if (
+                batch.base_offset != self.log.end_offset
+                or batch.epoch > state.epoch
+                or batch.epoch < self.log.last_epoch
+            ):
+                break
             self.log.append(batch)
             appended.append(batch)
         if appended:

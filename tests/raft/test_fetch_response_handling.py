@@ -194,3 +194,22 @@ def test_fetch_response_handling_2_diverging_offset_inside_a_batch_cuts_the_whol
     node, actions = make_follower(2, leader=1, epoch=3, batches=chain((2, 1), (3, 2)))  # one batch [2,5)
     out = fetch_response(node, actions, 200, FetchResponse(OK, 1, 3, 0, diverging_epoch=EpochEndOffset(2, 3)))
     assert one(out, TruncateLog).offset == 2
+
+
+def test_fetch_response_handling_records_of_an_epoch_before_the_logs_last_are_not_appended():
+    """`kchaos fuzz --seed 40001`, input 2,004,408: an answer from the leader carried, at the follower's
+    log end, a batch of an epoch older than the log's last. Appending it raised `LogError` in the core
+    and stopped the node. A leader that validated the fetch holds nothing older after it, so such
+    records are not applied (nor any after them), and the next fetch asks again from the same place."""
+    node, actions = make_follower(2, leader=1, epoch=3, batches=chain((2, 1), (1, 2)))  # ends at 3, epoch 2
+    out = fetch_response(node, actions, 200, FetchResponse(OK, 1, 3, 0, records=(batch(3, 1), batch(4, 3))))
+    assert not of_type(out, AppendBatches) and not of_type(out, Fatal)
+    assert node.log_end_offset == 3 and node.log.last_epoch == 2 and node.role is Role.FOLLOWER
+    # A batch of the log's own last epoch and then a backwards one: the good prefix is kept
+    out = fetch_response(node, out, 300, FetchResponse(OK, 1, 3, 0, records=(batch(3, 2), batch(4, 1))))
+    assert one(out, AppendBatches).batches == (batch(3, 2),) and node.log_end_offset == 4
+    out = node.handle(310, FlushCompleted(4))
+    req = sent(out, FetchRequest, to=1)[-1].message
+    assert (req.fetch_offset, req.last_fetched_epoch) == (4, 2)
+    out = fetch_response(node, out, 400, FetchResponse(OK, 1, 3, 0, records=(batch(4, 3),)))
+    assert one(out, AppendBatches).batches == (batch(4, 3),) and node.log.last_epoch == 3
