@@ -73,6 +73,7 @@ class NodeUnderTest:
         self.answered: dict[Any, int] = {}  # reply_to -> answers seen
         self.outcome = Outcome()
         self.by_design_stops: int | None = None  # counting (not None): voters' answers may stop the node
+        self.committed = 0  # the highest high watermark the node has reached: never cut below it
         self._run(Start())
 
     @classmethod
@@ -148,6 +149,7 @@ class NodeUnderTest:
             self.outcome.handled += 1
             for action in actions:
                 queue.extend(self._carry_out(action))
+            self.committed = max(self.committed, self.raft.high_watermark)
 
     def _carry_out(self, action: Any) -> list[Any]:
         match action:
@@ -175,6 +177,9 @@ class NodeUnderTest:
                         ) from None
             case A.Flush():
                 return [FlushCompleted(self.raft.log_end_offset)]
+            case A.TruncateLog(offset) | A.ResetLog(offset) if offset < self.committed:
+                # Records below the high watermark are committed: no input may make the node drop them
+                raise Finding(f"{type(action).__name__} to {offset}, below the committed offset {self.committed}")
             case A.PersistQuorumState(state):
                 try:
                     decode_quorum_state(encode_quorum_state(state), "quorum-state")

@@ -18,6 +18,7 @@ from node.raft.actions import (
     LoadSnapshot,
     PersistClusterId,
     ResetLog,
+    Warn,
     WriteSnapshot,
 )
 from node.raft.base import RaftNodeBase
@@ -165,6 +166,17 @@ class SnapshotsMixin(RaftNodeBase):
         """The leader says our fetch offset is below its log start: copy its snapshot first."""
         if snapshot_id.end_offset <= max(self._snapshot_end(), self.log.start_offset):
             self._back_off(now, follower.leader_id)  # not newer than what we hold: a confused or stale answer
+            return
+        if snapshot_id.end_offset < self.high_watermark:
+            # Installing it would cut committed records away. A leader holds every record we know to be
+            # committed, and its snapshot covers them, so only a confused peer sends one ending below.
+            self._out.append(
+                Warn(
+                    f"node {follower.leader_id} offered snapshot {snapshot_id.end_offset}-{snapshot_id.epoch}, "
+                    f"below this node's high watermark {self.high_watermark}: refused"
+                )
+            )
+            self._back_off(now, follower.leader_id)
             return
         fetch = follower.snapshot_fetch
         if fetch is None or fetch.snapshot_id != snapshot_id:

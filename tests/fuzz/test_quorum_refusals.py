@@ -117,3 +117,20 @@ def test_an_answer_of_another_api_than_the_request_is_taken_as_lost():
     vote = sent(out, VoteRequest, to=2)[0]
     answer(node, 10_001, vote, ApiVersionsResponse(0, ()))
     assert node.role is Role.CANDIDATE and node.epoch == 1
+
+
+def test_the_fuzzer_reports_a_node_that_cuts_committed_records():
+    """Loses nothing: whatever the input, a node never truncates or resets its log below a high
+    watermark it has reached (a snapshot offered below it is refused: tests/raft/test_snapshots.py)."""
+    import pytest
+
+    from harness.fuzz.inprocess import Finding
+    from node.raft.actions import ResetLog, TruncateLog
+
+    node = _settled_leader()
+    committed = node.raft.high_watermark
+    assert committed > 0 and node.committed == committed
+    assert node._carry_out(TruncateLog(committed)) == []  # at the high watermark: uncommitted records only
+    for cut in (TruncateLog(committed - 1), ResetLog(0)):
+        with pytest.raises(Finding, match=f"below the committed offset {committed}"):
+            node._carry_out(cut)

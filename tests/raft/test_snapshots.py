@@ -20,6 +20,7 @@ from node.raft.actions import (
     ResetLog,
     Respond,
     SendRequest,
+    Warn,
     WriteSnapshot,
 )
 from node.raft.config import RaftConfig
@@ -472,3 +473,24 @@ def test_trim_to_snapshot_refuses_a_gap_below_the_log():
     with pytest.raises(StorageError, match="no snapshot"):
         trim_to_snapshot(None, (batch(5, 1),))
     assert trim_to_snapshot(SnapshotId(10, 1), (batch(8, 1, 2),)).delete_before
+
+
+def test_follower_refuses_a_snapshot_ending_below_its_high_watermark():
+    """Installing a snapshot restarts the log at its end: one ending below the high watermark would cut
+    committed records away. A leader holds and covers everything committed, so such an answer comes
+    from a confused peer (or a fuzzer): refused, the log untouched, and the next fetch asks again."""
+    follower, out = make_follower(2, leader=1, epoch=1, batches=chain((6, 1), (6, 1)))
+    out = fetch_response(follower, out, 100, FetchResponse(int(ErrorCode.NONE), 1, 1, 8))
+    assert follower.high_watermark == 8
+    out = fetch_response(
+        follower, out, 150, FetchResponse(int(ErrorCode.NONE), 1, 1, 8, 5, snapshot_id=SnapshotId(5, 1))
+    )
+    assert not sent(out, FetchSnapshotRequest) and (follower.log_end_offset, follower.high_watermark) == (12, 8)
+    assert "below this node's high watermark 8: refused" in one(out, Warn).message
+    out = follower.handle(150 + 100, Tick())  # after the backoff: fetching the log again, from its end
+    req = sent(out, FetchRequest, to=1)[-1].message
+    assert (req.fetch_offset, req.last_fetched_epoch) == (12, 1)
+    out = fetch_response(
+        follower, out, 300, FetchResponse(int(ErrorCode.NONE), 1, 1, 8, 8, snapshot_id=SnapshotId(8, 1))
+    )
+    assert sent(out, FetchSnapshotRequest, to=1)  # one ending at the high watermark is fine
