@@ -27,6 +27,7 @@ class Progress:
         live: bool | None = None,
         stream: TextIO | None = None,
         every_s: float = 10.0,
+        quiet: bool = False,
     ) -> None:
         self.time_limit_s = time_limit_s
         self.clock_ns = clock_ns
@@ -34,6 +35,7 @@ class Progress:
         self.stream = stream or sys.stderr
         self.live = self.stream.isatty() if live is None else live
         self.every_s = every_s
+        self.quiet = quiet  # count, show nothing (`--no-progress`, the runs of a suite)
         self.counts = {"ok": 0, "fail": 0, "info": 0}
         self.invoked = 0
         self.phase = "run"
@@ -63,7 +65,7 @@ class Progress:
                 self._recent.append((now, sum(self.counts.values())))
                 if len(self._recent) > 12:  # the last ~5 s
                     del self._recent[0]
-        if not self.live and time.monotonic() - self._last_print >= self.every_s:
+        if not self.live and not self.quiet and time.monotonic() - self._last_print >= self.every_s:
             self._last_print = time.monotonic()
             self._print()
 
@@ -100,7 +102,7 @@ class Progress:
         self._started.clear()
 
     def __enter__(self) -> Progress:
-        if self.live:
+        if self.live and not self.quiet:
             from rich.console import Console
             from rich.live import Live
             from rich.text import Text
@@ -118,5 +120,5 @@ class Progress:
         if self._live is not None:
             self._live.stop()
             self._live = None
-        if self._printed != self._state():  # the closing line, unless the last periodic one said it all
+        if not self.quiet and self._printed != self._state():  # closing line, unless the last one said it all
             self._print()

@@ -221,6 +221,7 @@ class Run:
             clock_ns=scheduler.now,
             faults=(lambda: the_nemesis.active) if the_nemesis else list,
             live=False if scheduler.virtual else self.progress_live,
+            quiet=self.progress_live is False,  # `--no-progress` and batch runs: no line at all
             every_s=float("inf") if scheduler.virtual else 10.0,
         )
         driver = Driver(

@@ -58,3 +58,15 @@ def test_a_fault_that_came_and_went_between_two_lines_is_still_named() -> None:
     first, second = stream.getvalue().splitlines()
     assert first.endswith("faults: pause (since the last line: clock)"), first
     assert second.endswith("faults: pause"), second  # said once, then forgotten
+
+
+def test_a_quiet_progress_counts_and_prints_nothing() -> None:
+    """`--no-progress` and the runs of a suite: before, they still printed a plain line every 10 s
+    (the runs of `kchaos suite --quiet` on netns filled its log)."""
+    stream, clock = io.StringIO(), [0]
+    progress = Progress(60.0, clock_ns=lambda: clock[0], live=False, stream=stream, every_s=0.0, quiet=True)
+    with progress:
+        for kind in ("invoke", "ok", "invoke", "fail"):
+            clock[0] += 1_000_000_000
+            progress.on_event(_event(kind))
+    assert stream.getvalue() == "" and progress.counts == {"ok": 1, "fail": 1, "info": 0}

@@ -28,7 +28,7 @@ def _run_dirs(root: Path) -> list[Path]:
     return [p for p in root.glob("*/*") if p.is_dir() and not p.is_symlink()]
 
 
-def test_reference_cluster_under_partition_and_kill_is_valid_and_leaves_nothing(tmp_path):
+def test_reference_cluster_under_partition_and_kill_is_valid_and_leaves_nothing(tmp_path, capsys):
     spec = sim_spec(
         seed=12,
         backend="netns",
@@ -62,6 +62,7 @@ def test_reference_cluster_under_partition_and_kill_is_valid_and_leaves_nothing(
     assert forgery["valid"] is True and forgery["ops"] >= 5 and forgery["nodes_checked"] == 5
     assert not run_leftovers(tmp_path)
     assert not marked_pids(str(tmp_path))
+    assert "elapsed," not in capsys.readouterr().err  # progress=False (--no-progress, suites): no progress line
 
 
 def test_sigkilled_harness_leaves_a_parsable_history_and_heal_restores_the_machine(tmp_path, capsys):
