@@ -11,7 +11,11 @@ nothing (the input kept the contract) or raises `Finding`. Targets:
   damaged, loaded by FileStorage and the node built on it, as a restart does;
 - `harness`: the harness's own inputs: test TOML, suite files, histories, inventories.
 
-The first finding of each distinct message is kept with the seed and input number that replays it.
+Each target runs in episodes: a fresh target built from an episode seed drawn from the run's seed,
+fed up to `RESET_EVERY` inputs drawn from that episode's own `random.Random`. A finding is kept
+with its `ReplayKey` (target, episode seed, input number in the episode), so `replay` rebuilds one
+episode and reaches it in at most `RESET_EVERY` inputs, whatever the run's length. The first finding
+of each distinct message is kept.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
+import node.raft.actions as A
 from harness.fuzz.inprocess import DesignedStop, Finding, NodeUnderTest
 from harness.fuzz.mutate import mutate_bytes, mutate_file, mutate_value, sample, sample_batches
 from node.process.process import CONTROLLER_LISTENER
-from node.protocol.codec import BinaryCodec
+from node.protocol.codec import BinaryCodec, FrameError
 from node.protocol.messages import SnapshotId
 from node.protocol.registry import API_KEYS, BROKER_API_KEYS, CONTROLLER_API_KEYS, REQUESTS, RESPONSE_FOR, RESPONSES
 from node.raft.node import RaftNode
@@ -39,9 +45,53 @@ from node.runtime.file_storage import FileStorage
 
 ROOT = Path(__file__).resolve().parents[2]
 COMBINED = ROOT / "examples" / "combined.properties"
-RESET_EVERY = 3000  # inputs before a target starts again from a fresh node (bounded memory)
+RESET_EVERY = 3000  # inputs in one episode: then the target starts again, fresh (bounded memory and replay)
 PROBE_EVERY = 100  # inputs between checks that the node still answers a fresh client
 _CODEC = BinaryCodec()
+
+
+@dataclass(frozen=True)
+class ReplayKey:
+    """Where a finding happened: input `input` (1-based) of the `target` episode built from `seed`."""
+
+    target: str
+    seed: int
+    input: int
+
+    def __str__(self) -> str:
+        return f"{self.target}:{self.seed}:{self.input}"
+
+    @classmethod
+    def parse(cls, text: str) -> ReplayKey:
+        """`TARGET:SEED:INPUT`, as the run printed it; ValueError says what is wrong, in one line."""
+        parts = text.split(":")
+        if len(parts) != 3:
+            raise ValueError(f"expected TARGET:SEED:INPUT (e.g. responses:123:45), got {text!r}")
+        target, seed, number = parts
+        if target not in TARGETS:
+            raise ValueError(f"unknown target {target!r} (one of {', '.join(TARGETS)})")
+        try:
+            key = cls(target, int(seed), int(number))
+        except ValueError:
+            raise ValueError(f"SEED and INPUT must be integers, got {text!r}") from None
+        if not 0 <= key.seed < 2**32 or not 1 <= key.input <= RESET_EVERY:
+            raise ValueError(f"SEED is 0..{2**32 - 1} and INPUT 1..{RESET_EVERY}, got {text!r}")
+        return key
+
+
+class Target(Protocol):
+    """One episode of a target: each call is one input drawn from `rng`; True if it was accepted,
+    False if refused as the contract wants; `Finding` if it broke the contract."""
+
+    def __call__(self, rng: random.Random) -> bool: ...
+
+    def last_input(self) -> list[str]:
+        """The last input, readable (lines), for a replayed finding."""
+        ...
+
+    def state(self) -> str:
+        """What the target's node (or file) looked like after the last input, in one line."""
+        ...
 
 
 @dataclass
@@ -55,7 +105,7 @@ class TargetStats:
 class Report:
     seed: int
     stats: dict[str, TargetStats] = field(default_factory=dict)
-    findings: dict[str, str] = field(default_factory=dict)  # message -> where to replay it
+    findings: dict[str, ReplayKey] = field(default_factory=dict)  # message -> where to replay it
     seconds: float = 0.0
 
     @property
@@ -68,7 +118,7 @@ class Report:
         ]
         for name, s in self.stats.items():
             out.append(f"  {name:<11} {s.inputs:>9} inputs  {s.refused:>9} refused  {s.findings:>5} findings")
-        out.extend(f"  FINDING {msg} ({where})" for msg, where in self.findings.items())
+        out.extend(f"  FINDING {msg} (replay: kchaos fuzz --replay {key})" for msg, key in self.findings.items())
         return out
 
 
@@ -94,6 +144,31 @@ def mutated_frame(cls: type, rng: random.Random) -> bytes:
     return frame
 
 
+def describe_frame(frame: bytes, codec: BinaryCodec) -> list[str]:
+    """A frame for a human: its size, what it decodes to (or why it does not), its bytes in hex."""
+    try:
+        decoded = codec.decode(frame)
+        reads = f"decodes as {decoded.message!r}"
+    except FrameError as exc:
+        reads = f"refused by the codec: {exc}"
+    shown = frame[:256].hex(" ", -4)
+    more = f" ... ({len(frame) - 256} more)" if len(frame) > 256 else ""
+    return [f"{len(frame)} bytes, {_clip(reads)}", f"hex: {shown}{more}"]
+
+
+def _clip(text: str, limit: int = 600) -> str:
+    return text if len(text) <= limit else f"{text[:limit]} ... ({len(text) - limit} more characters)"
+
+
+def describe_node(node: NodeUnderTest) -> str:
+    raft = node.raft
+    return (
+        f"node {node.config.raft.node_id}: {raft.role.name.lower()} at epoch {raft.epoch} (leader {raft.leader_id}), "
+        f"log {raft.log_start_offset}..{raft.log_end_offset} (last epoch {raft.last_epoch}), "
+        f"high watermark {raft.high_watermark}, virtual time {node.now} ms"
+    )
+
+
 class ListenerTarget:
     """Request frames to one listener of the combined node."""
 
@@ -101,21 +176,27 @@ class ListenerTarget:
         keys = CONTROLLER_API_KEYS if listener == CONTROLLER_LISTENER else BROKER_API_KEYS
         self.listener = listener
         self.classes = [cls for cls in REQUESTS if API_KEYS[cls] in keys]
-        self.seed = seed
         self.node = NodeUnderTest.from_properties(COMBINED, seed)
         self.count = 0
+        self._last = b""
 
     def __call__(self, rng: random.Random) -> bool:
         self.count += 1
-        if self.count % RESET_EVERY == 0:
-            self.node = NodeUnderTest.from_properties(COMBINED, rng.getrandbits(32))
         roll = rng.random()
         cls = rng.choice(self.classes) if roll < 0.9 else rng.choice(REQUESTS if roll < 0.95 else RESPONSES)
-        accepted = self.node.feed_frame(self.listener, mutated_frame(cls, rng), ("fuzz", self.count % 4))
+        self._last = frame = mutated_frame(cls, rng)
+        accepted = self.node.feed_frame(self.listener, frame, ("fuzz", self.count % 4))
         self.node.advance(rng.choice((0, 1, 10, 100, 600)))
         if self.count % PROBE_EVERY == 0:
             self.node.still_serves()
         return accepted
+
+    def last_input(self) -> list[str]:
+        codec = self.node.codecs[self.listener]
+        return [f"a frame on the {self.listener} listener", *describe_frame(self._last, codec)]
+
+    def state(self) -> str:
+        return describe_node(self.node)
 
 
 THREE_VOTERS = """node.id=1
@@ -135,6 +216,7 @@ class ResponsesTarget:
         self.path.write_text(THREE_VOTERS.format(data=workdir / "data-1"))
         self.node = self._fresh(seed)
         self.count = 0
+        self._last: tuple[A.SendRequest, bytes] | None = None
 
     def _fresh(self, seed: int) -> NodeUnderTest:
         node = NodeUnderTest.from_properties(self.path, seed)
@@ -143,8 +225,6 @@ class ResponsesTarget:
 
     def __call__(self, rng: random.Random) -> bool:
         self.count += 1
-        if self.count % RESET_EVERY == 0:
-            self.node = self._fresh(rng.getrandbits(32))
         self.node.advance(rng.choice((10, 100, 500, 2000)))
         if not self.node.outstanding:
             return True
@@ -153,6 +233,7 @@ class ResponsesTarget:
         if cls is None or rng.random() < 0.05:
             cls = rng.choice(RESPONSES)
         frame = mutated_frame(cls, rng)
+        self._last = (sent, frame)
         try:
             accepted = self.node.feed_response(sent, frame)
         except DesignedStop:
@@ -161,6 +242,16 @@ class ResponsesTarget:
         if self.count % PROBE_EVERY == 0:
             self.node.still_serves()
         return accepted
+
+    def last_input(self) -> list[str]:
+        if self._last is None:
+            return ["no answer yet (the node had sent nothing)"]
+        sent, frame = self._last
+        head = f"an answer to {_clip(repr(sent.message), 300)} sent to node {sent.destination}"
+        return [head, *describe_frame(frame, self.node.reply_codec)]
+
+    def state(self) -> str:
+        return describe_node(self.node)
 
 
 class FilesTarget:
@@ -188,12 +279,17 @@ class FilesTarget:
             storage.write_quorum_state(QuorumStateData(1, epoch, 1, 0, (1,)))
         self.files = sorted(p.relative_to(self.pristine) for p in self.pristine.rglob("*") if p.is_file())
         self.config = NodeUnderTest.from_properties(COMBINED, seed).config
+        self._last: tuple[Path, bytes, bytes] | None = None
 
     def __call__(self, rng: random.Random) -> bool:
         shutil.rmtree(self.work, ignore_errors=True)
         shutil.copytree(self.pristine, self.work)
-        victim = self.work / rng.choice(self.files)
-        victim.write_bytes(mutate_file(victim.read_bytes(), rng))
+        name = rng.choice(self.files)
+        victim = self.work / name
+        before = victim.read_bytes()
+        after = mutate_file(before, rng)
+        self._last = (name, before, after)
+        victim.write_bytes(after)
         try:
             with FileStorage(self.work, 1, "fuzz-cluster-0000000000", segment_bytes=2048) as storage:
                 loaded = storage.load()
@@ -208,6 +304,26 @@ class FilesTarget:
         except Exception as exc:
             raise Finding(f"a node on a damaged {victim.name} raised {exc!r}") from None
         return True
+
+    def last_input(self) -> list[str]:
+        if self._last is None:
+            return ["no file damaged yet"]
+        name, before, after = self._last
+        return [f"{name} damaged: {len(before)} bytes became {len(after)}", *_byte_changes(before, after)]
+
+    def state(self) -> str:
+        return f"a data dir of {len(self.files)} files: {', '.join(map(str, self.files))}"
+
+
+def _byte_changes(before: bytes, after: bytes) -> list[str]:
+    """Where two versions of a file part: the first differing offset and the bytes around it."""
+    first = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
+    lo = max(0, first - 8)
+    return [
+        f"first difference at byte {first}",
+        f"was: {before[lo : first + 24].hex(' ', -4)}",
+        f"now: {after[lo : first + 24].hex(' ', -4)}",
+    ]
 
 
 def _harness_inputs(workdir: Path) -> dict[str, tuple[str, Callable[[Path], object]]]:
@@ -245,6 +361,7 @@ class HarnessTarget:
         self.workdir = workdir
         self.inputs = _harness_inputs(workdir)
         self.refusals = (UserError, HistoryError)
+        self._last: tuple[str, bytes] | None = None
 
     def __call__(self, rng: random.Random) -> bool:
         name = rng.choice(sorted(self.inputs))
@@ -254,6 +371,7 @@ class HarnessTarget:
             raw = _mutate_text(text, rng).encode()
         path = self.workdir / name
         path.write_bytes(raw)
+        self._last = (name, raw)
         try:
             load(path)
         except self.refusals as exc:
@@ -263,6 +381,15 @@ class HarnessTarget:
         except Exception as exc:
             raise Finding(f"{name}: {exc!r}"[:300]) from None
         return True
+
+    def last_input(self) -> list[str]:
+        if self._last is None:
+            return ["no input yet"]
+        name, raw = self._last
+        return [f"{name}, {len(raw)} bytes:", *(_clip(line, 200) for line in raw.decode(errors="replace").splitlines())]
+
+    def state(self) -> str:
+        return f"loaded by {self.inputs[self._last[0]][1].__name__}" if self._last else "nothing loaded yet"
 
 
 _TOKENS = (
@@ -306,17 +433,17 @@ def run(
 ) -> Report:
     """Run the targets in turn (the cheap frame targets more often) until the budget or the count."""
     report = Report(seed, {name: TargetStats() for name in targets})
-    rng = random.Random(seed)
+    episode_seeds = random.Random(seed)  # each target's next episode seed; nothing else draws from it
     # Per cost: a frame takes ~0.5-3 ms in process, a restart on a damaged data dir ~40 ms (real files).
     weights = {"controller": 30, "broker": 30, "responses": 60, "files": 1, "harness": 3}
     order = [name for name in targets for _ in range(weights[name])]
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kchaos-fuzz-") as tmp:
         work = Path(tmp)
-        built: dict[str, Callable[[random.Random], bool]] = {}
+        episodes: dict[str, Episode] = {}
         for name in targets:
             (work / name).mkdir()
-            built[name] = _build(name, seed, work / name)
+            episodes[name] = Episode.start(name, episode_seeds.getrandbits(32), work / name)
         last_progress = start
         i = 0
         while True:
@@ -325,16 +452,19 @@ def run(
             if budget_s is not None and time.monotonic() - start >= budget_s:
                 break
             name = order[i % len(order)]
+            episode = episodes[name]
+            if episode.inputs == RESET_EVERY:
+                episode = episodes[name] = Episode.start(name, episode_seeds.getrandbits(32), work / name)
             stats = report.stats[name]
             stats.inputs += 1
             try:
-                if not built[name](rng):
+                if not episode.next():
                     stats.refused += 1
             except Finding as finding:
                 stats.findings += 1
                 message = str(finding).splitlines()[0][:300]
-                report.findings.setdefault(f"[{name}] {message}", f"seed {seed}, input {i}")
-                built[name] = _build(name, rng.getrandbits(32), work / name)  # start again, fresh
+                report.findings.setdefault(f"[{name}] {message}", ReplayKey(name, episode.seed, episode.inputs))
+                episodes[name] = Episode.start(name, episode_seeds.getrandbits(32), work / name)  # start again
             i += 1
             if progress is not None and time.monotonic() - last_progress > 30:
                 last_progress = time.monotonic()
@@ -344,7 +474,51 @@ def run(
     return report
 
 
-def _build(name: str, seed: int, workdir: Path) -> Callable[[random.Random], bool]:
+@dataclass
+class Episode:
+    """One target built from `seed`, and the inputs drawn for it from its own stream."""
+
+    name: str
+    seed: int
+    target: Target
+    rng: random.Random
+    inputs: int = 0
+
+    @classmethod
+    def start(cls, name: str, seed: int, workdir: Path) -> Episode:
+        return cls(name, seed, _build(name, seed, workdir), random.Random(f"inputs:{seed}"))
+
+    def next(self) -> bool:
+        self.inputs += 1
+        return self.target(self.rng)
+
+
+@dataclass
+class Replayed:
+    """What a replay saw: the finding (None if the episode kept the contract up to the key's input),
+    the input that broke it, its number, and the target's state after it."""
+
+    key: ReplayKey
+    finding: Finding | None
+    at: int
+    input: list[str]
+    state: str
+
+
+def replay(key: ReplayKey) -> Replayed:
+    """Rebuild the key's episode and feed it its inputs again, stopping at the first finding (at the
+    key's input if the target is deterministic, as every target here is meant to be)."""
+    with tempfile.TemporaryDirectory(prefix="kchaos-fuzz-replay-") as tmp:
+        episode = Episode.start(key.target, key.seed, Path(tmp))
+        while episode.inputs < key.input:
+            try:
+                episode.next()
+            except Finding as finding:
+                return Replayed(key, finding, episode.inputs, episode.target.last_input(), episode.target.state())
+        return Replayed(key, None, episode.inputs, episode.target.last_input(), episode.target.state())
+
+
+def _build(name: str, seed: int, workdir: Path) -> Target:
     for child in workdir.iterdir():
         if child.is_dir():
             shutil.rmtree(child)

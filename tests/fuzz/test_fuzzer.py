@@ -67,8 +67,7 @@ def test_mutations_reach_the_edges_of_the_wire_types():
     assert {2**31 - 1, -(2**31), 2**63 - 1, -1} <= seen
 
 
-def test_the_fuzzer_reports_a_node_that_raises(monkeypatch):
-    """A fuzzer that cannot fail proves nothing: a core that raises on some input is a finding."""
+def _plant_a_crash(monkeypatch):
     from node.process.process import NodeProcess
 
     real = NodeProcess._route
@@ -79,9 +78,72 @@ def test_the_fuzzer_reports_a_node_that_raises(monkeypatch):
         return real(self, ctx, reply_to, correlation_id, message)
 
     monkeypatch.setattr(NodeProcess, "_route", broken)
+
+
+def test_the_fuzzer_reports_a_node_that_raises(monkeypatch):
+    """A fuzzer that cannot fail proves nothing: a core that raises on some input is a finding."""
+    _plant_a_crash(monkeypatch)
     report = runner.run(seed=2, max_inputs=600, targets=("controller",))
     assert any("planted" in message for message in report.findings), report.lines()
-    assert all("seed 2, input" in where for where in report.findings.values())
+    assert all(key.target == "controller" and 1 <= key.input <= runner.RESET_EVERY for key in report.findings.values())
+    assert any("(replay: kchaos fuzz --replay controller:" in line for line in report.lines())
+
+
+def test_a_finding_replays_from_its_key_alone_with_its_input_and_traceback(monkeypatch):
+    _plant_a_crash(monkeypatch)
+    report = runner.run(seed=2, max_inputs=600, targets=("controller",))
+    key = next(iter(report.findings.values()))
+    seen = runner.replay(runner.ReplayKey.parse(str(key)))
+    assert seen.finding is not None and "planted" in str(seen.finding)
+    assert seen.at == key.input  # the same input of the same episode, not an earlier or a later one
+    assert "decodes as DescribeQuorumRequest" in seen.input[1]
+    assert "CONTROLLER" in seen.input[0] and "hex:" in seen.input[2]
+    assert seen.state.startswith("node 1: ")
+    assert isinstance(seen.finding.__cause__, RuntimeError)  # the node's own traceback is kept
+
+
+def test_a_replay_of_an_episode_that_keeps_the_contract_says_so():
+    seen = runner.replay(runner.ReplayKey("responses", 7, 400))
+    assert seen.finding is None and seen.at == 400
+    assert seen.input and "high watermark" in seen.state
+
+
+def test_runs_of_one_seed_draw_the_same_inputs():
+    """The replay keys are only worth printing if a run is a function of its seed."""
+    first, second = runner.run(seed=5, max_inputs=900), runner.run(seed=5, max_inputs=900)
+    assert first.stats == second.stats
+    assert runner.run(seed=6, max_inputs=900).stats != first.stats
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("responses", "expected TARGET:SEED:INPUT"),
+        ("nope:1:2", "unknown target 'nope'"),
+        ("files:x:2", "must be integers"),
+        ("files:1:0", "INPUT 1..3000"),
+        ("files:-1:5", "SEED is 0.."),
+    ],
+)
+def test_a_bad_replay_key_is_refused_in_one_line(capsys, text, says):
+    assert main(["fuzz", "--replay", text]) == 254
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and says in err and "--replay" in err
+
+
+def test_kchaos_fuzz_replay_prints_the_finding_its_input_and_the_traceback(monkeypatch, capsys):
+    _plant_a_crash(monkeypatch)
+    report = runner.run(seed=2, max_inputs=600, targets=("controller",))
+    key = next(iter(report.findings.values()))
+    assert main(["fuzz", "--replay", str(key)]) == 1
+    out = capsys.readouterr().out
+    assert f"FINDING at input {key.input}: InboundRequest raised RuntimeError('planted')" in out
+    assert "decodes as DescribeQuorumRequest" in out and "traceback:" in out and "RuntimeError: planted" in out
+
+
+def test_kchaos_fuzz_replay_takes_no_run_options(capsys):
+    assert main(["fuzz", "--replay", "files:1:2", "--seed", "0"]) == 254
+    assert "--seed does not apply" in capsys.readouterr().err
 
 
 def test_real_node_over_loopback_survives_mutated_frames_and_serves_fresh_clients():
