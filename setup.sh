@@ -40,7 +40,8 @@ fi
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+# setuptools 77+ in the venv too, so `python setup.py build_ext --inplace` reads pyproject.toml as pip's build does
+.venv/bin/python -m pip install -q --upgrade pip 'setuptools>=77' >/dev/null
 .venv/bin/python -m pip install -q -e '.[test,fast]'
 # Byte-code for the project's own modules, once: where PYTHONDONTWRITEBYTECODE is set (CI images,
 # build farms) every kchaos command would otherwise recompile what it imports (~0.1 s a command).

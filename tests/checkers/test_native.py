@@ -226,3 +226,21 @@ def test_the_compiled_grouping_and_split_match_the_python_ones_refused_cas_inclu
     assert [(o.f, o.invoke_value) for o in p.ops] == [("write", 1), ("cas", [5, 6])]  # the refused cas dropped
     assert real.group_by_key([types.SimpleNamespace(key=1)]) is None  # not the loader's ops: Python groups them
     assert MODEL.partition([types.SimpleNamespace(key=1)]) == {1: [types.SimpleNamespace(key=1)]}
+
+
+@needs_core
+def test_the_documented_rebuild_of_the_core_compiles_it(tmp_path):
+    """docs/concepts/checkers.md: after editing the C, `python setup.py build_ext --inplace` rebuilds
+    it. Built here into a temp dir (the tree's build is left alone); the venv's setuptools must read
+    pyproject.toml (its SPDX license needs setuptools 77, which setup.sh installs)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    argv = [sys.executable, "setup.py", "build_ext", "--build-lib", str(tmp_path / "lib")]
+    done = subprocess.run(
+        [*argv, "--build-temp", str(tmp_path / "tmp")], cwd=root, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert list((tmp_path / "lib" / "checkers").glob("_lincore*.so"))
