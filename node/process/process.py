@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import node.raft.actions as A
 from node.metadata.image import MetadataImage, MetadataImageError
 from node.metadata.records import SecurityProtocol
-from node.metadata.snapshot import load_snapshot
+from node.metadata.snapshot import SnapshotError, load_snapshot
 from node.process.actions import MetadataApplied, ShutDown
 from node.process.append_batch import HeldAppend, group_held
 from node.process.events import BeginShutdown, InboundRequest, InboundRequests, ResponsesReceived
@@ -37,6 +37,7 @@ from node.protocol.broker_api import (
     BrokerRegistrationRequest,
     EnvelopeRequest,
     FetchSnapshotRequest,
+    SnapshotId,
 )
 from node.protocol.codec import SUPPORTED_VERSIONS
 from node.protocol.errors import ErrorCode
@@ -172,6 +173,8 @@ class NodeProcess:
         self._leader = (raft.epoch, raft.leader_id)
         self._shut_down = False
         self._resign_deadline: int | None = None  # stopping: exit once the EndQuorumEpoch is answered, or then
+        self._checked_snapshot: tuple[bytes, MetadataImage] | None = None  # a fetched one, loaded once
+        raft.snapshot_check = self._check_fetched_snapshot
         # Components last: their constructors may look at the port.
         self.controller: ControllerComponent | None = controller(self) if controller else None
         self.broker: BrokerComponent | None = broker(self) if broker else None
@@ -541,8 +544,23 @@ class NodeProcess:
         self.stats.snapshots_requested += 1
         self._feed_raft(CreateSnapshot(end, self._snapshot_maker(self._image)))
 
+    def _check_fetched_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> str | None:
+        """A snapshot copied from the leader must load, and hold the state up to the id it was fetched
+        as, before the core writes it and drops its log for it: the reason if not. The image it loads
+        to is kept for the install that follows."""
+        try:
+            image = load_snapshot(data)
+        except SnapshotError as exc:
+            return str(exc)
+        held = SnapshotId(image.last_offset + 1, image.last_epoch)
+        if held != snapshot_id:
+            return f"it holds the state at {held.end_offset}-{held.epoch}"
+        self._checked_snapshot = (data, image)
+        return None
+
     def _load_snapshot(self, action: A.LoadSnapshot) -> None:
-        image = load_snapshot(action.data)
+        checked, self._checked_snapshot = self._checked_snapshot, None
+        image = checked[1] if checked is not None and checked[0] is action.data else load_snapshot(action.data)
         self._image = image
         self._last_snapshot_end = image.last_offset + 1
         self._out.append(MetadataApplied(image.last_offset + 1))

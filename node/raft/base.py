@@ -67,6 +67,9 @@ class RaftNodeBase:
     _snapshot: LoadedSnapshot | None  # the latest durable snapshot; the log starts at its end
     _writing: dict[SnapshotId, PendingSnapshot]
     _installing: SnapshotId | None  # a fetched snapshot being written
+    # The state machine's check of a fetched snapshot before it is written and replaces the log (KIP-630
+    # leaves the format to the state machine): why it cannot be loaded, or None. None: no check.
+    snapshot_check: Callable[[SnapshotId, bytes], str | None] | None
     # --- requests this node sends, and its timer (timers.py)
     _inflight: dict[int, InFlight]
     _backoff_until: dict[int, int]

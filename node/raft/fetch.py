@@ -227,9 +227,9 @@ class ReplicationMixin(RaftNodeBase):
             offset = min(local.offset, diverging.end_offset) if local.epoch == diverging.epoch else local.offset
             if "raft-follower-truncates-to-leader-epoch-end" in self.config.bugs:  # KAFKA-6361 (KIP-279)
                 offset = min(diverging.end_offset, self.log.end_offset)
-        if offset < self.log.end_offset:
+        if self.log.start_offset <= offset < self.log.end_offset:
             offset = self.log.batch_at(offset).base_offset  # whole batches only: cut before a split one
-        if offset < self.high_watermark:
+        if offset < self.high_watermark:  # below the log start too: a snapshot holds committed records only
             self._out.append(
                 Fatal(f"leader asked to truncate to offset {offset}, below the high watermark {self.high_watermark}")
             )

@@ -143,6 +143,7 @@ class RaftNode(
         self.high_watermark = self.log.start_offset  # a snapshot holds committed records only
         self._writing = {}
         self._installing = None  # a fetched snapshot being written
+        self.snapshot_check = None  # the state machine sets it (NodeProcess)
         self.metrics_state = RaftMetrics()
         self._out = []
         self._now = 0

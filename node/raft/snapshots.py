@@ -207,6 +207,14 @@ class SnapshotsMixin(RaftNodeBase):
         if fetch.done:
             data = b"".join(fetch.parts)
             follower.snapshot_fetch = None
+            problem = self.snapshot_check(fetch.snapshot_id, data) if self.snapshot_check is not None else None
+            if problem is not None:
+                # Written and installed, it would replace the log with what no one can load: refused,
+                # and the next Fetch starts the copy again (a sound leader sends a sound one).
+                sid = fetch.snapshot_id
+                self._out.append(Warn(f"snapshot {sid.end_offset}-{sid.epoch} from node {source} refused: {problem}"))
+                self._back_off(now, source)
+                return
             self._installing = fetch.snapshot_id
             self._writing[fetch.snapshot_id] = PendingSnapshot(data, fetched=True, cluster_id=fetch.cluster_id)
             self._out.append(WriteSnapshot(fetch.snapshot_id, data))

@@ -10,12 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.fuzz.inprocess import NodeUnderTest
+from node.metadata.snapshot import read_header, snapshot_bytes
+from node.protocol.broker_api import FetchSnapshotRequest, FetchSnapshotResponse, SnapshotId
 from node.protocol.codec import BinaryCodec
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import (
     BeginQuorumEpochRequest,
     EndQuorumEpochRequest,
     FetchRequest,
+    FetchResponse,
     VoteRequest,
 )
 from node.raft.actions import Respond, Warn
@@ -26,6 +29,7 @@ from tests.raft.helpers import make_leader, make_node, one, request
 
 COMBINED = Path(__file__).resolve().parents[2] / "examples" / "combined.properties"
 MAX = INT32_MAX
+CODEC = BinaryCodec()
 
 
 def _settled_leader() -> NodeUnderTest:
@@ -134,3 +138,52 @@ def test_the_fuzzer_reports_a_node_that_cuts_committed_records():
     for cut in (TruncateLog(committed - 1), ResetLog(0)):
         with pytest.raises(Finding, match=f"below the committed offset {committed}"):
             node._carry_out(cut)
+
+
+def _follower_copying_a_snapshot(tmp_path: Path, sid: SnapshotId, data: bytes) -> NodeUnderTest:
+    """Node 1 of three voters follows voter 2, which answers its Fetch with `sid` and then its
+    FetchSnapshot with `data` in one chunk: all through the node's codec, as from the wire."""
+    from harness.fuzz.runner import THREE_VOTERS
+
+    tmp_path.mkdir(parents=True)
+    props = tmp_path / "voter-1.properties"
+    props.write_text(THREE_VOTERS.format(data=tmp_path / "data"))
+    node = NodeUnderTest.from_properties(props, seed=1)
+    node.by_design_stops = 0
+    node.feed_frame("CONTROLLER", CODEC.encode_request(1, BeginQuorumEpochRequest(None, 2, 1)))
+    assert (node.raft.role, node.raft.leader_id) == (Role.FOLLOWER, 2)
+    for kind, reply in (
+        (FetchRequest, FetchResponse(0, 2, 1, 0, snapshot_id=sid)),
+        (FetchSnapshotRequest, FetchSnapshotResponse(0, 2, 1, sid, len(data), 0, data)),
+    ):
+        for _ in range(20):
+            asked = [s for s in node.outstanding if isinstance(s.message, kind) and s.message.current_leader_epoch == 1]
+            if asked:
+                break
+            node.advance(50)
+        node.outstanding.remove(asked[-1])
+        node.feed_response(asked[-1], CODEC.encode_response(asked[-1].correlation_id, reply))
+    return node
+
+
+def test_a_copied_snapshot_that_does_not_load_is_refused_and_the_follower_serves_on(tmp_path):
+    """Found by reading what the fuzzer never reached (its `responses` target covered 40 % of
+    node/raft/snapshots.py): a FetchSnapshot answer of bytes that are not a snapshot was written,
+    replaced the follower's log and then raised SnapshotError in the process, stopping the node (and
+    leaving a snapshot on disk no restart could load). Now the process loads it first; refused with one
+    warning, nothing written, nothing reset, and the node still serves."""
+    sound = snapshot_bytes(_settled_leader().process.image)  # a real snapshot, at 5-1
+    header = read_header(sound).snapshot_id
+    assert (header.end_offset, header.epoch) == (5, 1)
+    for sid, data, why in (
+        (SnapshotId(5, 1), b"\x00" * 64, "bad snapshot magic"),
+        (SnapshotId(5, 1), sound[:-1] + bytes([sound[-1] ^ 1]), "CRC32C mismatch"),
+        (SnapshotId(7, 1), sound, "it holds the state at 5-1"),
+    ):
+        node = _follower_copying_a_snapshot(tmp_path / f"{why[:3]}-{sid.end_offset}", sid, data)
+        assert node.raft.snapshot_id is None and node.raft.log_start_offset == 0, why
+        assert any("from node 2 refused: " in w and why in w for w in node.outcome.warnings), node.outcome.warnings
+        node.still_serves()
+    node = _follower_copying_a_snapshot(tmp_path / "sound", SnapshotId(5, 1), sound)
+    assert node.raft.snapshot_id == SnapshotId(5, 1) and node.raft.log_start_offset == 5
+    assert node.process.image.last_offset == 4 and not node.outcome.warnings  # loaded once, installed

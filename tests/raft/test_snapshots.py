@@ -9,10 +9,11 @@ import pytest
 
 from node.protocol.broker_api import FetchSnapshotRequest, FetchSnapshotResponse
 from node.protocol.errors import ErrorCode
-from node.protocol.messages import FetchRequest, FetchResponse, SnapshotId, VoteRequest
+from node.protocol.messages import EpochEndOffset, FetchRequest, FetchResponse, SnapshotId, VoteRequest
 from node.raft.actions import (
     Action,
     DeleteLogBefore,
+    Fatal,
     Flush,
     HighWatermarkAdvanced,
     LoadSnapshot,
@@ -20,6 +21,7 @@ from node.raft.actions import (
     ResetLog,
     Respond,
     SendRequest,
+    TruncateLog,
     Warn,
     WriteSnapshot,
 )
@@ -276,6 +278,44 @@ def test_follower_below_the_log_start_copies_the_snapshot_then_fetches_from_its_
     assert follower.log_end_offset == 12
     flush_all(follower, 230, out)
     assert follower.high_watermark == 12 and [b.base_offset for b in follower.read_committed(10)] == [10]
+
+
+def test_follower_refuses_a_copied_snapshot_its_state_machine_cannot_load():
+    """The core leaves the snapshot's format to the state machine: a copy it says it cannot load is
+    neither written nor installed (the log stays), one warning names why, and the next Fetch after
+    the back-off starts the copy again."""
+    follower, out = make_follower(2, leader=1, epoch=1, batches=chain((3, 1)))
+    checked = []
+
+    def check(sid: SnapshotId, data: bytes) -> str | None:
+        checked.append((sid, data))
+        return "bad snapshot magic" if data == DATA else None
+
+    follower.snapshot_check = check
+    sid = SnapshotId(10, 1)
+    out = snapshot_reply(follower, out, sid)
+    out = answer(follower, 160, sent(out, FetchSnapshotRequest)[-1], chunk(sid, 0, len(DATA)))
+    assert checked == [(sid, DATA)]
+    assert not of_type(out, WriteSnapshot) and not of_type(out, ResetLog)
+    assert one(out, Warn).message == "snapshot 10-1 from node 1 refused: bad snapshot magic"
+    assert follower.log_end_offset == 3 and follower.snapshot_id is None
+    out = follower.handle(160 + 100, Tick())  # after the back-off: the Fetch names the snapshot again
+    assert sent(out, FetchRequest, to=1) and not sent(out, FetchSnapshotRequest)
+
+
+def test_a_diverging_epoch_ending_below_the_snapshot_stops_the_follower_and_cuts_nothing():
+    """Found by the fuzzer's `peers` target: a diverging epoch whose end lies below the follower's log
+    start (its snapshot's end) raised LogError while looking for a batch there. Below the log start is
+    below the high watermark: the stop Kafka makes when a leader asks to cut committed records."""
+    follower, out = make_follower(2, leader=1, epoch=1)
+    sid = SnapshotId(10, 1)
+    out = snapshot_reply(follower, out, sid)
+    out = answer(follower, 160, sent(out, FetchSnapshotRequest)[-1], chunk(sid, 0, len(DATA)))
+    out = follower.handle(210, SnapshotWritten(sid))
+    assert follower.log_start_offset == follower.high_watermark == follower.log_end_offset == 10
+    out = fetch_response(follower, out, 220, FetchResponse(int(ErrorCode.NONE), 1, 1, 10, 10, EpochEndOffset(1, 3)))
+    assert one(out, Fatal).reason == "leader asked to truncate to offset 3, below the high watermark 10"
+    assert not of_type(out, TruncateLog) and not of_type(out, ResetLog) and follower.log_start_offset == 10
 
 
 def test_follower_drops_a_snapshot_the_leader_no_longer_has_and_asks_again():
