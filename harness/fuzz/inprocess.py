@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import traceback
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,21 @@ class DesignedStop(Exception):
     told it its cluster id is wrong): not a finding, but the node is gone; the target starts again."""
 
 
+# The stops a KIP prescribes for what only the quorum's own voters send (the targets that play them set
+# `by_design_stops`; requests on a listener anyone can reach never count): KIP-595 "Cluster
+# Bootstrapping" stops a node whose cluster id conflicts with an elected leader's (its INVALID_CLUSTER_ID
+# answer, its BeginQuorumEpoch, the ClusterId record it commits or the snapshot it sends), and a leader
+# asking a follower to truncate committed records is a broken quorum, on which Kafka's KafkaRaftClient
+# throws as well: stopping there loses nothing.
+DESIGNED_STOPS = (
+    "(INVALID_CLUSTER_ID)",
+    "belongs to cluster",
+    "the metadata log commits clusterId",
+    "below the high watermark",
+    "below the log start",
+)
+
+
 class Finding(Exception):
     """The node broke the contract: crashed, stopped, or produced something it cannot write or send."""
 
@@ -52,6 +68,7 @@ class Outcome:
     refused_frames: int = 0  # FrameError: the runtime closes that connection and serves the others
     handled: int = 0
     warnings: list[str] = field(default_factory=list)
+    actions: Counter[str] = field(default_factory=Counter)  # what the node did, by action type: its reach
 
 
 class NodeUnderTest:
@@ -152,6 +169,7 @@ class NodeUnderTest:
             self.committed = max(self.committed, self.raft.high_watermark)
 
     def _carry_out(self, action: Any) -> list[Any]:
+        self.outcome.actions[type(action).__name__] += 1
         match action:
             case A.Respond(reply_to, correlation_id, message):
                 try:
@@ -193,8 +211,7 @@ class NodeUnderTest:
                 return [SnapshotWritten(snapshot_id)]
             case A.SetTimer(deadline):
                 self.deadline = deadline
-            case A.Fatal(reason) if "(INVALID_CLUSTER_ID)" in reason and self.by_design_stops is not None:
-                # KIP-595 "Cluster Bootstrapping": a voter answering INVALID_CLUSTER_ID stops this node.
+            case A.Fatal(reason) if self.by_design_stops is not None and any(m in reason for m in DESIGNED_STOPS):
                 self.by_design_stops += 1
                 raise DesignedStop(reason)
             case A.Fatal(reason):

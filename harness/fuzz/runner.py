@@ -7,6 +7,9 @@ nothing (the input kept the contract) or raises `Finding`. Targets:
   does not, or a response) to the combined node of examples/combined.properties, in process;
 - `responses`: answers of every response type (right or wrong type, mutated) to whatever node 1 of a
   three-voter combined quorum sends;
+- `peers`: the same node, with voters 2 and 3 sending requests and answers built from its state
+  (epochs, offsets, batches, diverging epochs, a real leader's snapshot), damaged at times
+  (`harness/fuzz/peers.py`);
 - `files`: a real data dir (log segments, snapshot, quorum-state, meta.properties) with one file
   damaged, loaded by FileStorage and the node built on it, as a restart does;
 - `harness`: the harness's own inputs: test TOML, suite files, histories, inventories.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import tempfile
 import time
@@ -31,10 +35,12 @@ from pathlib import Path
 from typing import Protocol
 
 import node.raft.actions as A
+from harness.fuzz.describe import clip, describe_frame, describe_node
 from harness.fuzz.inprocess import DesignedStop, Finding, NodeUnderTest
 from harness.fuzz.mutate import mutate_bytes, mutate_file, mutate_value, sample, sample_batches
+from harness.fuzz.peers import PeersTarget
 from node.process.process import CONTROLLER_LISTENER
-from node.protocol.codec import BinaryCodec, FrameError
+from node.protocol.codec import BinaryCodec
 from node.protocol.messages import SnapshotId
 from node.protocol.registry import API_KEYS, BROKER_API_KEYS, CONTROLLER_API_KEYS, REQUESTS, RESPONSE_FOR, RESPONSES
 from node.raft.node import RaftNode
@@ -105,7 +111,9 @@ class TargetStats:
 class Report:
     seed: int
     stats: dict[str, TargetStats] = field(default_factory=dict)
-    findings: dict[str, ReplayKey] = field(default_factory=dict)  # message -> where to replay it
+    findings: dict[str, ReplayKey] = field(default_factory=dict)  # kind -> where to replay its first
+    counts: dict[str, int] = field(default_factory=dict)  # kind -> how many inputs found it
+    first: dict[str, str] = field(default_factory=dict)  # kind -> the message of its first input
     seconds: float = 0.0
 
     @property
@@ -118,7 +126,10 @@ class Report:
         ]
         for name, s in self.stats.items():
             out.append(f"  {name:<11} {s.inputs:>9} inputs  {s.refused:>9} refused  {s.findings:>5} findings")
-        out.extend(f"  FINDING {msg} (replay: kchaos fuzz --replay {key})" for msg, key in self.findings.items())
+        for kind, key in self.findings.items():
+            times = self.counts.get(kind, 1)
+            seen = f"{times} inputs of this kind, the first: " if times > 1 else ""
+            out.append(f"  FINDING {self.first.get(kind, kind)} ({seen}replay: kchaos fuzz --replay {key})")
         return out
 
 
@@ -142,31 +153,6 @@ def mutated_frame(cls: type, rng: random.Random) -> bytes:
     if rng.random() < 0.4:
         frame = mutate_bytes(frame, rng)
     return frame
-
-
-def describe_frame(frame: bytes, codec: BinaryCodec) -> list[str]:
-    """A frame for a human: its size, what it decodes to (or why it does not), its bytes in hex."""
-    try:
-        decoded = codec.decode(frame)
-        reads = f"decodes as {decoded.message!r}"
-    except FrameError as exc:
-        reads = f"refused by the codec: {exc}"
-    shown = frame[:256].hex(" ", -4)
-    more = f" ... ({len(frame) - 256} more)" if len(frame) > 256 else ""
-    return [f"{len(frame)} bytes, {_clip(reads)}", f"hex: {shown}{more}"]
-
-
-def _clip(text: str, limit: int = 600) -> str:
-    return text if len(text) <= limit else f"{text[:limit]} ... ({len(text) - limit} more characters)"
-
-
-def describe_node(node: NodeUnderTest) -> str:
-    raft = node.raft
-    return (
-        f"node {node.config.raft.node_id}: {raft.role.name.lower()} at epoch {raft.epoch} (leader {raft.leader_id}), "
-        f"log {raft.log_start_offset}..{raft.log_end_offset} (last epoch {raft.last_epoch}), "
-        f"high watermark {raft.high_watermark}, virtual time {node.now} ms"
-    )
 
 
 class ListenerTarget:
@@ -247,7 +233,7 @@ class ResponsesTarget:
         if self._last is None:
             return ["no answer yet (the node had sent nothing)"]
         sent, frame = self._last
-        head = f"an answer to {_clip(repr(sent.message), 300)} sent to node {sent.destination}"
+        head = f"an answer to {clip(repr(sent.message), 300)} sent to node {sent.destination}"
         return [head, *describe_frame(frame, self.node.reply_codec)]
 
     def state(self) -> str:
@@ -386,7 +372,7 @@ class HarnessTarget:
         if self._last is None:
             return ["no input yet"]
         name, raw = self._last
-        return [f"{name}, {len(raw)} bytes:", *(_clip(line, 200) for line in raw.decode(errors="replace").splitlines())]
+        return [f"{name}, {len(raw)} bytes:", *(clip(line, 200) for line in raw.decode(errors="replace").splitlines())]
 
     def state(self) -> str:
         return f"loaded by {self.inputs[self._last[0]][1].__name__}" if self._last else "nothing loaded yet"
@@ -421,7 +407,18 @@ def _mutate_text(text: str, rng: random.Random) -> str:
     return text
 
 
-TARGETS = ("controller", "broker", "responses", "files", "harness")
+TARGETS = ("controller", "broker", "responses", "peers", "files", "harness")
+
+
+def finding_kind(message: str) -> str:
+    """A finding's first line with the input's values blanked (numbers, quoted text, cluster ids) and
+    its code locations kept: one kind per crash site, whatever the offsets, epochs or ids that showed
+    it (the first input of each kind is kept to replay)."""
+    line = message.splitlines()[0] if message else ""
+    line = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", line)
+    line = re.sub(r"\bcluster (is )?\S+", r"cluster \1…", line)
+    parts = re.split(r"(\w+\.py:\d+)", line)  # file:line stays; odd parts are locations
+    return "".join(p if i % 2 else re.sub(r"-?\d+", "N", p) for i, p in enumerate(parts))[:300]
 
 
 def run(
@@ -435,7 +432,7 @@ def run(
     report = Report(seed, {name: TargetStats() for name in targets})
     episode_seeds = random.Random(seed)  # each target's next episode seed; nothing else draws from it
     # Per cost: a frame takes ~0.5-3 ms in process, a restart on a damaged data dir ~40 ms (real files).
-    weights = {"controller": 30, "broker": 30, "responses": 60, "files": 1, "harness": 3}
+    weights = {"controller": 30, "broker": 30, "responses": 60, "peers": 60, "files": 1, "harness": 3}
     order = [name for name in targets for _ in range(weights[name])]
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kchaos-fuzz-") as tmp:
@@ -462,8 +459,10 @@ def run(
                     stats.refused += 1
             except Finding as finding:
                 stats.findings += 1
-                message = str(finding).splitlines()[0][:300]
-                report.findings.setdefault(f"[{name}] {message}", ReplayKey(name, episode.seed, episode.inputs))
+                kind = f"[{name}] {finding_kind(str(finding))}"
+                report.findings.setdefault(kind, ReplayKey(name, episode.seed, episode.inputs))
+                report.first.setdefault(kind, f"[{name}] {str(finding).splitlines()[0][:300]}")
+                report.counts[kind] = report.counts.get(kind, 0) + 1
                 episodes[name] = Episode.start(name, episode_seeds.getrandbits(32), work / name)  # start again
             i += 1
             if progress is not None and time.monotonic() - last_progress > 30:
@@ -531,6 +530,8 @@ def _build(name: str, seed: int, workdir: Path) -> Target:
             return ListenerTarget("BROKER", seed)
         case "responses":
             return ResponsesTarget(seed, workdir)
+        case "peers":
+            return PeersTarget(seed, workdir, THREE_VOTERS, COMBINED)
         case "files":
             return FilesTarget(seed, workdir)
         case "harness":

@@ -84,9 +84,10 @@ def test_the_fuzzer_reports_a_node_that_raises(monkeypatch):
     """A fuzzer that cannot fail proves nothing: a core that raises on some input is a finding."""
     _plant_a_crash(monkeypatch)
     report = runner.run(seed=2, max_inputs=600, targets=("controller",))
-    assert any("planted" in message for message in report.findings), report.lines()
+    assert any("RuntimeError('planted')" in line for line in report.lines()), report.lines()
+    assert len(report.findings) == 1 and report.counts[next(iter(report.findings))] > 1  # one kind, many inputs
     assert all(key.target == "controller" and 1 <= key.input <= runner.RESET_EVERY for key in report.findings.values())
-    assert any("(replay: kchaos fuzz --replay controller:" in line for line in report.lines())
+    assert any("replay: kchaos fuzz --replay controller:" in line for line in report.lines())
 
 
 def test_a_finding_replays_from_its_key_alone_with_its_input_and_traceback(monkeypatch):
@@ -162,3 +163,62 @@ def test_kchaos_fuzz_refuses_an_unknown_target_in_one_line(capsys):
     assert main(["fuzz", "--budget", "1s", "--target", "nope"]) == 254
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--target nope" in err
+
+
+def test_the_peers_target_reaches_the_deep_paths_of_the_quorum_core(tmp_path):
+    """Its reason to exist: built from the node's state, its inputs make a follower truncate to a
+    diverging epoch, copy and install a leader's snapshot, refuse damaged ones, win elections, and
+    meet the stops the KIPs prescribe, within a few thousand inputs."""
+    from collections import Counter
+
+    from harness.fuzz.peers import PeersTarget
+
+    actions: Counter[str] = Counter()
+    warnings: list[str] = []
+    stops = 0
+    rng = random.Random("reach")
+    for episode in range(3):
+        target = PeersTarget(episode, tmp_path / str(episode), runner.THREE_VOTERS, runner.COMBINED)
+        for _ in range(2000):
+            node = target.node
+            target(rng)
+            if target.node is not node:  # a designed stop: the target started again
+                stops += 1
+                actions += node.outcome.actions
+                warnings += node.outcome.warnings
+        actions += target.node.outcome.actions
+        warnings += target.node.outcome.warnings
+    assert actions["TruncateLog"] and actions["ResetLog"] and actions["LoadSnapshot"], actions
+    assert actions["WriteSnapshot"] and actions["HighWatermarkAdvanced"] and actions["PersistQuorumState"], actions
+    assert any(" refused: " in w for w in warnings), warnings[:5]  # a damaged snapshot copy
+    assert stops, "no designed stop: the target never played a leader cutting committed records"
+
+
+def test_a_designed_stop_counts_only_for_what_voters_send():
+    """A leader asking to cut committed records stops the node (as in Kafka): designed when a target
+    plays the quorum's voters; the same Fatal on a node no voter talks to is a finding."""
+    from harness.fuzz.inprocess import DesignedStop, Finding
+    from node.raft.actions import Fatal
+
+    node = NodeUnderTest.from_properties(runner.COMBINED, 1)
+    stop = Fatal("leader asked to truncate to offset 3, below the high watermark 10")
+    with pytest.raises(Finding):
+        node._carry_out(stop)
+    node.by_design_stops = 0
+    with pytest.raises(DesignedStop):
+        node._carry_out(stop)
+    with pytest.raises(Finding):  # any other stop is a finding, whoever sent what caused it
+        node._carry_out(Fatal("asked to truncate the log while it was being written"))
+    assert node.by_design_stops == 1
+
+
+def test_findings_of_one_kind_are_reported_once():
+    kind = runner.finding_kind
+    assert kind("Fatal: leader asked to truncate to offset 3, below the high watermark 10") == kind(
+        "Fatal: leader asked to truncate to offset 40, below the high watermark 77"
+    )
+    assert kind("raised LogError('offset 4 outside [5, 6)') at log.py:66") == kind("raised LogError('x') at log.py:66")
+    assert kind("raised LogError('x') at log.py:66") != kind("raised LogError('x') at log.py:84")  # two crash sites
+    assert kind("elected leader 2 belongs to cluster abc-1, but this node's cluster is q9") == kind(
+        "elected leader 3 belongs to cluster zz, but this node's cluster is x"
+    )

@@ -1,0 +1,240 @@
+"""The `peers` target: node 1 of three voters, and voters 2 and 3 saying plausible things to it.
+
+The `responses` target answers with sampled values, which seldom line up with the node's state: in
+60,000 inputs it ran 40 % of the core's snapshot code and none of a follower's truncation. Here every
+message starts from the node's state (epochs around its own, offsets around its log end and high
+watermark, batches at its fetch offset, diverging epochs from its own epoch cache, the snapshot of a
+real leader, whole or damaged) and is then damaged at times, so that the deep paths of KIP-595 and
+KIP-630 meet what a confused, lagging or corrupted peer could send. Requests come from voters 2 and 3
+(and at times from a stranger); answers go to whatever the node asked.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import cache
+from pathlib import Path
+
+import node.raft.actions as A
+from harness.fuzz.describe import describe_frame, describe_node
+from harness.fuzz.inprocess import DesignedStop, NodeUnderTest
+from harness.fuzz.mutate import mutate_bytes, mutate_value
+from node.metadata.snapshot import snapshot_bytes
+from node.process.process import CONTROLLER_LISTENER
+from node.protocol.broker_api import FetchSnapshotRequest, FetchSnapshotResponse, SnapshotId
+from node.protocol.codec import BinaryCodec
+from node.protocol.errors import ErrorCode
+from node.protocol.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    EpochEndOffset,
+    FetchRequest,
+    FetchResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from node.raft.records import RecordBatch
+
+PEERS = (2, 3)
+STRANGER = 7
+PROBE_EVERY = 100
+_CODEC = BinaryCodec()
+_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+
+@cache
+def donor(combined: Path) -> tuple[tuple[bytes, ...], bytes, SnapshotId]:
+    """What a real leader holds: its metadata records and a snapshot of its image (the combined node
+    of examples/combined.properties after it elected itself and registered)."""
+    leader = NodeUnderTest.from_properties(combined, seed=1)
+    for _ in range(200):
+        leader.advance(50)
+    records = tuple(r for b in leader.raft.log.batches() if not b.control for r in b.records)
+    image = leader.process.image
+    return records, snapshot_bytes(image), SnapshotId(image.last_offset + 1, image.last_epoch)
+
+
+class PeersTarget:
+    """One input: time passes, a request from a peer, or an answer to something the node sent."""
+
+    def __init__(self, seed: int, workdir: Path, three_voters: str, combined: Path) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.path = workdir / "voter-1.properties"
+        self.path.write_text(three_voters.format(data=workdir / "data-1"))
+        self.records, self.snapshot, self.snapshot_id = donor(combined)
+        self.node = self._fresh(seed)
+        self.count = 0
+        self._last: tuple[str, bytes] = ("nothing yet", b"")
+
+    def _fresh(self, seed: int) -> NodeUnderTest:
+        node = NodeUnderTest.from_properties(self.path, seed)
+        node.by_design_stops = 0
+        return node
+
+    def __call__(self, rng: random.Random) -> bool:
+        self.count += 1
+        node = self.node
+        roll = rng.random()
+        try:
+            if roll < 0.15:
+                node.advance(rng.choice((10, 100, 500, 2000)))
+                accepted = True
+            elif roll < 0.5:
+                message = self._request(rng)
+                frame = self._damaged(message, rng, request=True, cid=rng.randint(1, 1000))
+                self._last = (f"a request on the {CONTROLLER_LISTENER} listener", frame)
+                accepted = node.feed_frame(CONTROLLER_LISTENER, frame, ("peer", self.count % 4))
+            else:
+                if not node.outstanding:
+                    node.advance(rng.choice((10, 100, 500)))
+                    return True
+                sent = node.outstanding.pop(rng.randrange(len(node.outstanding)))
+                message = self._answer(sent, rng)
+                frame = self._damaged(message, rng, request=False, cid=sent.correlation_id)
+                self._last = (f"an answer to {sent.message!r} sent to node {sent.destination}", frame)
+                accepted = node.feed_response(sent, frame)
+        except DesignedStop:
+            self.node = self._fresh(rng.getrandbits(32))
+            return False
+        if self.count % PROBE_EVERY == 0:
+            node.still_serves()
+        return accepted
+
+    # --- values near the node's state ------------------------------------------------------------
+
+    def _epoch(self, rng: random.Random) -> int:
+        e = self.node.raft.epoch
+        return max(0, e + rng.choice((0, 0, 0, 1, 1, -1, 2, -2)))
+
+    def _offset(self, rng: random.Random) -> int:
+        raft = self.node.raft
+        end, hwm, start = raft.log_end_offset, raft.high_watermark, raft.log_start_offset
+        return max(0, rng.choice((end, end, hwm, hwm - 1, end - 1, end + 1, start, start - 1, end + 5, 0)))
+
+    def _log_epoch(self, rng: random.Random) -> int:
+        entries = self.node.raft.log.epoch_entries()
+        if entries and rng.random() < 0.8:
+            return rng.choice(entries).epoch
+        return max(0, self.node.raft.last_epoch + rng.choice((-1, 0, 1)))
+
+    def _cluster_id(self, rng: random.Random) -> str | None:
+        roll = rng.random()
+        if roll < 0.02:
+            return "a-foreign-cluster-0000000"
+        return None if roll < 0.1 else self.node.raft.cluster_id
+
+    def _request(self, rng: random.Random) -> object:
+        peer = rng.choice(PEERS) if rng.random() < 0.95 else STRANGER
+        kind = rng.randrange(5)
+        cid = self._cluster_id(rng)
+        if kind == 0:
+            return VoteRequest(cid, self._epoch(rng), peer, self._log_epoch(rng), self._offset(rng), rng.random() < 0.5)
+        if kind == 1:
+            return BeginQuorumEpochRequest(cid, peer, self._epoch(rng))
+        if kind == 2:
+            successors = rng.choice(((1,), (1, 3), (3, 1), (), (1, 2, 3)))
+            return EndQuorumEpochRequest(cid, peer, rng.choice((peer, 1, -1)), self._epoch(rng), successors)
+        if kind == 3:
+            wait = rng.choice((0, 0, 500))
+            return FetchRequest(cid, peer, self._epoch(rng), self._offset(rng), self._log_epoch(rng), wait)
+        own = self.node.raft.snapshot_id or SnapshotId(self._offset(rng), self._log_epoch(rng))
+        position = rng.choice((0, 0, 1, len(self.snapshot), -1))
+        return FetchSnapshotRequest(cid, peer, rng.choice((1 << 20, 16, 0)), self._epoch(rng), own, position)
+
+    def _answer(self, sent: A.SendRequest, rng: random.Random) -> object:
+        req = sent.message
+        leader = rng.choice((sent.destination, sent.destination, sent.destination, -1, 1, 5 - sent.destination))
+        error = int(ErrorCode.NONE) if rng.random() < 0.85 else int(rng.choice(_ERRORS))
+        match req:
+            case VoteRequest():
+                epoch = req.candidate_epoch if rng.random() < 0.8 else self._epoch(rng)
+                return VoteResponse(error, rng.choice((-1, -1, leader)), epoch, rng.random() < 0.6)
+            case BeginQuorumEpochRequest():
+                return BeginQuorumEpochResponse(error, leader, req.leader_epoch)
+            case EndQuorumEpochRequest():
+                return EndQuorumEpochResponse(error, leader, req.leader_epoch)
+            case FetchRequest():
+                return self._fetch_answer(sent, req, error, leader, rng)
+            case FetchSnapshotRequest():
+                return self._snapshot_chunk(sent, req, error, rng)
+        return VoteResponse(error, -1, self._epoch(rng), False)  # not a request a voter sends: a wrong answer
+
+    def _fetch_answer(
+        self, sent: A.SendRequest, req: FetchRequest, error: int, leader: int, rng: random.Random
+    ) -> FetchResponse:
+        epoch = req.current_leader_epoch if rng.random() < 0.85 else self._epoch(rng)
+        start = rng.choice((0, 0, self.node.raft.log_start_offset, self.snapshot_id.end_offset))
+        roll = rng.random()
+        if roll < 0.6:
+            batches = self._batches(req.fetch_offset, req.last_fetched_epoch, epoch, rng)
+            end = batches[-1].next_offset if batches else req.fetch_offset
+            hwm = max(0, rng.choice((end, end, req.fetch_offset, end - 1, self.node.raft.high_watermark, end + 3)))
+            return FetchResponse(error, leader, epoch, hwm, start, records=tuple(batches))
+        hwm = self._offset(rng)
+        if roll < 0.8:
+            diverging = EpochEndOffset(self._log_epoch(rng), self._offset(rng))
+            return FetchResponse(error, leader, epoch, hwm, start, diverging_epoch=diverging)
+        if roll < 0.92:
+            sid = self.snapshot_id
+            if rng.random() < 0.3:
+                sid = SnapshotId(max(1, sid.end_offset + rng.choice((-1, 1, 10))), self._log_epoch(rng))
+            return FetchResponse(
+                error, leader, epoch, hwm, sid.end_offset, snapshot_id=sid, cluster_id=self._cluster_id(rng)
+            )
+        return FetchResponse(error, leader, epoch, hwm, start)
+
+    def _batches(self, base: int, after_epoch: int, leader_epoch: int, rng: random.Random) -> list[RecordBatch]:
+        out = []
+        epoch = max(0, after_epoch)
+        for _ in range(rng.choice((1, 1, 2, 3))):
+            epoch = min(max(epoch, rng.choice((epoch, epoch, leader_epoch))), max(leader_epoch, 0))
+            if rng.random() < 0.8:
+                records = tuple(rng.choice(self.records) for _ in range(rng.randint(1, 4)))
+            else:
+                records = tuple(rng.randbytes(rng.randint(0, 24)) for _ in range(rng.randint(1, 3)))
+            out.append(RecordBatch(base, epoch, records, timestamp_ms=rng.randint(0, 10**6)))
+            base += len(records)
+        return out
+
+    def _snapshot_chunk(
+        self, sent: A.SendRequest, req: FetchSnapshotRequest, error: int, rng: random.Random
+    ) -> FetchSnapshotResponse:
+        data = self.snapshot
+        roll = rng.random()
+        if roll < 0.15:
+            data = mutate_bytes(data, rng)
+        elif roll < 0.25:
+            data = rng.randbytes(len(data))
+        position = max(0, req.position)
+        size = rng.choice((len(data), len(data), max(1, rng.randrange(1, len(data) * 2))))
+        chunk = data[position : position + rng.choice((req.max_bytes, req.max_bytes, 64))]
+        sid = req.snapshot_id if rng.random() < 0.9 else SnapshotId(req.snapshot_id.end_offset + 1, 0)
+        return FetchSnapshotResponse(error, sent.destination, req.current_leader_epoch, sid, size, position, chunk)
+
+    # --- damage, sometimes -----------------------------------------------------------------------
+
+    def _damaged(self, message: object, rng: random.Random, request: bool, cid: int = 0) -> bytes:
+        mutated = mutate_value(message, rng) if rng.random() < 0.15 else message
+        frame = _encode(mutated, request, cid) or _encode(message, request, cid)
+        if frame is None:
+            return b"\x00\x00\x00\x00"  # a value past its wire type (an epoch at the int32 limit): an empty frame
+        return mutate_bytes(frame, rng) if rng.random() < 0.05 else frame
+
+    # --- what a replay shows ---------------------------------------------------------------------
+
+    def last_input(self) -> list[str]:
+        what, frame = self._last
+        codec = self.node.codecs[CONTROLLER_LISTENER] if what.startswith("a request") else self.node.reply_codec
+        return [what, *describe_frame(frame, codec)] if frame else [what]
+
+    def state(self) -> str:
+        return describe_node(self.node)
+
+
+def _encode(message: object, request: bool, cid: int) -> bytes | None:
+    try:
+        return _CODEC.encode_request(cid or 1, message) if request else _CODEC.encode_response(cid, message)
+    except ValueError:
+        return None
