@@ -60,17 +60,21 @@ class CorruptBatchError(ValueError):
 
 
 def encode_batch(batch: RecordBatch) -> bytes:
+    """The batch's bytes; ValueError (as from every encoder here) for one the format cannot hold."""
     if not batch.records:
         raise ValueError("a record batch holds at least one record")
     count = len(batch.records)
     parts = [b""]  # placeholder for the header, filled in once the CRC is known
-    parts.append(_AFTER_CRC.pack(CONTROL_FLAG if batch.control else 0, count - 1, batch.timestamp_ms, count))
-    for record in batch.records:
-        parts.append(_LEN.pack(len(record)))
-        parts.append(record)
-    after_crc = b"".join(parts)
-    crc = crc32c.crc32c(after_crc, _crc_seed(batch.base_offset, batch.epoch))
-    header = _HEAD.pack(batch.base_offset, len(after_crc) + 9) + struct.pack(">ibI", batch.epoch, MAGIC, crc)
+    try:
+        parts.append(_AFTER_CRC.pack(CONTROL_FLAG if batch.control else 0, count - 1, batch.timestamp_ms, count))
+        for record in batch.records:
+            parts.append(_LEN.pack(len(record)))
+            parts.append(record)
+        after_crc = b"".join(parts)
+        crc = crc32c.crc32c(after_crc, _crc_seed(batch.base_offset, batch.epoch))
+        header = _HEAD.pack(batch.base_offset, len(after_crc) + 9) + struct.pack(">ibI", batch.epoch, MAGIC, crc)
+    except struct.error as exc:
+        raise ValueError(f"cannot encode the batch at offset {batch.base_offset}, epoch {batch.epoch}: {exc}") from None
     return header + after_crc
 
 

@@ -95,3 +95,19 @@ def test_records_codec_crc_covers_base_offset_and_epoch(pos):
 def test_records_malformed_control_record_is_a_corrupt_batch(record):
     with pytest.raises(CorruptBatchError):
         decode_control(record)
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        RecordBatch(0, 2**31, (b"a",)),  # an epoch past int32 (the fuzzer's peers target met it)
+        RecordBatch(2**63, 1, (b"a",)),
+        RecordBatch(0, 1, (b"a",), timestamp_ms=2**63),
+    ],
+    ids=["epoch", "offset", "timestamp"],
+)
+def test_a_batch_the_format_cannot_hold_is_a_value_error_naming_it(batch):
+    """Callers (the codec, the log writer, the fuzzer) catch ValueError for what cannot be encoded; a
+    bare struct.error used to escape them."""
+    with pytest.raises(ValueError, match=f"cannot encode the batch at offset {batch.base_offset}, epoch {batch.epoch}"):
+        encode_batch(batch)
