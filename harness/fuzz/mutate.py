@@ -14,6 +14,7 @@ import dataclasses
 import random
 import struct
 import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from node.protocol.errors import ErrorCode
@@ -44,14 +45,32 @@ def _small_int(rng: random.Random, code: str) -> int:
     return max(lo, min(hi, rng.randint(0, 5) if rng.random() < 0.8 else rng.randint(-1, 100)))
 
 
-def sample(cls: type, rng: random.Random, depth: int = 0) -> Any:
-    """A message (or nested struct) of `cls` with plausible values for every field of its schema."""
+Hints = Mapping[str, Callable[[random.Random], Any]]
+
+
+def sample(cls: type, rng: random.Random, depth: int = 0, hints: Hints | None = None) -> Any:
+    """A message (or nested struct) of `cls` with plausible values for every field of its schema.
+
+    `hints` gives values for fields by `"Class.field"` or `"field"` (a topic id the node knows, a
+    broker epoch it holds), or whole messages by `"Class"` (fields that must agree, as a broker's id
+    and its epoch): taken 70% of the time, so that requests meet the node's state."""
     schema = SCHEMAS_BY_CLASS[cls]
-    values = [sample_field(ftype, rng, depth) for _, ftype in schema.fields]
+    whole = hints.get(cls.__name__) if hints else None
+    if whole is not None and rng.random() < 0.7:
+        return whole(rng)
+    if not hints:
+        return cls(*[sample_field(ftype, rng, depth) for _, ftype in schema.fields])
+    values = []
+    for name, ftype in schema.fields:
+        hint = hints.get(f"{cls.__name__}.{name}") or hints.get(name)
+        if hint is not None and rng.random() < 0.7:
+            values.append(hint(rng))
+        else:
+            values.append(sample_field(ftype, rng, depth, hints))
     return cls(*values)
 
 
-def sample_field(ftype: Any, rng: random.Random, depth: int) -> Any:
+def sample_field(ftype: Any, rng: random.Random, depth: int, hints: Hints | None = None) -> Any:
     match ftype:
         case Fixed() if ftype.enum is not None:
             return rng.choice([m for m in ftype.enum if m.name != "UNKNOWN"] or list(ftype.enum))
@@ -75,13 +94,13 @@ def sample_field(ftype: Any, rng: random.Random, depth: int) -> Any:
             if ftype.nullable and rng.random() < 0.1:
                 return None
             n = 0 if depth > 3 else rng.randint(0, 3)
-            return tuple(sample_field(ftype.elem, rng, depth + 1) for _ in range(n))
+            return tuple(sample_field(ftype.elem, rng, depth + 1, hints) for _ in range(n))
         case Pair():
-            return (sample_field(ftype.key, rng, depth + 1), sample_field(ftype.value, rng, depth + 1))
+            return (sample_field(ftype.key, rng, depth + 1, hints), sample_field(ftype.value, rng, depth + 1, hints))
         case OptionalStruct():
-            return None if rng.random() < 0.3 or depth > 3 else sample(ftype.schema.cls, rng, depth + 1)
+            return None if rng.random() < 0.3 or depth > 3 else sample(ftype.schema.cls, rng, depth + 1, hints)
         case Struct():
-            return sample(ftype.schema.cls, rng, depth + 1)
+            return sample(ftype.schema.cls, rng, depth + 1, hints)
         case Batches():
             return tuple(sample_batches(rng, rng.randint(0, 2)))
     raise TypeError(f"no sampler for field type {ftype!r}")

@@ -5,6 +5,9 @@ nothing (the input kept the contract) or raises `Finding`. Targets:
 
 - `controller` / `broker`: a request frame of every type the listener serves (and, at times, a type it
   does not, or a response) to the combined node of examples/combined.properties, in process;
+- `clients`: the same node with two more brokers and two topics, and requests of every API sampled with
+  hints from its metadata image (topic ids, broker epochs, partition epochs, ISRs, config names)
+  (`harness/fuzz/clients.py`);
 - `responses`: answers of every response type (right or wrong type, mutated) to whatever node 1 of a
   three-voter combined quorum sends;
 - `peers`: the same node, with voters 2 and 3 sending requests and answers built from its state
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Protocol
 
 import node.raft.actions as A
+from harness.fuzz.clients import ClientsTarget
 from harness.fuzz.describe import clip, describe_frame, describe_node
 from harness.fuzz.inprocess import DesignedStop, Finding, NodeUnderTest
 from harness.fuzz.mutate import mutate_bytes, mutate_file, mutate_value, sample, sample_batches
@@ -407,7 +411,7 @@ def _mutate_text(text: str, rng: random.Random) -> str:
     return text
 
 
-TARGETS = ("controller", "broker", "responses", "peers", "files", "harness")
+TARGETS = ("controller", "broker", "clients", "responses", "peers", "files", "harness")
 
 
 def finding_kind(message: str) -> str:
@@ -432,7 +436,7 @@ def run(
     report = Report(seed, {name: TargetStats() for name in targets})
     episode_seeds = random.Random(seed)  # each target's next episode seed; nothing else draws from it
     # Per cost: a frame takes ~0.5-3 ms in process, a restart on a damaged data dir ~40 ms (real files).
-    weights = {"controller": 30, "broker": 30, "responses": 60, "peers": 60, "files": 1, "harness": 3}
+    weights = {"controller": 30, "broker": 30, "clients": 30, "responses": 60, "peers": 60, "files": 1, "harness": 3}
     order = [name for name in targets for _ in range(weights[name])]
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kchaos-fuzz-") as tmp:
@@ -530,6 +534,8 @@ def _build(name: str, seed: int, workdir: Path) -> Target:
             return ListenerTarget("BROKER", seed)
         case "responses":
             return ResponsesTarget(seed, workdir)
+        case "clients":
+            return ClientsTarget(seed, COMBINED)
         case "peers":
             return PeersTarget(seed, workdir, THREE_VOTERS, COMBINED)
         case "files":

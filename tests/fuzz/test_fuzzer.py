@@ -222,3 +222,41 @@ def test_findings_of_one_kind_are_reported_once():
     assert kind("elected leader 2 belongs to cluster abc-1, but this node's cluster is q9") == kind(
         "elected leader 3 belongs to cluster zz, but this node's cluster is x"
     )
+
+
+def test_the_clients_target_gets_requests_past_the_controllers_first_checks(monkeypatch):
+    """Its reason to exist: hinted with the image's ids and epochs, its AlterPartitions and config
+    changes are accepted (error NONE for the partition or resource) and change the image, where
+    sampled values stop at "unknown topic" or "stale broker epoch"."""
+    from collections import Counter
+
+    import node.raft.actions as A
+    from harness.fuzz import inprocess
+    from harness.fuzz.clients import ClientsTarget
+
+    answers: Counter[tuple[str, int]] = Counter()
+    carry_out = inprocess.NodeUnderTest._carry_out
+
+    def spy(self, action):  # count the node's answers, per response type and per-item error code
+        if isinstance(action, A.Respond):
+            message = action.message
+            items = [p for t in getattr(message, "topics", ()) or () for p in getattr(t, "partitions", ()) or ()]
+            items += list(getattr(message, "responses", ()) or ())
+            for item in items:
+                answers[(type(message).__name__, int(item.error_code))] += 1
+        return carry_out(self, action)
+
+    monkeypatch.setattr(inprocess.NodeUnderTest, "_carry_out", spy)
+    target = ClientsTarget(1, runner.COMBINED)
+    image = target.node.process.image
+    assert len(image.brokers) == 3 and sorted(image.topics.values()) == ["t1", "t2"]  # the set-up
+    rng = random.Random("clients")
+    epochs: set[int] = set()
+    for _ in range(3000):
+        target(rng)
+        image = target.node.process.image
+        for topic_id in image.topics:
+            epochs.update(p.partition_epoch for p in image.partitions(topic_id).values())
+    assert answers[("AlterPartitionResponse", 0)] >= 5, answers
+    assert answers[("IncrementalAlterConfigsResponse", 0)] >= 5, answers
+    assert max(epochs) > 0 and image.config_resources, "nothing the requests asked for reached the image"
