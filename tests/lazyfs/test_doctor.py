@@ -4,6 +4,7 @@ missing, and a lazyfs left by a killed doctor removed by the next one."""
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 
 import pytest
@@ -23,7 +24,10 @@ def lazyfs_row(checks):
 
 
 def our_tmpdirs() -> set[str]:
-    return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith(TMPDIR_PREFIX)}
+    """The ledgered temp dirs (`create_tmpdir`: kchaos-<12 hex digits>). Other kchaos-* names, such as
+    the fuzzer's TemporaryDirectory (kchaos-fuzz-*) of a test on another worker, come and go meanwhile."""
+    pattern = re.compile(rf"{re.escape(TMPDIR_PREFIX)}[0-9a-f]{{12}}")
+    return {p for p in os.listdir(tempfile.gettempdir()) if pattern.fullmatch(p)}
 
 
 def test_the_lazyfs_check_passes_here_and_leaves_nothing(tmp_path, monkeypatch):
