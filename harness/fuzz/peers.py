@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 
 import node.raft.actions as A
-from harness.fuzz.describe import describe_frame, describe_node
+from harness.fuzz.describe import clip, describe_frame, describe_node
 from harness.fuzz.inprocess import DesignedStop, NodeUnderTest
 from harness.fuzz.mutate import mutate_bytes, mutate_value
 from node.metadata.snapshot import snapshot_bytes
@@ -66,7 +66,7 @@ class PeersTarget:
         self.records, self.snapshot, self.snapshot_id = donor(combined)
         self.node = self._fresh(seed)
         self.count = 0
-        self._last: tuple[str, bytes] = ("nothing yet", b"")
+        self._last: tuple[A.SendRequest | None, bytes] = (None, b"")  # what it answered (None: a request)
 
     def _fresh(self, seed: int) -> NodeUnderTest:
         node = NodeUnderTest.from_properties(self.path, seed)
@@ -84,7 +84,7 @@ class PeersTarget:
             elif roll < 0.5:
                 message = self._request(rng)
                 frame = self._damaged(message, rng, request=True, cid=rng.randint(1, 1000))
-                self._last = (f"a request on the {CONTROLLER_LISTENER} listener", frame)
+                self._last = (None, frame)
                 accepted = node.feed_frame(CONTROLLER_LISTENER, frame, ("peer", self.count % 4))
             else:
                 if not node.outstanding:
@@ -93,7 +93,7 @@ class PeersTarget:
                 sent = node.outstanding.pop(rng.randrange(len(node.outstanding)))
                 message = self._answer(sent, rng)
                 frame = self._damaged(message, rng, request=False, cid=sent.correlation_id)
-                self._last = (f"an answer to {sent.message!r} sent to node {sent.destination}", frame)
+                self._last = (sent, frame)  # described only if a replay asks
                 accepted = node.feed_response(sent, frame)
         except DesignedStop:
             self.node = self._fresh(rng.getrandbits(32))
@@ -225,9 +225,16 @@ class PeersTarget:
     # --- what a replay shows ---------------------------------------------------------------------
 
     def last_input(self) -> list[str]:
-        what, frame = self._last
-        codec = self.node.codecs[CONTROLLER_LISTENER] if what.startswith("a request") else self.node.reply_codec
-        return [what, *describe_frame(frame, codec)] if frame else [what]
+        sent, frame = self._last
+        if not frame:
+            return ["nothing sent yet"]
+        if sent is None:
+            return [
+                f"a request on the {CONTROLLER_LISTENER} listener",
+                *describe_frame(frame, self.node.codecs[CONTROLLER_LISTENER]),
+            ]
+        what = f"an answer to {clip(repr(sent.message), 300)} sent to node {sent.destination}"
+        return [what, *describe_frame(frame, self.node.reply_codec)]
 
     def state(self) -> str:
         return describe_node(self.node)
