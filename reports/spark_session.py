@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -35,9 +37,13 @@ def parse_conf(pairs: list[str] | None) -> dict[str, str]:
 
 
 def _package_zip() -> str:
-    """Zip the `reports` package so executors on a cluster can import the metric definitions."""
+    """Zip the `reports` package so executors on a cluster can import the metric definitions. The
+    driver serves the file from where it is for the session's life, so it goes when the job's process
+    ends (it used to stay in /tmp, one directory per job)."""
     package = Path(__file__).resolve().parent
-    target = Path(tempfile.mkdtemp(prefix="kchaos-reports-")) / "kchaos_reports.zip"
+    directory = Path(tempfile.mkdtemp(prefix="kchaos-reports-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    target = directory / "kchaos_reports.zip"
     with zipfile.ZipFile(target, "w") as zf:
         for path in package.rglob("*.py"):
             zf.write(path, Path("reports") / path.relative_to(package))

@@ -41,3 +41,15 @@ def test_a_standalone_cluster_reports_what_local_mode_reports(report, results_ro
         assert len({p.parent for p in apps}) == 2, apps  # both workers ran executors
     cluster_summary = json.loads((out / "summary.json").read_text())
     assert _comparable(cluster_summary) == _comparable(report.summary)
+
+
+def test_the_package_zip_for_a_cluster_is_removed_when_the_job_ends() -> None:
+    """A job on a cluster ships `reports` as a zip from a temp dir; the dir must not outlive the job
+    (one was left in /tmp per job). The real thing: a process that makes the zip and exits."""
+    code = "from reports.spark_session import _package_zip; print(_package_zip())"
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    made = Path(done.stdout.strip())
+    assert made.name == "kchaos_reports.zip" and made.parent.name.startswith("kchaos-reports-")
+    assert not made.parent.exists()
