@@ -5,7 +5,8 @@ RaftNode, `build_process`), keeps its storage in memory but encodes every record
 and snapshot with the real file formats (so a value that would not fit a file fails here as it fails
 on disk), and answers the core's flushes at once. A frame goes through the listener's codec; what
 decodes is handed to the process; every action the process returns is carried out. Any exception,
-`Fatal`, unrequested `ShutDown`, undecodable own answer or unencodable record is a finding.
+`Fatal` (but the designed stops, for the targets that play the voters), unrequested `ShutDown`,
+undecodable own answer, unencodable record, or cut of committed records is a finding.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ from node.runtime.server_config import ServerConfig, load_server_config
 
 
 class DesignedStop(Exception):
-    """The node stopped as its protocol says it must (an answer only a voter of this quorum can send
-    told it its cluster id is wrong): not a finding, but the node is gone; the target starts again."""
+    """The node stopped as its protocol says it must, on something only the quorum's voters send
+    (`DESIGNED_STOPS`): not a finding, but the node is gone; the target starts again."""
 
 
 # The stops a KIP prescribes for what only the quorum's own voters send (the targets that play them set
