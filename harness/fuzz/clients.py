@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import random
 import uuid
-from pathlib import Path
 from typing import Any
 
 from harness.fuzz.describe import describe_frame, describe_node
-from harness.fuzz.inprocess import NodeUnderTest
+from harness.fuzz.inprocess import settled_leader
 from harness.fuzz.mutate import Hints, mutate_bytes, mutate_value, sample
 from node.controller.config_catalog import CATALOG, ConfigDef
 from node.process.process import CONTROLLER_LISTENER
@@ -52,18 +51,16 @@ _VALUES = ("0", "1", "-1", "100", "86400000", "true", "false", "delete", "compac
 class ClientsTarget:
     """One input: time passes, or a request on either listener, sampled with the image's hints."""
 
-    def __init__(self, seed: int, combined: Path) -> None:
-        self.node = NodeUnderTest.from_properties(combined, seed)
+    def __init__(self, seed: int) -> None:
+        self.node = settled_leader(seed)
         self.classes = [c for c in REQUESTS if API_KEYS[c] in CONTROLLER_API_KEYS or API_KEYS[c] in BROKER_API_KEYS]
         self.count = 0
         self._last: tuple[str, bytes] = (CONTROLLER_LISTENER, b"")
         self._set_up()
 
     def _set_up(self) -> None:
-        """A cluster worth asking about: the node's leadership, two more live brokers, two topics."""
+        """A cluster worth asking about: two more live brokers beside the leader's own, two topics."""
         node = self.node
-        for _ in range(200):
-            node.advance(50)
         features = (BrokerRegistrationFeature("metadata.version", 1, 1),)
         for broker in EXTRA_BROKERS:
             listener = (Listener("PLAINTEXT", "127.0.0.1", 9000 + broker, 0),)

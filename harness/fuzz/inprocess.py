@@ -39,6 +39,35 @@ from node.runtime.file_storage import (
 from node.runtime.roles import build_process
 from node.runtime.server_config import ServerConfig, load_server_config
 
+ROOT = Path(__file__).resolve().parents[2]
+COMBINED = ROOT / "examples" / "combined.properties"  # one combined node, the only voter
+THREE_VOTERS = """node.id=1
+process.roles=broker,controller
+listeners=BROKER://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093
+controller.listener.names=CONTROLLER
+controller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:19193,3@127.0.0.1:19293
+metadata.log.dir={data}
+"""
+
+
+def first_of_three_voters(workdir: Path, seed: int) -> NodeUnderTest:
+    """Node 1 of a three-voter combined quorum whose peers the caller plays (so the stops a KIP
+    prescribes for their messages are counted, not findings)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "voter-1.properties"
+    path.write_text(THREE_VOTERS.format(data=workdir / "data-1"))
+    node = NodeUnderTest.from_properties(path, seed)
+    node.by_design_stops = 0
+    return node
+
+
+def settled_leader(seed: int) -> NodeUnderTest:
+    """The combined node of `COMBINED` after 10 virtual seconds: it elected itself and registered."""
+    node = NodeUnderTest.from_properties(COMBINED, seed)
+    for _ in range(200):
+        node.advance(50)
+    return node
+
 
 class DesignedStop(Exception):
     """The node stopped as its protocol says it must, on something only the quorum's voters send

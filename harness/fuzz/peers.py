@@ -17,7 +17,7 @@ from pathlib import Path
 
 import node.raft.actions as A
 from harness.fuzz.describe import clip, describe_frame, describe_node
-from harness.fuzz.inprocess import DesignedStop, NodeUnderTest
+from harness.fuzz.inprocess import DesignedStop, first_of_three_voters, settled_leader
 from harness.fuzz.mutate import mutate_bytes, mutate_value
 from node.metadata.snapshot import snapshot_bytes
 from node.process.process import CONTROLLER_LISTENER
@@ -45,12 +45,9 @@ _ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, Erro
 
 
 @cache
-def donor(combined: Path) -> tuple[tuple[bytes, ...], bytes, SnapshotId]:
-    """What a real leader holds: its metadata records and a snapshot of its image (the combined node
-    of examples/combined.properties after it elected itself and registered)."""
-    leader = NodeUnderTest.from_properties(combined, seed=1)
-    for _ in range(200):
-        leader.advance(50)
+def donor() -> tuple[tuple[bytes, ...], bytes, SnapshotId]:
+    """What a real leader holds: its metadata records and a snapshot of its image."""
+    leader = settled_leader(seed=1)
     records = tuple(r for b in leader.raft.log.batches() if not b.control for r in b.records)
     image = leader.process.image
     return records, snapshot_bytes(image), SnapshotId(image.last_offset + 1, image.last_epoch)
@@ -59,19 +56,12 @@ def donor(combined: Path) -> tuple[tuple[bytes, ...], bytes, SnapshotId]:
 class PeersTarget:
     """One input: time passes, a request from a peer, or an answer to something the node sent."""
 
-    def __init__(self, seed: int, workdir: Path, three_voters: str, combined: Path) -> None:
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.path = workdir / "voter-1.properties"
-        self.path.write_text(three_voters.format(data=workdir / "data-1"))
-        self.records, self.snapshot, self.snapshot_id = donor(combined)
-        self.node = self._fresh(seed)
+    def __init__(self, seed: int, workdir: Path) -> None:
+        self.workdir = workdir
+        self.records, self.snapshot, self.snapshot_id = donor()
+        self.node = first_of_three_voters(workdir, seed)
         self.count = 0
         self._last: tuple[A.SendRequest | None, bytes] = (None, b"")  # what it answered (None: a request)
-
-    def _fresh(self, seed: int) -> NodeUnderTest:
-        node = NodeUnderTest.from_properties(self.path, seed)
-        node.by_design_stops = 0
-        return node
 
     def __call__(self, rng: random.Random) -> bool:
         self.count += 1
@@ -96,7 +86,7 @@ class PeersTarget:
                 self._last = (sent, frame)  # described only if a replay asks
                 accepted = node.feed_response(sent, frame)
         except DesignedStop:
-            self.node = self._fresh(rng.getrandbits(32))
+            self.node = first_of_three_voters(self.workdir, rng.getrandbits(32))
             return False
         if self.count % PROBE_EVERY == 0:
             node.still_serves()

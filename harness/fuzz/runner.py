@@ -40,7 +40,14 @@ from typing import Protocol
 import node.raft.actions as A
 from harness.fuzz.clients import ClientsTarget
 from harness.fuzz.describe import clip, describe_frame, describe_node
-from harness.fuzz.inprocess import DesignedStop, Finding, NodeUnderTest
+from harness.fuzz.inprocess import (
+    COMBINED,
+    ROOT,
+    DesignedStop,
+    Finding,
+    NodeUnderTest,
+    first_of_three_voters,
+)
 from harness.fuzz.mutate import mutate_bytes, mutate_file, mutate_value, sample, sample_batches
 from harness.fuzz.peers import PeersTarget
 from node.process.process import CONTROLLER_LISTENER
@@ -53,8 +60,6 @@ from node.raft.records import RecordBatch
 from node.raft.storage import StorageError
 from node.runtime.file_storage import FileStorage
 
-ROOT = Path(__file__).resolve().parents[2]
-COMBINED = ROOT / "examples" / "combined.properties"
 RESET_EVERY = 3000  # inputs in one episode: then the target starts again, fresh (bounded memory and replay)
 PROBE_EVERY = 100  # inputs between checks that the node still answers a fresh client
 _CODEC = BinaryCodec()
@@ -189,29 +194,14 @@ class ListenerTarget:
         return describe_node(self.node)
 
 
-THREE_VOTERS = """node.id=1
-process.roles=broker,controller
-listeners=BROKER://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093
-controller.listener.names=CONTROLLER
-controller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:19193,3@127.0.0.1:19293
-metadata.log.dir={data}
-"""
-
-
 class ResponsesTarget:
     """Mutated answers to the requests node 1 of three voters sends (votes, fetches, ...)."""
 
     def __init__(self, seed: int, workdir: Path) -> None:
-        self.path = workdir / "voter-1.properties"
-        self.path.write_text(THREE_VOTERS.format(data=workdir / "data-1"))
-        self.node = self._fresh(seed)
+        self.workdir = workdir
+        self.node = first_of_three_voters(workdir, seed)
         self.count = 0
         self._last: tuple[A.SendRequest, bytes] | None = None
-
-    def _fresh(self, seed: int) -> NodeUnderTest:
-        node = NodeUnderTest.from_properties(self.path, seed)
-        node.by_design_stops = 0
-        return node
 
     def __call__(self, rng: random.Random) -> bool:
         self.count += 1
@@ -227,7 +217,7 @@ class ResponsesTarget:
         try:
             accepted = self.node.feed_response(sent, frame)
         except DesignedStop:
-            self.node = self._fresh(rng.getrandbits(32))
+            self.node = first_of_three_voters(self.workdir, rng.getrandbits(32))
             return False
         if self.count % PROBE_EVERY == 0:
             self.node.still_serves()
@@ -535,9 +525,9 @@ def _build(name: str, seed: int, workdir: Path) -> Target:
         case "responses":
             return ResponsesTarget(seed, workdir)
         case "clients":
-            return ClientsTarget(seed, COMBINED)
+            return ClientsTarget(seed)
         case "peers":
-            return PeersTarget(seed, workdir, THREE_VOTERS, COMBINED)
+            return PeersTarget(seed, workdir)
         case "files":
             return FilesTarget(seed, workdir)
         case "harness":

@@ -178,7 +178,7 @@ def test_the_peers_target_reaches_the_deep_paths_of_the_quorum_core(tmp_path):
     stops = 0
     rng = random.Random("reach")
     for episode in range(3):
-        target = PeersTarget(episode, tmp_path / str(episode), runner.THREE_VOTERS, runner.COMBINED)
+        target = PeersTarget(episode, tmp_path / str(episode))
         for _ in range(2000):
             node = target.node
             target(rng)
@@ -247,7 +247,7 @@ def test_the_clients_target_gets_requests_past_the_controllers_first_checks(monk
         return carry_out(self, action)
 
     monkeypatch.setattr(inprocess.NodeUnderTest, "_carry_out", spy)
-    target = ClientsTarget(1, runner.COMBINED)
+    target = ClientsTarget(1)
     image = target.node.process.image
     assert len(image.brokers) == 3 and sorted(image.topics.values()) == ["t1", "t2"]  # the set-up
     rng = random.Random("clients")

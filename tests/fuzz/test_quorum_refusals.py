@@ -143,13 +143,9 @@ def test_the_fuzzer_reports_a_node_that_cuts_committed_records():
 def _follower_copying_a_snapshot(tmp_path: Path, sid: SnapshotId, data: bytes) -> NodeUnderTest:
     """Node 1 of three voters follows voter 2, which answers its Fetch with `sid` and then its
     FetchSnapshot with `data` in one chunk: all through the node's codec, as from the wire."""
-    from harness.fuzz.runner import THREE_VOTERS
+    from harness.fuzz.inprocess import first_of_three_voters
 
-    tmp_path.mkdir(parents=True)
-    props = tmp_path / "voter-1.properties"
-    props.write_text(THREE_VOTERS.format(data=tmp_path / "data"))
-    node = NodeUnderTest.from_properties(props, seed=1)
-    node.by_design_stops = 0
+    node = first_of_three_voters(tmp_path, seed=1)
     node.feed_frame("CONTROLLER", CODEC.encode_request(1, BeginQuorumEpochRequest(None, 2, 1)))
     assert (node.raft.role, node.raft.leader_id) == (Role.FOLLOWER, 2)
     for kind, reply in (
