@@ -41,12 +41,15 @@ def fuzz_command(args: argparse.Namespace) -> int:
     report = run(seed, budget_s=budget, max_inputs=args.inputs, targets=targets, progress=progress)
     for line in report.lines():
         print(line)
+    real_findings = 0
     if args.real_node:
         from harness.fuzz.real_node import fuzz_real_node
+        from harness.fuzz.real_voters import fuzz_real_voters
 
-        for line in fuzz_real_node(seed, args.real_node):
-            print(line)
-    return 1 if report.findings else 0
+        for real in (fuzz_real_node(seed, args.real_node), fuzz_real_voters(seed, args.real_node)):
+            print("\n".join(real.lines), flush=True)
+            real_findings += len(real.findings)
+    return 1 if report.findings or real_findings else 0
 
 
 def replay_command(text: str) -> int:
@@ -83,7 +86,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--inputs", type=int, default=None, help="stop after this many inputs")
     p.add_argument("--target", action="append", help="only this target (repeatable)")
     p.add_argument(
-        "--real-node", type=int, default=0, metavar="N", help="then N frames against a real node process on loopback"
+        "--real-node",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then N frames to a real node process on loopback, and N more as its voters 2 and 3",
     )
     p.add_argument(
         "--replay",

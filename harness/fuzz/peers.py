@@ -12,8 +12,10 @@ KIP-630 meet what a confused, lagging or corrupted peer could send. Requests com
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import Protocol
 
 import node.raft.actions as A
 from harness.fuzz.describe import clip, describe_frame, describe_node
@@ -35,6 +37,7 @@ from node.protocol.messages import (
     VoteRequest,
     VoteResponse,
 )
+from node.raft.node import RaftNode
 from node.raft.records import RecordBatch
 
 PEERS = (2, 3)
@@ -58,8 +61,8 @@ class PeersTarget:
 
     def __init__(self, seed: int, workdir: Path) -> None:
         self.workdir = workdir
-        self.records, self.snapshot, self.snapshot_id = donor()
         self.node = first_of_three_voters(workdir, seed)
+        self.voices = Voices(lambda: RaftView(self.node.raft))
         self.count = 0
         self._last: tuple[A.SendRequest | None, bytes] = (None, b"")  # what it answered (None: a request)
 
@@ -72,8 +75,8 @@ class PeersTarget:
                 node.advance(rng.choice((10, 100, 500, 2000)))
                 accepted = True
             elif roll < 0.5:
-                message = self._request(rng)
-                frame = self._damaged(message, rng, request=True, cid=rng.randint(1, 1000))
+                message = self.voices.request(rng)
+                frame = self.voices.damaged(message, rng, request=True, cid=rng.randint(1, 1000))
                 self._last = (None, frame)
                 accepted = node.feed_frame(CONTROLLER_LISTENER, frame, ("peer", self.count % 4))
             else:
@@ -81,8 +84,8 @@ class PeersTarget:
                     node.advance(rng.choice((10, 100, 500)))
                     return True
                 sent = node.outstanding.pop(rng.randrange(len(node.outstanding)))
-                message = self._answer(sent, rng)
-                frame = self._damaged(message, rng, request=False, cid=sent.correlation_id)
+                message = self.voices.answer(sent.destination, sent.message, rng)
+                frame = self.voices.damaged(message, rng, request=False, cid=sent.correlation_id)
                 self._last = (sent, frame)  # described only if a replay asks
                 accepted = node.feed_response(sent, frame)
         except DesignedStop:
@@ -92,30 +95,94 @@ class PeersTarget:
             node.still_serves()
         return accepted
 
+    # --- what a replay shows ---------------------------------------------------------------------
+
+    def last_input(self) -> list[str]:
+        sent, frame = self._last
+        if not frame:
+            return ["nothing sent yet"]
+        if sent is None:
+            return [
+                f"a request on the {CONTROLLER_LISTENER} listener",
+                *describe_frame(frame, self.node.codecs[CONTROLLER_LISTENER]),
+            ]
+        what = f"an answer to {clip(repr(sent.message), 300)} sent to node {sent.destination}"
+        return [what, *describe_frame(frame, self.node.reply_codec)]
+
+    def state(self) -> str:
+        return describe_node(self.node)
+
+
+class PeerView(Protocol):
+    """What voters 2 and 3 know of node 1: enough to say plausible things to it."""
+
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    @property
+    def high_watermark(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def last_epoch(self) -> int: ...
+    @property
+    def cluster_id(self) -> str | None: ...
+    @property
+    def snapshot_id(self) -> SnapshotId | None: ...
+    def log_epochs(self) -> list[int]: ...
+
+
+class RaftView:
+    """The view of a node in this process, read from its core as the input is built."""
+
+    def __init__(self, raft: RaftNode) -> None:
+        self._raft = raft
+        self.epoch = raft.epoch
+        self.log_end_offset = raft.log_end_offset
+        self.high_watermark = raft.high_watermark
+        self.log_start_offset = raft.log_start_offset
+        self.last_epoch = raft.last_epoch
+        self.cluster_id = raft.cluster_id
+        self.snapshot_id = raft.snapshot_id
+
+    def log_epochs(self) -> list[int]:
+        return [entry.epoch for entry in self._raft.log.epoch_entries()]
+
+
+class Voices:
+    """What voters 2 and 3 (and at times a stranger) say to node 1: requests, and answers to what it
+    asked, each built around its state as `view()` gives it and damaged at times. The in-process
+    target above and the real node over sockets (`harness/fuzz/real_voters.py`) use the same."""
+
+    def __init__(self, view: Callable[[], PeerView]) -> None:
+        self.view = view
+        self.records, self.snapshot, self.snapshot_id = donor()
+
     # --- values near the node's state ------------------------------------------------------------
 
     def _epoch(self, rng: random.Random) -> int:
-        e = self.node.raft.epoch
+        e = self.view().epoch
         return max(0, e + rng.choice((0, 0, 0, 1, 1, -1, 2, -2)))
 
     def _offset(self, rng: random.Random) -> int:
-        raft = self.node.raft
-        end, hwm, start = raft.log_end_offset, raft.high_watermark, raft.log_start_offset
+        view = self.view()
+        end, hwm, start = view.log_end_offset, view.high_watermark, view.log_start_offset
         return max(0, rng.choice((end, end, hwm, hwm - 1, end - 1, end + 1, start, start - 1, end + 5, 0)))
 
     def _log_epoch(self, rng: random.Random) -> int:
-        entries = self.node.raft.log.epoch_entries()
+        entries = self.view().log_epochs()
         if entries and rng.random() < 0.8:
-            return rng.choice(entries).epoch
-        return max(0, self.node.raft.last_epoch + rng.choice((-1, 0, 1)))
+            return rng.choice(entries)
+        return max(0, self.view().last_epoch + rng.choice((-1, 0, 1)))
 
     def _cluster_id(self, rng: random.Random) -> str | None:
         roll = rng.random()
         if roll < 0.02:
             return "a-foreign-cluster-0000000"
-        return None if roll < 0.1 else self.node.raft.cluster_id
+        return None if roll < 0.1 else self.view().cluster_id
 
-    def _request(self, rng: random.Random) -> object:
+    def request(self, rng: random.Random) -> object:
         peer = rng.choice(PEERS) if rng.random() < 0.95 else STRANGER
         kind = rng.randrange(5)
         cid = self._cluster_id(rng)
@@ -129,13 +196,13 @@ class PeersTarget:
         if kind == 3:
             wait = rng.choice((0, 0, 500))
             return FetchRequest(cid, peer, self._epoch(rng), self._offset(rng), self._log_epoch(rng), wait)
-        own = self.node.raft.snapshot_id or SnapshotId(self._offset(rng), self._log_epoch(rng))
+        own = self.view().snapshot_id or SnapshotId(self._offset(rng), self._log_epoch(rng))
         position = rng.choice((0, 0, 1, len(self.snapshot), -1))
         return FetchSnapshotRequest(cid, peer, rng.choice((1 << 20, 16, 0)), self._epoch(rng), own, position)
 
-    def _answer(self, sent: A.SendRequest, rng: random.Random) -> object:
-        req = sent.message
-        leader = rng.choice((sent.destination, sent.destination, sent.destination, -1, 1, 5 - sent.destination))
+    def answer(self, destination: int, req: object, rng: random.Random) -> object:
+        """An answer to `req`, which the node sent to `destination` (2 or 3)."""
+        leader = rng.choice((destination, destination, destination, -1, 1, 5 - destination))
         error = int(ErrorCode.NONE) if rng.random() < 0.85 else int(rng.choice(_ERRORS))
         match req:
             case VoteRequest():
@@ -146,21 +213,19 @@ class PeersTarget:
             case EndQuorumEpochRequest():
                 return EndQuorumEpochResponse(error, leader, req.leader_epoch)
             case FetchRequest():
-                return self._fetch_answer(sent, req, error, leader, rng)
+                return self._fetch_answer(req, error, leader, rng)
             case FetchSnapshotRequest():
-                return self._snapshot_chunk(sent, req, error, rng)
+                return self._snapshot_chunk(destination, req, error, rng)
         return VoteResponse(error, -1, self._epoch(rng), False)  # not a request a voter sends: a wrong answer
 
-    def _fetch_answer(
-        self, sent: A.SendRequest, req: FetchRequest, error: int, leader: int, rng: random.Random
-    ) -> FetchResponse:
+    def _fetch_answer(self, req: FetchRequest, error: int, leader: int, rng: random.Random) -> FetchResponse:
         epoch = req.current_leader_epoch if rng.random() < 0.85 else self._epoch(rng)
-        start = rng.choice((0, 0, self.node.raft.log_start_offset, self.snapshot_id.end_offset))
+        start = rng.choice((0, 0, self.view().log_start_offset, self.snapshot_id.end_offset))
         roll = rng.random()
         if roll < 0.6:
             batches = self._batches(req.fetch_offset, req.last_fetched_epoch, epoch, rng)
             end = batches[-1].next_offset if batches else req.fetch_offset
-            hwm = max(0, rng.choice((end, end, req.fetch_offset, end - 1, self.node.raft.high_watermark, end + 3)))
+            hwm = max(0, rng.choice((end, end, req.fetch_offset, end - 1, self.view().high_watermark, end + 3)))
             return FetchResponse(error, leader, epoch, hwm, start, records=tuple(batches))
         hwm = self._offset(rng)
         if roll < 0.8:
@@ -189,7 +254,7 @@ class PeersTarget:
         return out
 
     def _snapshot_chunk(
-        self, sent: A.SendRequest, req: FetchSnapshotRequest, error: int, rng: random.Random
+        self, destination: int, req: FetchSnapshotRequest, error: int, rng: random.Random
     ) -> FetchSnapshotResponse:
         data = self.snapshot
         roll = rng.random()
@@ -201,33 +266,16 @@ class PeersTarget:
         size = rng.choice((len(data), len(data), max(1, rng.randrange(1, len(data) * 2))))
         chunk = data[position : position + rng.choice((req.max_bytes, req.max_bytes, 64))]
         sid = req.snapshot_id if rng.random() < 0.9 else SnapshotId(req.snapshot_id.end_offset + 1, 0)
-        return FetchSnapshotResponse(error, sent.destination, req.current_leader_epoch, sid, size, position, chunk)
+        return FetchSnapshotResponse(error, destination, req.current_leader_epoch, sid, size, position, chunk)
 
     # --- damage, sometimes -----------------------------------------------------------------------
 
-    def _damaged(self, message: object, rng: random.Random, request: bool, cid: int = 0) -> bytes:
+    def damaged(self, message: object, rng: random.Random, request: bool, cid: int = 0) -> bytes:
         mutated = mutate_value(message, rng) if rng.random() < 0.15 else message
         frame = _encode(mutated, request, cid) or _encode(message, request, cid)
         if frame is None:
             return b"\x00\x00\x00\x00"  # a value past its wire type (an epoch at the int32 limit): an empty frame
         return mutate_bytes(frame, rng) if rng.random() < 0.05 else frame
-
-    # --- what a replay shows ---------------------------------------------------------------------
-
-    def last_input(self) -> list[str]:
-        sent, frame = self._last
-        if not frame:
-            return ["nothing sent yet"]
-        if sent is None:
-            return [
-                f"a request on the {CONTROLLER_LISTENER} listener",
-                *describe_frame(frame, self.node.codecs[CONTROLLER_LISTENER]),
-            ]
-        what = f"an answer to {clip(repr(sent.message), 300)} sent to node {sent.destination}"
-        return [what, *describe_frame(frame, self.node.reply_codec)]
-
-    def state(self) -> str:
-        return describe_node(self.node)
 
 
 def _encode(message: object, request: bool, cid: int) -> bytes | None:

@@ -18,10 +18,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.fuzz.runner import ROOT, mutated_frame
-from node.protocol.codec import BinaryCodec
+from node.protocol.codec import BinaryCodec, FrameError
 from node.protocol.registry import API_KEYS, BROKER_API_KEYS, CONTROLLER_API_KEYS, REQUESTS
 from node.protocol.session import ApiVersionsRequest
 
@@ -30,7 +31,15 @@ PROBE_EVERY = 50
 _CODEC = BinaryCodec()
 
 
-def _free_port() -> int:
+@dataclass(frozen=True)
+class RealRun:
+    """What a run against a real node process printed, and what broke the contract (empty: nothing)."""
+
+    lines: list[str]
+    findings: list[str]
+
+
+def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
@@ -63,19 +72,23 @@ def _read_frame(sock: socket.socket) -> bytes | None:
     return head + body
 
 
-def _probe(port: int) -> None:
+def probe_api_versions(port: int) -> None:
+    """A fresh client on `port` gets its ApiVersions answer (AssertionError if not; OSError if it cannot connect)."""
     with socket.create_connection((HOST, port), timeout=10) as sock:
         sock.sendall(_CODEC.encode_request(7, ApiVersionsRequest()))
         answer = _read_frame(sock)
     if answer is None:
         raise AssertionError(f"a fresh client on port {port} got no ApiVersions answer")
-    _CODEC.decode(answer)
+    try:
+        _CODEC.decode(answer)
+    except FrameError as exc:
+        raise AssertionError(f"a fresh client on port {port} got an answer it cannot decode: {exc}") from None
 
 
-def fuzz_real_node(seed: int, frames: int) -> list[str]:
+def fuzz_real_node(seed: int, frames: int) -> RealRun:
     """Send `frames` mutated frames; the lines say what was sent and whether the contract held."""
     rng = random.Random(seed)
-    broker, controller = _free_port(), _free_port()
+    broker, controller = free_port(), free_port()
     classes = {
         controller: [c for c in REQUESTS if API_KEYS[c] in CONTROLLER_API_KEYS],
         broker: [c for c in REQUESTS if API_KEYS[c] in BROKER_API_KEYS],
@@ -93,7 +106,7 @@ def fuzz_real_node(seed: int, frames: int) -> list[str]:
                 env=env,
             )
         try:
-            _wait_listening(proc, (broker, controller))
+            wait_listening(proc, (broker, controller))
             answered = closed = 0
             for i in range(frames):
                 port = rng.choice((broker, controller))
@@ -112,10 +125,10 @@ def fuzz_real_node(seed: int, frames: int) -> list[str]:
                 if i % PROBE_EVERY == 0:
                     if proc.poll() is not None:
                         raise AssertionError(f"the node exited ({proc.returncode}) after frame {i}")
-                    _probe(broker)
-                    _probe(controller)
-            _probe(broker)
-            _probe(controller)
+                    probe_api_versions(broker)
+                    probe_api_versions(controller)
+            probe_api_versions(broker)
+            probe_api_versions(controller)
             proc.send_signal(signal.SIGTERM)
             code = proc.wait(timeout=60)
         finally:
@@ -131,10 +144,10 @@ def fuzz_real_node(seed: int, frames: int) -> list[str]:
         problems.append("a traceback in the node's log")
     held = "  contract held: alive, fresh clients served, clean stop"
     lines.append(held if not problems else f"  FINDING {problems}")
-    return lines
+    return RealRun(lines, problems)
 
 
-def _wait_listening(proc: subprocess.Popen[bytes], ports: tuple[int, ...]) -> None:
+def wait_listening(proc: subprocess.Popen[bytes], ports: tuple[int, ...]) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -148,4 +161,4 @@ def _wait_listening(proc: subprocess.Popen[bytes], ports: tuple[int, ...]) -> No
     raise AssertionError("the node did not listen within 30 s")
 
 
-__all__ = ["fuzz_real_node"]
+__all__ = ["RealRun", "free_port", "fuzz_real_node", "probe_api_versions", "wait_listening"]

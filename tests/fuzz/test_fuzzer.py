@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import random
+import re
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -16,8 +18,11 @@ from harness.fuzz import runner
 from harness.fuzz.inprocess import NodeUnderTest
 from harness.fuzz.mutate import mutate_value, sample
 from harness.fuzz.real_node import fuzz_real_node
+from harness.fuzz.real_voters import RealVoters, fuzz_real_voters
 from node.process.process import CONTROLLER_LISTENER
 from node.protocol.codec import BinaryCodec
+from node.protocol.errors import ErrorCode
+from node.protocol.messages import BeginQuorumEpochRequest, FetchRequest, FetchResponse
 from node.protocol.registry import REQUESTS, RESPONSE_FOR, RESPONSES
 
 CODEC = BinaryCodec()
@@ -148,15 +153,83 @@ def test_kchaos_fuzz_replay_takes_no_run_options(capsys):
 
 
 def test_real_node_over_loopback_survives_mutated_frames_and_serves_fresh_clients():
-    lines = fuzz_real_node(seed=4, frames=120)
-    assert "120 frames" in lines[0]
-    assert "contract held" in lines[1], lines
+    run = fuzz_real_node(seed=4, frames=120)
+    assert "120 frames" in run.lines[0]
+    assert not run.findings and "contract held" in run.lines[1], run.lines
+
+
+def test_real_voters_answer_what_a_real_node_asks_and_the_contract_holds():
+    """Voters 2 and 3 played over sockets: the node connects to them, asks them for votes and
+    fetches, gets answers built from its reported state, and keeps the contract."""
+    run = fuzz_real_voters(seed=5, frames=200)
+    assert not run.findings, run.lines
+    assert "200 frames to node 1" in run.lines[0] and "contract held" in run.lines[-1], run.lines
+    (counts,) = re.findall(r"(\d+) answers to what it asked and (\d+) requests", run.lines[0])
+    answers, requests = int(counts[0]), int(counts[1])
+    assert answers > 0 and requests > 0 and answers + requests == 200
+    asked = run.lines[1]
+    assert "Fetch " in asked and "Vote " in asked, asked  # it followed someone, and ran for election
+
+
+def test_real_voters_report_a_node_that_died_as_a_finding(tmp_path):
+    """The check can fail: a node gone by SIGKILL (no designed stop in its log) is a finding, not a restart."""
+    voters = RealVoters(seed=1, workdir=tmp_path)
+    try:
+        voters.start()
+        assert voters.proc is not None
+        voters.proc.kill()
+        voters.proc.wait()
+        with pytest.raises(AssertionError, match=r"the node exited \(-9\)"):
+            voters.probe()
+        assert voters.incarnation == 1 and not voters.tally.designed_stops
+        for _ in range(50):  # what a finding shows: the frames sent before it, even those that met no one
+            voters.step()
+            if voters.recent:
+                break
+        shown = voters.last_frames()
+        assert shown[0] == "the last 1 frames sent, oldest first:" and "from voter" in shown[1], shown
+        assert " bytes, " in shown[2] and shown[3].strip().startswith("hex: "), shown
+    finally:
+        voters.close()
+
+
+def test_real_voters_start_a_node_stopped_by_design_again_on_a_fresh_data_dir(tmp_path):
+    """A stop a KIP prescribes is counted and the node restarted: voter 2 announces itself leader, and
+    answers node 1's Fetch with INVALID_CLUSTER_ID, on which KIP-595 stops the follower (exit 254)."""
+    voters = RealVoters(seed=1, workdir=tmp_path)
+    try:
+        voters.start()
+        first = voters.proc
+        assert first is not None
+        voters.outbound_link(2).send(CODEC.encode_request(1, BeginQuorumEpochRequest(None, 2, 3)))
+        deadline = time.monotonic() + 30
+        while first.poll() is None and time.monotonic() < deadline:
+            voters.pump(0.05)
+            for link, cid, asked in list(voters.pending):
+                if isinstance(asked, FetchRequest) and link.peer == 2:
+                    voters.pending.remove((link, cid, asked))
+                    answer = FetchResponse(int(ErrorCode.INVALID_CLUSTER_ID), 2, asked.current_leader_epoch, 0, 0)
+                    link.send(CODEC.encode_response(cid, answer))
+        assert first.wait(timeout=30) == 254
+        voters.probe()
+        assert voters.incarnation == 2 and voters.proc is not first and voters.proc.poll() is None
+        assert voters.tally.designed_stops == {"(INVALID_CLUSTER_ID)": 1}
+        assert (tmp_path / "data-2").is_dir()
+    finally:
+        voters.close()
 
 
 def test_kchaos_fuzz_prints_counts_per_target_and_the_seed(capsys):
     assert main(["fuzz", "--budget", "30s", "--inputs", "200", "--seed", "77", "--target", "controller"]) == 0
     out = capsys.readouterr().out
     assert "seed 77" in out and "controller" in out and "200 inputs" in out
+
+
+def test_kchaos_fuzz_real_node_ends_with_both_real_parts(capsys):
+    assert main(["fuzz", "--inputs", "20", "--seed", "78", "--target", "broker", "--real-node", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "real node (seed 78): 30 frames" in out and "real voters (seed 78): 30 frames to node 1" in out, out
+    assert out.count("contract held") == 2, out
 
 
 def test_kchaos_fuzz_refuses_an_unknown_target_in_one_line(capsys):
