@@ -34,6 +34,7 @@ import crc32c
 from node.bugs import NO_BUGS, Bugs
 from node.metadata.image import MetadataDelta, MetadataImage, MetadataImageError
 from node.metadata.records import ConfigRecord, MetadataRecordError, encode_record
+from node.protocol.broker_api import SnapshotId  # the id Raft's messages and storage carry: one class
 from node.raft.records import (
     MAX_BATCH_BYTES,
     ClusterIdMessage,
@@ -57,12 +58,6 @@ _NAME = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
 
 class SnapshotError(ValueError):
     """A snapshot (or snapshot file name, or chunk) that cannot be trusted."""
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class SnapshotId:
-    end_offset: int
-    epoch: int
 
 
 def snapshot_id(image: MetadataImage) -> SnapshotId:

@@ -26,6 +26,8 @@ from node.metadata.snapshot import (
     snapshot_id,
 )
 from node.protocol.admin import ConfigResourceType
+from node.protocol.broker_api import FetchSnapshotRequest
+from node.protocol.broker_api import SnapshotId as MessageSnapshotId
 from node.raft.records import RecordBatch
 from tests.metadata.random_controller import RandomController
 
@@ -85,6 +87,15 @@ def test_truncated_or_extended_snapshots_are_refused(image: MetadataImage, cut: 
 def test_empty_image_cannot_be_snapshotted() -> None:
     with pytest.raises(SnapshotError, match="applied nothing"):
         snapshot_bytes(MetadataImage())
+
+
+def test_a_snapshot_id_is_the_one_raft_and_its_messages_carry(image: MetadataImage) -> None:
+    """One class: an id read from a snapshot's header equals the id a FetchSnapshot names (two
+    look-alike classes had compared unequal whatever their values)."""
+    held = read_header(snapshot_bytes(image)).snapshot_id
+    asked = FetchSnapshotRequest(None, 2, 1 << 20, 1, MessageSnapshotId(held.end_offset, held.epoch), 0)
+    assert held == asked.snapshot_id and held == snapshot_id(image)
+    assert held != MessageSnapshotId(held.end_offset, held.epoch + 1)
 
 
 def test_file_names_follow_kafka() -> None:
