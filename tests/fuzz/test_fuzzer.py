@@ -201,7 +201,7 @@ def test_real_voters_start_a_node_stopped_by_design_again_on_a_fresh_data_dir(tm
         voters.start()
         first = voters.proc
         assert first is not None
-        voters.outbound_link(2).send(CODEC.encode_request(1, BeginQuorumEpochRequest(None, 2, 3)))
+        voters.outbound_link(2).send(CODEC.encode_request(1, BeginQuorumEpochRequest(None, 2, 1000)))
         deadline = time.monotonic() + 30
         while first.poll() is None and time.monotonic() < deadline:
             voters.pump(0.05)
