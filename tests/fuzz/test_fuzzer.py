@@ -267,6 +267,34 @@ def test_the_peers_target_reaches_the_deep_paths_of_the_quorum_core(tmp_path):
     assert stops, "no designed stop: the target never played a leader cutting committed records"
 
 
+def test_loyal_voters_let_node_1_lead_and_its_clients_reads_pass_the_read_barrier(tmp_path):
+    """Half the peers episodes: voters 2 and 3 grant votes and fetch to its end, so node 1 leads,
+    commits the clients' config changes and answers their reads once a read barrier completes (the
+    unruly episodes seldom let it lead for long, and never reached the barrier's completion)."""
+    from harness.fuzz.peers import PeersTarget
+    from node.raft.records import ReadMarkerMessage, decode_control
+
+    seed = next(s for s in range(100) if PeersTarget(s, tmp_path / f"probe-{s}").loyal)
+    target = PeersTarget(seed, tmp_path / "loyal")
+    node, rng, leading, completed = target.node, random.Random("loyal"), 0, []
+    barriers = node.process.read_barrier
+
+    def spy(on_done):  # every read barrier the controller starts, and how it ends
+        barriers(lambda outcome: (completed.append(outcome.ok), on_done(outcome)))
+
+    node.process.read_barrier = spy
+    for _ in range(2000):
+        target(rng)
+        leading += target.node.raft.role.name == "LEADER"
+    raft = target.node.raft
+    markers = [
+        r for b in raft.log.batches() if b.control for r in b.records if decode_control(r) == ReadMarkerMessage()
+    ]
+    assert target.node is node and leading > 1500, leading
+    assert any(completed) and markers, (completed[:10], len(markers))
+    assert raft.high_watermark > 100  # the clients' writes committed
+
+
 def test_a_designed_stop_counts_only_for_what_voters_send():
     """A leader asking to cut committed records stops the node (as in Kafka): designed when a target
     plays the quorum's voters; the same Fatal on a node no voter talks to is a finding."""
