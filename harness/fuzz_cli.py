@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import argparse
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from vocab.errors import UserError
 
 
 def fuzz_command(args: argparse.Namespace) -> int:
-    from harness.fuzz.runner import TARGETS, Report, run
+    from harness.fuzz.runner import TARGETS
     from harness.test_spec import _duration
 
     if args.replay is not None:
@@ -34,22 +35,38 @@ def fuzz_command(args: argparse.Namespace) -> int:
     if args.inputs is not None and args.inputs <= 0:
         raise UserError(f"--inputs must be > 0, got {args.inputs}")
     print(f"kchaos fuzz: seed {seed}, budget {args.budget or '10m'}, targets {', '.join(targets)}", flush=True)
+    findings = fuzz_and_report(seed, budget, args.inputs, targets, args.real_node, lambda line: print(line, flush=True))
+    return 1 if findings else 0
+
+
+def fuzz_and_report(
+    seed: int,
+    budget_s: float,
+    max_inputs: int | None,
+    targets: tuple[str, ...],
+    real_node: int,
+    say: Callable[[str], None],
+) -> int:
+    """The long run (and, with `real_node` > 0, the two real-node parts), each line given to `say` as it
+    comes; returns how many distinct findings broke the contract. `kchaos nightly --fuzz` uses it too."""
+    from harness.fuzz.runner import Report, run
 
     def progress(report: Report) -> None:
-        print(f"... {report.inputs} inputs, {len(report.findings)} findings, {report.seconds:.0f} s", flush=True)
+        say(f"... {report.inputs} inputs, {len(report.findings)} findings, {report.seconds:.0f} s")
 
-    report = run(seed, budget_s=budget, max_inputs=args.inputs, targets=targets, progress=progress)
+    report = run(seed, budget_s=budget_s, max_inputs=max_inputs, targets=targets, progress=progress)
     for line in report.lines():
-        print(line)
-    real_findings = 0
-    if args.real_node:
+        say(line)
+    findings = len(report.findings)
+    if real_node:
         from harness.fuzz.real_node import fuzz_real_node
         from harness.fuzz.real_voters import fuzz_real_voters
 
-        for real in (fuzz_real_node(seed, args.real_node), fuzz_real_voters(seed, args.real_node)):
-            print("\n".join(real.lines), flush=True)
-            real_findings += len(real.findings)
-    return 1 if report.findings or real_findings else 0
+        for real in (fuzz_real_node(seed, real_node), fuzz_real_voters(seed, real_node)):
+            for line in real.lines:
+                say(line)
+            findings += len(real.findings)
+    return findings
 
 
 def replay_command(text: str) -> int:

@@ -4,7 +4,10 @@ worse beyond noise, and nothing when tonight is like the nights before."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+import pytest
 
 from harness import nightly
 from harness.cli import main
@@ -101,3 +104,51 @@ def test_nightly_end_to_end_keeps_the_last_nights(tmp_path, capsys) -> None:
     assert "# Nightly trend: tiny-nightly/" in out and "against 1 earlier nights" in out
     assert main(["nightly", str(suite), "--results", str(results), "--trend-only", "--quiet"]) == 0
     assert main(["nightly", str(suite), "--results", str(results), "--keep", "0"]) == 254
+
+
+def test_nightly_fuzz_runs_after_the_suite_and_a_finding_fails_the_night(tmp_path, capsys, monkeypatch) -> None:
+    """`--fuzz`: the fuzzer after tonight's suite, its lines in <night>/fuzz.txt, seeded by the night;
+    a clean fuzz keeps the night's exit code, a finding (a planted crash) turns a passing night into 1."""
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(TINY)
+    results = tmp_path / "results"
+    assert main(["nightly", str(suite), "--results", str(results), "--fuzz", "2s", "--quiet"]) == 0
+    night = nightly.nights(results / "suites" / "tiny-nightly")[-1].root
+    text = (night / "fuzz.txt").read_text()
+    seed = int(re.sub(r"\D", "", night.name)) % (1 << 31)
+    assert text.startswith(f"kchaos nightly --fuzz: seed {seed}, budget 2 s") and "0 distinct findings" in text, text
+    assert f"fuzz {night / 'fuzz.txt'} (0 findings)" in capsys.readouterr().err
+
+    from node.process.process import NodeProcess
+
+    real = NodeProcess._route
+
+    def broken(self, ctx, reply_to, correlation_id, message):
+        if type(message).__name__ == "DescribeQuorumRequest":
+            raise RuntimeError("planted")
+        return real(self, ctx, reply_to, correlation_id, message)
+
+    monkeypatch.setattr(NodeProcess, "_route", broken)
+    assert main(["nightly", str(suite), "--results", str(results), "--fuzz", "3s"]) == 1
+    out = capsys.readouterr().out
+    night = nightly.nights(results / "suites" / "tiny-nightly")[-1].root
+    assert "FINDING" in out and "RuntimeError('planted')" in (night / "fuzz.txt").read_text()
+    assert "replay: kchaos fuzz --replay " in (night / "fuzz.txt").read_text()
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--fuzz", "0s"], "--fuzz: must be > 0"),
+        (["--fuzz", "soon"], "--fuzz: expected a duration"),
+        (["--fuzz-real-node", "10"], "--fuzz-real-node needs --fuzz"),
+        (["--fuzz", "1m", "--trend-only"], "--fuzz does not apply with --trend-only"),
+    ],
+)
+def test_nightly_fuzz_options_are_checked_before_anything_runs(tmp_path, capsys, argv, says) -> None:
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(TINY)
+    assert main(["nightly", str(suite), "--results", str(tmp_path / "results"), *argv]) == 254
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1, err
+    assert not (tmp_path / "results").exists()
