@@ -24,6 +24,7 @@ from node.protocol.codec import BinaryCodec
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import BeginQuorumEpochRequest, FetchRequest, FetchResponse
 from node.protocol.registry import REQUESTS, RESPONSE_FOR, RESPONSES
+from tests.fuzz.planted import plant_a_crash
 
 CODEC = BinaryCodec()
 
@@ -72,22 +73,9 @@ def test_mutations_reach_the_edges_of_the_wire_types():
     assert {2**31 - 1, -(2**31), 2**63 - 1, -1} <= seen
 
 
-def _plant_a_crash(monkeypatch):
-    from node.process.process import NodeProcess
-
-    real = NodeProcess._route
-
-    def broken(self, ctx, reply_to, correlation_id, message):
-        if type(message).__name__ == "DescribeQuorumRequest":
-            raise RuntimeError("planted")
-        return real(self, ctx, reply_to, correlation_id, message)
-
-    monkeypatch.setattr(NodeProcess, "_route", broken)
-
-
 def test_the_fuzzer_reports_a_node_that_raises(monkeypatch):
     """A fuzzer that cannot fail proves nothing: a core that raises on some input is a finding."""
-    _plant_a_crash(monkeypatch)
+    plant_a_crash(monkeypatch)
     report = runner.run(seed=2, max_inputs=600, targets=("controller",))
     assert any("RuntimeError('planted')" in line for line in report.lines()), report.lines()
     assert len(report.findings) == 1 and report.counts[next(iter(report.findings))] > 1  # one kind, many inputs
@@ -96,7 +84,7 @@ def test_the_fuzzer_reports_a_node_that_raises(monkeypatch):
 
 
 def test_a_finding_replays_from_its_key_alone_with_its_input_and_traceback(monkeypatch):
-    _plant_a_crash(monkeypatch)
+    plant_a_crash(monkeypatch)
     report = runner.run(seed=2, max_inputs=600, targets=("controller",))
     key = next(iter(report.findings.values()))
     seen = runner.replay(runner.ReplayKey.parse(str(key)))
@@ -138,7 +126,7 @@ def test_a_bad_replay_key_is_refused_in_one_line(capsys, text, says):
 
 
 def test_kchaos_fuzz_replay_prints_the_finding_its_input_and_the_traceback(monkeypatch, capsys):
-    _plant_a_crash(monkeypatch)
+    plant_a_crash(monkeypatch)
     report = runner.run(seed=2, max_inputs=600, targets=("controller",))
     key = next(iter(report.findings.values()))
     assert main(["fuzz", "--replay", str(key)]) == 1

@@ -12,6 +12,7 @@ import pytest
 from harness import nightly
 from harness.cli import main
 from harness.suite import RunRecord
+from tests.fuzz.planted import plant_a_crash
 
 CELL, OTHER = "config-register/kill/3/sim", "config-append/kill/3/sim"
 
@@ -119,16 +120,7 @@ def test_nightly_fuzz_runs_after_the_suite_and_a_finding_fails_the_night(tmp_pat
     assert text.startswith(f"kchaos nightly --fuzz: seed {seed}, budget 2 s") and "0 distinct findings" in text, text
     assert f"fuzz {night / 'fuzz.txt'} (0 findings)" in capsys.readouterr().err
 
-    from node.process.process import NodeProcess
-
-    real = NodeProcess._route
-
-    def broken(self, ctx, reply_to, correlation_id, message):
-        if type(message).__name__ == "DescribeQuorumRequest":
-            raise RuntimeError("planted")
-        return real(self, ctx, reply_to, correlation_id, message)
-
-    monkeypatch.setattr(NodeProcess, "_route", broken)
+    plant_a_crash(monkeypatch)
     assert main(["nightly", str(suite), "--results", str(results), "--fuzz", "3s"]) == 1
     out = capsys.readouterr().out
     night = nightly.nights(results / "suites" / "tiny-nightly")[-1].root
