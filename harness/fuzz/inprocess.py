@@ -24,7 +24,9 @@ from node.process.events import InboundRequest
 from node.process.ports import RequestContext
 from node.process.process import CONTROLLER_LISTENER
 from node.protocol.codec import BinaryCodec, EncodedResponse, FrameError, FrameKind
-from node.protocol.registry import BROKER_API_KEYS, CONTROLLER_API_KEYS
+from node.protocol.kafka_codec import KafkaCodec, KafkaHeader
+from node.protocol.messages import DescribeQuorumRequest
+from node.protocol.registry import API_KEYS, BROKER_API_KEYS, CONTROLLER_API_KEYS
 from node.protocol.session import ApiVersionsRequest
 from node.raft.events import FlushCompleted, RequestFailed, ResponseReceived, SnapshotWritten, Start, Tick
 from node.raft.node import RaftNode
@@ -114,6 +116,13 @@ class NodeUnderTest:
             "BROKER": BinaryCodec(api_keys=BROKER_API_KEYS),
         }
         self.reply_codec = BinaryCodec()
+        # Kafka's own framing, each listener's as `NodeServer` builds it (the broker's adds DescribeQuorum)
+        voters = [(v.node_id, v.host, v.port) for v in config.voters]
+        self.kafka_codecs = {
+            CONTROLLER_LISTENER: KafkaCodec(CONTROLLER_API_KEYS, config.node_id, controllers=voters),
+            "BROKER": KafkaCodec(BROKER_API_KEYS | {API_KEYS[DescribeQuorumRequest]}, config.node_id),
+        }
+        self._kafka_waiting: dict[object, tuple[KafkaCodec, KafkaHeader]] = {}  # reply_to -> how to answer
         self.now = 0
         self.deadline: int | None = None
         self.outstanding: list[A.SendRequest] = []  # requests the node sent, for the responses target
@@ -151,6 +160,26 @@ class NodeUnderTest:
             return False
         ctx = RequestContext(listener_name=listener, frame=frame)
         self._run(InboundRequest(reply_to, decoded.correlation_id, decoded.message, ctx))
+        return True
+
+    def feed_kafka(self, listener: str, frame: bytes, reply_to: object = ("kafka", 0)) -> bool:
+        """One request in Kafka's own framing on `listener`, as `NodeServer._read_kafka` takes it; its
+        answer must then encode in the client's version (`_carry_out`). False if the codec refused it."""
+        codec = self.kafka_codecs[listener]
+        try:
+            request = codec.decode_request(frame)
+        except FrameError as exc:
+            if "\n" in str(exc):
+                raise Finding(f"FrameError of more than one line: {str(exc)!r}") from None
+            self.outcome.refused_frames += 1
+            return False
+        except Exception as exc:
+            raise Finding(f"the Kafka codec raised {exc!r} at {_where(exc)}") from exc
+        if request.answer is not None:  # ApiVersions: answered by the codec itself
+            return True
+        self._kafka_waiting[reply_to] = (codec, request.header)
+        ctx = RequestContext(listener_name=listener, frame=None)  # a forwarding broker encodes it again
+        self._run(InboundRequest(reply_to, request.header.correlation_id, request.message, ctx))
         return True
 
     def feed_response(self, sent: A.SendRequest, frame: bytes) -> bool:
@@ -201,6 +230,15 @@ class NodeUnderTest:
     def _carry_out(self, action: Any) -> list[Any]:
         self.outcome.actions[type(action).__name__] += 1
         match action:
+            case A.Respond(reply_to, correlation_id, message) if reply_to in self._kafka_waiting:
+                codec, header = self._kafka_waiting.pop(reply_to)
+                if not codec.closes_instead(message):
+                    try:  # the runtime would drop the client instead of answering it: still a bug
+                        codec.encode_response(header, message)
+                    except Exception as exc:
+                        name, version = type(message).__name__, header.api_version
+                        raise Finding(f"cannot encode its answer {name} in Kafka's v{version}: {exc!r}") from None
+                self.answered[reply_to] = self.answered.get(reply_to, 0) + 1
             case A.Respond(reply_to, correlation_id, message):
                 try:
                     if not isinstance(message, EncodedResponse):  # a forwarded answer is bytes already

@@ -48,6 +48,7 @@ from harness.fuzz.inprocess import (
     NodeUnderTest,
     first_of_three_voters,
 )
+from harness.fuzz.kafka import KafkaTarget
 from harness.fuzz.mutate import mutate_bytes, mutate_file, mutate_value, sample, sample_batches
 from harness.fuzz.peers import PeersTarget
 from node.process.process import CONTROLLER_LISTENER
@@ -401,7 +402,7 @@ def _mutate_text(text: str, rng: random.Random) -> str:
     return text
 
 
-TARGETS = ("controller", "broker", "clients", "responses", "peers", "files", "harness")
+TARGETS = ("controller", "broker", "clients", "kafka", "responses", "peers", "files", "harness")
 
 
 def finding_kind(message: str) -> str:
@@ -426,7 +427,16 @@ def run(
     report = Report(seed, {name: TargetStats() for name in targets})
     episode_seeds = random.Random(seed)  # each target's next episode seed; nothing else draws from it
     # Per cost: a frame takes ~0.5-3 ms in process, a restart on a damaged data dir ~40 ms (real files).
-    weights = {"controller": 30, "broker": 30, "clients": 30, "responses": 60, "peers": 60, "files": 1, "harness": 3}
+    weights = {
+        "controller": 30,
+        "broker": 30,
+        "clients": 30,
+        "kafka": 30,
+        "responses": 60,
+        "peers": 60,
+        "files": 1,
+        "harness": 3,
+    }
     order = [name for name in targets for _ in range(weights[name])]
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kchaos-fuzz-") as tmp:
@@ -526,6 +536,8 @@ def _build(name: str, seed: int, workdir: Path) -> Target:
             return ResponsesTarget(seed, workdir)
         case "clients":
             return ClientsTarget(seed)
+        case "kafka":
+            return KafkaTarget(seed)
         case "peers":
             return PeersTarget(seed, workdir)
         case "files":
