@@ -14,9 +14,10 @@ milliseconds, so its real runtime (outbound links, request timeouts, reconnects,
 snapshot written through real files) meets what the in-process target feeds the core.
 
 The contract is the real node's: alive, a fresh client served on both listeners, a clean stop after
-SIGTERM and no traceback in its log. A stop that a KIP prescribes for what only the quorum's voters
-send (`DESIGNED_STOPS`: exit 254, the reason in its one line) is counted and the node started again
-on a fresh data dir. Sockets have timeouts and the loop a deadline: nothing here can hang.
+SIGTERM, and no traceback nor "cannot encode" in its log. A stop that a KIP prescribes for what only
+the quorum's voters send (`DESIGNED_STOPS`: exit 254, the reason in its one line) is counted and the
+node started again on a fresh data dir. Sockets have timeouts and the loop a deadline: nothing here
+can hang.
 """
 
 from __future__ import annotations
@@ -386,8 +387,11 @@ def fuzz_real_voters(seed: int, frames: int, time_limit_s: float | None = None) 
             code = voters.close()
         if code != 0 and not problems:
             problems.append(f"exit code {code} after SIGTERM")
-        if "Traceback" in voters.log_path.read_text(errors="replace"):
+        text = voters.log_path.read_text(errors="replace")
+        if "Traceback" in text:
             problems.append("a traceback in the node's log")
+        if "cannot encode" in text:  # a request or an answer it could not write (server.py, peers.py log why)
+            problems.append(next(line for line in text.splitlines() if "cannot encode" in line)[:300])
     t = voters.tally
     roles = ", ".join(f"{role} {n}" for role, n in sorted(t.roles.items())) or "none seen"
     asked = ", ".join(f"{name.removesuffix('Request')} {n}" for name, n in sorted(t.asked.items())) or "nothing"
