@@ -44,8 +44,11 @@ PROBE_EVERY = 100
 EXTRA_BROKERS = (2, 3)
 TOPICS = (CreatableTopic("t1", 3, 3), CreatableTopic("t2", 2, 2))
 _CODEC = BinaryCodec()
-_CONFIG_NAMES = sorted({name for by_name in CATALOG.values() for name in by_name})
-_VALUES = ("0", "1", "-1", "100", "86400000", "true", "false", "delete", "compact", "delete,compact", "", "x", "1e3")
+CONFIG_NAMES = sorted({name for by_name in CATALOG.values() for name in by_name})
+CONFIG_VALUES = (
+    *("0", "1", "-1", "100", "86400000", "true", "false"),
+    *("delete", "compact", "delete,compact", "", "x", "1e3"),
+)
 
 
 class ClientsTarget:
@@ -145,7 +148,8 @@ class ClientsTarget:
             return tuple(chosen)
 
         def config_pairs(rng: random.Random) -> tuple[tuple[str, str | None], ...]:
-            return tuple((rng.choice(_CONFIG_NAMES), rng.choice((*_VALUES, None))) for _ in range(rng.randint(0, 3)))
+            values = (*CONFIG_VALUES, None)
+            return tuple((rng.choice(CONFIG_NAMES), rng.choice(values)) for _ in range(rng.randint(0, 3)))
 
         def heartbeat(rng: random.Random) -> BrokerHeartbeatRequest:
             broker = rng.choice(ids)
@@ -197,8 +201,8 @@ class ClientsTarget:
             "topic_name": lambda rng: rng.choice(names),
             "topic_names": lambda rng: tuple(rng.sample(names, rng.randint(1, len(names)))),
             "resource_name": lambda rng: rng.choice((*names, *map(str, ids), "")),
-            "AlterableConfig.name": lambda rng: rng.choice(_CONFIG_NAMES),
-            "AlterableConfig.value": lambda rng: rng.choice(_VALUES),
+            "AlterableConfig.name": lambda rng: rng.choice(CONFIG_NAMES),
+            "AlterableConfig.value": lambda rng: rng.choice(CONFIG_VALUES),
             "configs": config_pairs,
             "broker_id": lambda rng: rng.choice((*ids, *ids, 4)),
             "broker_epoch": lambda rng: rng.choice([r.broker_epoch for r in brokers.values()] or [0]),
@@ -227,7 +231,7 @@ def plausible_value(definition: ConfigDef, rng: random.Random) -> str:
     """A value of the config's kind: its default, one at or past its bounds, a choice, or nonsense."""
     roll = rng.random()
     if roll < 0.1:
-        return rng.choice(_VALUES)
+        return rng.choice(CONFIG_VALUES)
     if roll < 0.3:
         return definition.default
     if definition.kind in ("int", "long", "double"):

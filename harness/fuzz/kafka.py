@@ -20,7 +20,7 @@ import struct
 import uuid
 from typing import Any
 
-from harness.fuzz.clients import _CONFIG_NAMES, _VALUES, ClientsTarget
+from harness.fuzz.clients import CONFIG_NAMES, CONFIG_VALUES, ClientsTarget
 from harness.fuzz.describe import clip, describe_node
 from harness.fuzz.mutate import mutate_bytes
 from node.process.process import CONTROLLER_LISTENER
@@ -160,9 +160,9 @@ def _value(name: str, type_: str, rng: random.Random, hints: dict[str, tuple[Any
     if edge:
         return rng.choice(_EDGE_STRINGS)
     if "Config" in name or (name in ("Name", "Key") and rng.random() < 0.3):
-        return rng.choice(_CONFIG_NAMES) if "Value" not in name else rng.choice(_VALUES)
+        return rng.choice(CONFIG_NAMES) if "Value" not in name else rng.choice(CONFIG_VALUES)
     if "Value" in name:
-        return rng.choice(_VALUES)
+        return rng.choice(CONFIG_VALUES)
     if "Topic" in name or "Resource" in name or name == "Name":
         return rng.choice(hints["names"])
     if "Principal" in name:
