@@ -39,6 +39,13 @@ def register(subparsers: Any) -> None:
         "<night>/fuzz.txt); a finding fails the night",
     )
     p.add_argument(
+        "--fuzz-inputs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --fuzz: stop after N inputs if the budget has not ended it first",
+    )
+    p.add_argument(
         "--fuzz-real-node",
         type=int,
         default=0,
@@ -66,7 +73,7 @@ def nightly_command(args: argparse.Namespace) -> int:
         code, root = run_suite(args, gate=True)
         name = root.parent.name
         if fuzz_budget is not None:
-            fuzz_findings = fuzz_night(root, fuzz_budget, args.fuzz_real_node, quiet=args.quiet)
+            fuzz_findings = fuzz_night(root, fuzz_budget, args.fuzz_inputs, args.fuzz_real_node, quiet=args.quiet)
     where = suite_dir(results, name)
     removed = nightly.prune(where, keep)
     found = nightly.nights(where)
@@ -90,16 +97,19 @@ def _fuzz_options(args: argparse.Namespace) -> float | None:
 
     if args.fuzz_real_node < 0:
         raise UserError(f"--fuzz-real-node must be >= 0, got {args.fuzz_real_node}")
+    if args.fuzz_inputs is not None and args.fuzz_inputs <= 0:
+        raise UserError(f"--fuzz-inputs must be > 0, got {args.fuzz_inputs}")
     if args.fuzz is None:
-        if args.fuzz_real_node:
-            raise UserError("--fuzz-real-node needs --fuzz")
+        for flag, given in (("--fuzz-real-node", args.fuzz_real_node), ("--fuzz-inputs", args.fuzz_inputs)):
+            if given:
+                raise UserError(f"{flag} needs --fuzz")
         return None
     if args.trend_only:
         raise UserError("--fuzz does not apply with --trend-only (it runs after tonight's suite)")
     return _duration(args.fuzz, "--fuzz", positive=True)
 
 
-def fuzz_night(night: Path, budget_s: float, real_node: int, quiet: bool) -> int:
+def fuzz_night(night: Path, budget_s: float, max_inputs: int | None, real_node: int, quiet: bool) -> int:
     """`kchaos fuzz` after the suite, every target, seeded by the night's timestamp so the seed in
     fuzz.txt names the run; returns its distinct findings."""
     from harness.fuzz.runner import TARGETS
@@ -116,7 +126,7 @@ def fuzz_night(night: Path, budget_s: float, real_node: int, quiet: bool) -> int
                 print(line, flush=True)
 
         say(f"kchaos nightly --fuzz: seed {seed}, budget {budget_s:.0f} s, targets {', '.join(TARGETS)}")
-        findings = fuzz_and_report(seed, budget_s, None, TARGETS, real_node, say)
+        findings = fuzz_and_report(seed, budget_s, max_inputs, TARGETS, real_node, say)
         say(f"{findings} distinct findings" + (" (replay each with the command in its line)" if findings else ""))
     print(f"kchaos nightly: fuzz {path} ({findings} findings)", file=sys.stderr)
     return findings

@@ -121,7 +121,7 @@ def test_nightly_fuzz_runs_after_the_suite_and_a_finding_fails_the_night(tmp_pat
     assert f"fuzz {night / 'fuzz.txt'} (0 findings)" in capsys.readouterr().err
 
     plant_a_crash(monkeypatch)
-    assert main(["nightly", str(suite), "--results", str(results), "--fuzz", "3s"]) == 1
+    assert main(["nightly", str(suite), "--results", str(results), "--fuzz", "10m", "--fuzz-inputs", "1500"]) == 1
     out = capsys.readouterr().out
     night = nightly.nights(results / "suites" / "tiny-nightly")[-1].root
     assert "FINDING" in out and "RuntimeError('planted')" in (night / "fuzz.txt").read_text()
@@ -134,6 +134,8 @@ def test_nightly_fuzz_runs_after_the_suite_and_a_finding_fails_the_night(tmp_pat
         (["--fuzz", "0s"], "--fuzz: must be > 0"),
         (["--fuzz", "soon"], "--fuzz: expected a duration"),
         (["--fuzz-real-node", "10"], "--fuzz-real-node needs --fuzz"),
+        (["--fuzz-inputs", "10"], "--fuzz-inputs needs --fuzz"),
+        (["--fuzz", "1m", "--fuzz-inputs", "0"], "--fuzz-inputs must be > 0"),
         (["--fuzz", "1m", "--trend-only"], "--fuzz does not apply with --trend-only"),
     ],
 )
