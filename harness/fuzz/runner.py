@@ -118,12 +118,20 @@ class TargetStats:
 
 
 @dataclass
+class FoundKind:
+    """One kind of finding (`finding_kind`): where to replay its first input, that input's message,
+    and how many inputs found it."""
+
+    key: ReplayKey
+    first: str
+    count: int = 1
+
+
+@dataclass
 class Report:
     seed: int
     stats: dict[str, TargetStats] = field(default_factory=dict)
-    findings: dict[str, ReplayKey] = field(default_factory=dict)  # kind -> where to replay its first
-    counts: dict[str, int] = field(default_factory=dict)  # kind -> how many inputs found it
-    first: dict[str, str] = field(default_factory=dict)  # kind -> the message of its first input
+    findings: dict[str, FoundKind] = field(default_factory=dict)  # by kind, in the order first found
     seconds: float = 0.0
 
     @property
@@ -136,10 +144,9 @@ class Report:
         ]
         for name, s in self.stats.items():
             out.append(f"  {name:<11} {s.inputs:>9} inputs  {s.refused:>9} refused  {s.findings:>5} findings")
-        for kind, key in self.findings.items():
-            times = self.counts.get(kind, 1)
-            seen = f"{times} inputs of this kind, the first: " if times > 1 else ""
-            out.append(f"  FINDING {self.first.get(kind, kind)} ({seen}replay: kchaos fuzz --replay {key})")
+        for found in self.findings.values():
+            seen = f"{found.count} inputs of this kind, the first: " if found.count > 1 else ""
+            out.append(f"  FINDING {found.first} ({seen}replay: kchaos fuzz --replay {found.key})")
         return out
 
 
@@ -464,9 +471,11 @@ def run(
             except Finding as finding:
                 stats.findings += 1
                 kind = f"[{name}] {finding_kind(str(finding))}"
-                report.findings.setdefault(kind, ReplayKey(name, episode.seed, episode.inputs))
-                report.first.setdefault(kind, f"[{name}] {str(finding).splitlines()[0][:300]}")
-                report.counts[kind] = report.counts.get(kind, 0) + 1
+                if kind in report.findings:
+                    report.findings[kind].count += 1
+                else:
+                    first = f"[{name}] {str(finding).splitlines()[0][:300]}"
+                    report.findings[kind] = FoundKind(ReplayKey(name, episode.seed, episode.inputs), first)
                 episodes[name] = Episode.start(name, episode_seeds.getrandbits(32), work / name)  # start again
             i += 1
             if progress is not None and time.monotonic() - last_progress > 30:

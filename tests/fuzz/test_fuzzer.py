@@ -78,15 +78,16 @@ def test_the_fuzzer_reports_a_node_that_raises(monkeypatch):
     plant_a_crash(monkeypatch)
     report = runner.run(seed=2, max_inputs=600, targets=("controller",))
     assert any("RuntimeError('planted')" in line for line in report.lines()), report.lines()
-    assert len(report.findings) == 1 and report.counts[next(iter(report.findings))] > 1  # one kind, many inputs
-    assert all(key.target == "controller" and 1 <= key.input <= runner.RESET_EVERY for key in report.findings.values())
+    assert len(report.findings) == 1 and next(iter(report.findings.values())).count > 1  # one kind, many inputs
+    keys = [found.key for found in report.findings.values()]
+    assert all(key.target == "controller" and 1 <= key.input <= runner.RESET_EVERY for key in keys)
     assert any("replay: kchaos fuzz --replay controller:" in line for line in report.lines())
 
 
 def test_a_finding_replays_from_its_key_alone_with_its_input_and_traceback(monkeypatch):
     plant_a_crash(monkeypatch)
     report = runner.run(seed=2, max_inputs=600, targets=("controller",))
-    key = next(iter(report.findings.values()))
+    key = next(iter(report.findings.values())).key
     seen = runner.replay(runner.ReplayKey.parse(str(key)))
     assert seen.finding is not None and "planted" in str(seen.finding)
     assert seen.at == key.input  # the same input of the same episode, not an earlier or a later one
@@ -128,7 +129,7 @@ def test_a_bad_replay_key_is_refused_in_one_line(capsys, text, says):
 def test_kchaos_fuzz_replay_prints_the_finding_its_input_and_the_traceback(monkeypatch, capsys):
     plant_a_crash(monkeypatch)
     report = runner.run(seed=2, max_inputs=600, targets=("controller",))
-    key = next(iter(report.findings.values()))
+    key = next(iter(report.findings.values())).key
     assert main(["fuzz", "--replay", str(key)]) == 1
     out = capsys.readouterr().out
     assert f"FINDING at input {key.input}: InboundRequest raised RuntimeError('planted')" in out

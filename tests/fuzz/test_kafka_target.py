@@ -52,7 +52,7 @@ def test_an_answer_the_kafka_framing_cannot_carry_is_a_finding(monkeypatch):
     assert any("cannot encode its answer DescribeConfigsResponse in Kafka's v" in line for line in report.lines()), (
         report.lines()
     )
-    key = next(iter(report.findings.values()))
+    key = next(iter(report.findings.values())).key
     seen = runner.replay(key)
     assert seen.finding is not None and "Kafka-framed request on the" in seen.input[0], seen.input
 
