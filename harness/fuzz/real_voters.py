@@ -215,12 +215,15 @@ class RealVoters:
         conn = http.client.HTTPConnection(HOST, self.metrics, timeout=2)
         try:
             conn.request("GET", "/v1/status")
-            doc = json.loads(conn.getresponse().read())
-        except (OSError, http.client.HTTPException, ValueError):
+            answer = conn.getresponse()
+            doc = json.loads(answer.read())
+            if answer.status != 200:
+                return  # not started yet: the last view stands
+            self.view.update(doc)
+        except (OSError, http.client.HTTPException, ValueError, KeyError, TypeError):
             return  # stopping or restarting: the last view stands
         finally:
             conn.close()
-        self.view.update(doc)
         self.tally.roles[str(doc.get("role"))] += 1
         self.tally.top_epoch = max(self.tally.top_epoch, self.view.epoch)
         self.tally.snapshots_fetched[self.incarnation] = int(doc.get("snapshots_fetched", 0))
@@ -257,7 +260,7 @@ class RealVoters:
         link = self.inbound.get(peer)
         if link is None or link.sock is not sock:
             return
-        for raw in link.read():
+        for raw in self._frames(link):
             try:
                 frame = _CODEC.decode(raw)
             except FrameError as exc:
@@ -273,9 +276,15 @@ class RealVoters:
         link = self.outbound.get(peer)
         if link is None or link.sock is not sock:
             return
-        link.read()  # the node's answers to voters 2 and 3 are read and let go: the probes judge it
+        self._frames(link)  # the node's answers to voters 2 and 3 are read and let go: the probes judge it
         if not link.open:
             self._drop(link)
+
+    def _frames(self, link: Link) -> list[bytes]:
+        try:
+            return link.read()
+        except FrameError as exc:  # a length prefix no frame of ours can have
+            raise AssertionError(f"node 1 sent voter {link.peer} bytes that do not frame: {exc}") from None
 
     def _drop(self, link: Link) -> None:
         with contextlib.suppress(KeyError, ValueError):  # already unregistered
