@@ -118,15 +118,13 @@ class PeersTarget:
     def _loyal(self, roll: float, rng: random.Random) -> bool:
         """Voters 2 and 3 grant its votes and fetch to its log end; clients read and write. Each
         frame is still damaged now and then (`Voices.damaged`), more seldom than the unruly ones."""
-        node, raft = self.node, self.node.raft
+        node = self.node
         if roll < 0.1:
             node.advance(rng.choice((10, 50, 100)))
             return True
         if roll < 0.75:
             if roll < 0.45:
-                offset = max(0, raft.log_end_offset - rng.choice((0, 0, 0, 1, 2)))
-                peer = rng.choice(PEERS)
-                message: object = FetchRequest(raft.cluster_id, peer, raft.epoch, offset, raft.last_epoch, 0)
+                message: object = self.voices.loyal_fetch(rng)
                 reply_to: tuple[str, int] = ("peer", self.count % 4)
             else:
                 message = self.voices.read(rng) if roll < 0.6 else self.voices.write(rng)
@@ -138,16 +136,7 @@ class PeersTarget:
             node.advance(rng.choice((10, 50)))
             return True
         sent = node.outstanding.pop(rng.randrange(len(node.outstanding)))
-        req = sent.message
-        match req:
-            case VoteRequest():
-                answer: object = VoteResponse(0, -1, req.candidate_epoch, True)
-            case BeginQuorumEpochRequest():
-                answer = BeginQuorumEpochResponse(0, req.leader_id, req.leader_epoch)
-            case FetchRequest():  # it follows 2 or 3 (a damaged frame said so): they know no leader
-                answer = FetchResponse(int(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1, req.current_leader_epoch, 0, 0)
-            case _:
-                answer = self.voices.answer(sent.destination, req, rng)
+        answer = self.voices.loyal_answer(sent.destination, sent.message, rng)
         frame = self.voices.damaged(answer, rng, request=False, cid=sent.correlation_id, rate=0.3)
         self._last = (sent, frame)
         return node.feed_response(sent, frame)
@@ -277,6 +266,24 @@ class Voices:
             change = AlterableConfig(key, ConfigOperation.SET, value)
         resource = IncrementalAlterConfigsResource(ConfigResourceType.BROKER, rng.choice(("", "1")), (change,))
         return IncrementalAlterConfigsRequest((resource,))
+
+    def loyal_fetch(self, rng: random.Random) -> FetchRequest:
+        """A voter that follows node 1 fetching at (or just below) its log end: an acknowledgement."""
+        view = self.view()
+        offset = max(0, view.log_end_offset - rng.choice((0, 0, 0, 1, 2)))
+        return FetchRequest(view.cluster_id, rng.choice(PEERS), view.epoch, offset, view.last_epoch, 0)
+
+    def loyal_answer(self, destination: int, req: object, rng: random.Random) -> object:
+        """What voters that want node 1 to lead answer: its votes granted, its epoch acknowledged, and
+        no leader of their own when it fetches from one of them (a damaged frame may have named one)."""
+        match req:
+            case VoteRequest():
+                return VoteResponse(0, -1, req.candidate_epoch, True)
+            case BeginQuorumEpochRequest():
+                return BeginQuorumEpochResponse(0, req.leader_id, req.leader_epoch)
+            case FetchRequest():
+                return FetchResponse(int(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1, req.current_leader_epoch, 0, 0)
+        return self.answer(destination, req, rng)
 
     def answer(self, destination: int, req: object, rng: random.Random) -> object:
         """An answer to `req`, which the node sent to `destination` (2 or 3)."""

@@ -8,10 +8,13 @@ fetches, announces its epochs, copies snapshots; each request is answered, at a 
 of the seed's choosing, with what `harness.fuzz.peers.Voices` builds: votes granted or refused,
 record batches of a real leader at its fetch offset, diverging epochs, a real leader's snapshot whole
 or damaged, now and then a damaged frame. Voters 2 and 3 also send requests to its CONTROLLER
-listener. The voices build on what the node reports on `/v1/status` (its epoch, log end, high
-watermark, the epochs it was seen in). Short quorum timeouts make it change role every few hundred
-milliseconds, so its real runtime (outbound links, request timeouts, reconnects, the fsync thread, the
-snapshot written through real files) meets what the in-process target feeds the core.
+listener. Every other 100 frames the voters are loyal instead (`Voices.loyal_answer`, `loyal_fetch`):
+they grant its votes and fetch to its log end while a client reads and writes, so the real process
+leads under load (parked fetches, appends through the fsync thread, read barriers). The voices
+build on what the node reports on `/v1/status` (its epoch, log end, high watermark, the epochs it
+was seen in). Short quorum timeouts make it change role every few hundred milliseconds, so its real
+runtime (outbound links, request timeouts, reconnects, the fsync thread, the snapshot written
+through real files) meets what the in-process target feeds the core.
 
 The contract is the real node's: alive, a fresh client served on both listeners, a clean stop after
 SIGTERM, and no traceback nor "cannot encode" in its log. A stop that a KIP prescribes for what only
@@ -35,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +50,8 @@ from node.protocol.broker_api import SnapshotId
 from node.protocol.codec import BinaryCodec, FrameError, FrameKind, FrameReader
 
 PROBE_EVERY = 50
+PHASE_FRAMES = 100
+CLIENT = 0  # the connection a client's reads and writes go over, beside voters 2 and 3's
 LAST_FRAMES = 5
 STATUS_EVERY = 10
 SETTINGS = {  # roles change every few hundred ms; a request unanswered for 400 ms fails and is sent again
@@ -130,8 +136,9 @@ class Tally:
 class RealVoters:
     """Node 1 as a real process; voters 2 and 3 in this one."""
 
-    def __init__(self, seed: int, workdir: Path) -> None:
+    def __init__(self, seed: int, workdir: Path, phase_frames: int = PHASE_FRAMES) -> None:
         self.rng = random.Random(f"real-voters:{seed}")
+        self.phase_frames = phase_frames  # unruly voters for this many frames, then loyal ones, in turn
         self.workdir = workdir
         self.broker, self.controller, self.metrics = free_port(), free_port(), free_port()
         self.listeners = {peer: socket.create_server((HOST, 0)) for peer in PEERS}
@@ -312,29 +319,55 @@ class RealVoters:
     def step(self) -> None:
         rng = self.rng
         roll = rng.random()
-        if roll < 0.15:
+        if (self.tally.frames // self.phase_frames) % 2 == 1:
+            self._loyal_step(roll, rng)
+        elif roll < 0.15:
             self.pump(rng.choice((0.01, 0.05, 0.2)))
-            return
-        if roll < 0.5:
-            message = self.voices.request(rng)
-            frame = self.voices.damaged(message, rng, request=True, cid=rng.randint(1, 1000))
+        elif roll < 0.5:
             peer = rng.choice(PEERS)
-            link = self.outbound_link(peer)
-            self.recent.append((f"a request on its CONTROLLER listener from voter {peer}'s connection", frame))
-            if link is not None and link.send(frame):
-                self.tally.frames += 1
-                self.tally.requests += 1
-            elif link is not None:
-                self._drop(link)
-            self.pump(0)
+            self._request(
+                peer, self.voices.damaged(self.voices.request(rng), rng, request=True, cid=rng.randint(1, 1000))
+            )
+        else:
+            self._answer(rng, self.voices.answer, rate=1.0)
+
+    def _loyal_step(self, roll: float, rng: random.Random) -> None:
+        """Voters 2 and 3 let it lead (`Voices.loyal_fetch`, `loyal_answer`) and a client reads and writes
+        on its CONTROLLER listener, so its real runtime leads under load: parked fetches, appends
+        through the fsync thread, read barriers. Frames are damaged a third as often."""
+        if roll < 0.1:
+            self.pump(rng.choice((0.01, 0.05)))
             return
+        if roll < 0.75:
+            if roll < 0.45:
+                peer, message = rng.choice(PEERS), self.voices.loyal_fetch(rng)
+            else:
+                peer, message = CLIENT, self.voices.read(rng) if roll < 0.6 else self.voices.write(rng)
+            self._request(peer, self.voices.damaged(message, rng, request=True, cid=rng.randint(1, 1000), rate=0.3))
+            return
+        self._answer(rng, self.voices.loyal_answer, rate=0.3)
+
+    def _request(self, peer: int, frame: bytes) -> None:
+        """`frame` on the CONTROLLER listener, over `peer`'s own connection (voter 2 or 3, or a client)."""
+        link = self.outbound_link(peer)
+        who = f"voter {peer}" if peer in PEERS else "a client"
+        self.recent.append((f"a request on its CONTROLLER listener from {who}'s connection", frame))
+        if link is not None and link.send(frame):
+            self.tally.frames += 1
+            self.tally.requests += 1
+        elif link is not None:
+            self._drop(link)
+        self.pump(0)
+
+    def _answer(self, rng: random.Random, build: Callable[[int, object, random.Random], object], rate: float) -> None:
+        """Answer one of the node's requests not answered yet, chosen at random (none: time passes)."""
         self.pump(0)
         if not self.pending:
             self.pump(rng.choice((0.01, 0.05, 0.1)))
             return
         link, correlation_id, asked = self.pending.pop(rng.randrange(len(self.pending)))
-        message = self.voices.answer(link.peer, asked, rng)
-        frame = self.voices.damaged(message, rng, request=False, cid=correlation_id)
+        message = build(link.peer, asked, rng)
+        frame = self.voices.damaged(message, rng, request=False, cid=correlation_id, rate=rate)
         self.recent.append((f"an answer from voter {link.peer} to {clip(repr(asked), 300)}", frame))
         if link.send(frame):
             self.tally.frames += 1

@@ -160,6 +160,29 @@ def test_real_voters_answer_what_a_real_node_asks_and_the_contract_holds():
     assert "Fetch " in asked and "Vote " in asked, asked  # it followed someone, and ran for election
 
 
+def test_loyal_real_voters_let_a_real_node_lead_and_commit_its_clients_writes(tmp_path):
+    """The loyal phases over sockets: votes granted, fetches to its log end, a client's reads and
+    writes; the real process becomes leader and its high watermark passes the writes it took."""
+    voters = RealVoters(seed=2, workdir=tmp_path)
+    rng, led_at = random.Random(2), None
+    try:
+        voters.start()
+        deadline = time.monotonic() + 60
+        for step in range(1, 5001):
+            voters._loyal_step(rng.random(), rng)
+            if step % 10 == 0:
+                voters.refresh_view()
+                if voters.tally.roles["leader"] and voters.view.high_watermark > 20:
+                    led_at = step
+                    break
+            if time.monotonic() > deadline:
+                break
+        assert led_at is not None, (voters.tally.roles, voters.view)
+        voters.probe()  # alive, and fresh clients served on both listeners
+    finally:
+        assert voters.close() == 0
+
+
 def test_real_voters_report_a_node_that_died_as_a_finding(tmp_path):
     """The check can fail: a node gone by SIGKILL (no designed stop in its log) is a finding, not a restart."""
     voters = RealVoters(seed=1, workdir=tmp_path)
