@@ -162,9 +162,10 @@ class NodeUnderTest:
         self._run(InboundRequest(reply_to, decoded.correlation_id, decoded.message, ctx))
         return True
 
-    def feed_kafka(self, listener: str, frame: bytes, reply_to: object = ("kafka", 0)) -> bool:
+    def feed_kafka(self, listener: str, frame: bytes, reply_to: object) -> bool:
         """One request in Kafka's own framing on `listener`, as `NodeServer._read_kafka` takes it; its
-        answer must then encode in the client's version (`_carry_out`). False if the codec refused it."""
+        answer must then encode in the client's version (`_carry_out`). `reply_to` must name this
+        request alone (an answer may come after later requests'). False if the codec refused it."""
         codec = self.kafka_codecs[listener]
         try:
             request = codec.decode_request(frame)
