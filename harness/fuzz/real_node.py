@@ -116,9 +116,11 @@ def fuzz_real_node(seed: int, frames: int) -> RealRun:
                 stderr=subprocess.STDOUT,
                 env=env,
             )
+        answered = closed = 0
+        problems: list[str] = []
+        code: int | None = None
         try:
             wait_listening(proc, (broker, controller))
-            answered = closed = 0
             for i in range(frames):
                 port = rng.choice((broker, controller))
                 roll = rng.random()
@@ -149,14 +151,16 @@ def fuzz_real_node(seed: int, frames: int) -> RealRun:
             probe_api_versions(controller)
             proc.send_signal(signal.SIGTERM)
             code = proc.wait(timeout=60)
+        except (AssertionError, OSError, subprocess.TimeoutExpired) as exc:  # a finding, not a traceback
+            problems.append(str(exc) or type(exc).__name__)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
         text = log_path.read_text(errors="replace")
-    lines = [f"real node (seed {seed}): {frames} frames, {answered} answered, {closed} closed or unanswered"]
-    problems = []
-    if code != 0:
+    sent = answered + closed
+    lines = [f"real node (seed {seed}): {sent} frames, {answered} answered, {closed} closed or unanswered"]
+    if code != 0 and not problems:
         problems.append(f"exit code {code} after SIGTERM")
     if "Traceback" in text:
         problems.append("a traceback in the node's log")

@@ -147,6 +147,21 @@ def test_real_node_over_loopback_survives_mutated_frames_and_serves_fresh_client
     assert not run.findings and "contract held" in run.lines[1], run.lines
 
 
+def test_real_node_reports_a_broken_contract_as_a_finding_not_a_traceback(monkeypatch):
+    """`kchaos fuzz --real-node` and `kchaos nightly --fuzz-real-node` print findings and exit 1; an
+    exception out of the loop would be a traceback instead. A probe that fails stands in for a node
+    that stopped serving."""
+    import harness.fuzz.real_node as real_node
+
+    def unserved(port: int) -> None:
+        raise AssertionError(f"a fresh client on port {port} got no ApiVersions answer")
+
+    monkeypatch.setattr(real_node, "probe_api_versions", unserved)
+    run = fuzz_real_node(seed=4, frames=30)
+    assert run.findings and "got no ApiVersions answer" in run.findings[0], run.lines
+    assert run.lines[-1].startswith("  FINDING") and "1 frames" in run.lines[0], run.lines
+
+
 def test_real_voters_answer_what_a_real_node_asks_and_the_contract_holds():
     """Voters 2 and 3 played over sockets: the node connects to them, asks them for votes and
     fetches, gets answers built from its reported state, and keeps the contract."""
