@@ -66,7 +66,9 @@ def last_line(hosts, backend: SshBackend, node: str, after: float) -> dict:
     log = hosts.roots[host_of(node)] / "runs" / backend.tag / "nodes" / node / "stdout.log"
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        lines = log.read_text().splitlines() if log.exists() else []
+        text = log.read_text() if log.exists() else ""
+        # whole lines only: the child may be writing the last one as we read (a suite run, stop 42)
+        lines = text[: text.rfind("\n") + 1].splitlines()
         if lines:
             doc = json.loads(lines[-1])
             doc["at"] = time.time()
