@@ -52,6 +52,14 @@ metadata.log.dir={data}
 """
 
 
+def kafka_codecs(node_id: int, voters: list[tuple[int, str, int]]) -> dict[str, KafkaCodec]:
+    """Each listener's Kafka framing as `NodeServer` builds it (the broker's adds DescribeQuorum)."""
+    return {
+        CONTROLLER_LISTENER: KafkaCodec(CONTROLLER_API_KEYS, node_id, controllers=voters),
+        "BROKER": KafkaCodec(BROKER_API_KEYS | {API_KEYS[DescribeQuorumRequest]}, node_id),
+    }
+
+
 def first_of_three_voters(workdir: Path, seed: int) -> NodeUnderTest:
     """Node 1 of a three-voter combined quorum whose peers the caller plays (so the stops a KIP
     prescribes for their messages are counted, not findings)."""
@@ -116,12 +124,8 @@ class NodeUnderTest:
             "BROKER": BinaryCodec(api_keys=BROKER_API_KEYS),
         }
         self.reply_codec = BinaryCodec()
-        # Kafka's own framing, each listener's as `NodeServer` builds it (the broker's adds DescribeQuorum)
         voters = [(v.node_id, v.host, v.port) for v in config.voters]
-        self.kafka_codecs = {
-            CONTROLLER_LISTENER: KafkaCodec(CONTROLLER_API_KEYS, config.node_id, controllers=voters),
-            "BROKER": KafkaCodec(BROKER_API_KEYS | {API_KEYS[DescribeQuorumRequest]}, config.node_id),
-        }
+        self.kafka_codecs = kafka_codecs(config.node_id, voters)
         self._kafka_waiting: dict[object, tuple[KafkaCodec, KafkaHeader]] = {}  # reply_to -> how to answer
         self.now = 0
         self.deadline: int | None = None

@@ -180,17 +180,13 @@ class PeerView(Protocol):
 
 
 class RaftView:
-    """The view of a node in this process, read from its core as the input is built."""
+    """The view of a node in this process: its core's own attributes, read as the input is built."""
 
     def __init__(self, raft: RaftNode) -> None:
         self._raft = raft
-        self.epoch = raft.epoch
-        self.log_end_offset = raft.log_end_offset
-        self.high_watermark = raft.high_watermark
-        self.log_start_offset = raft.log_start_offset
-        self.last_epoch = raft.last_epoch
-        self.cluster_id = raft.cluster_id
-        self.snapshot_id = raft.snapshot_id
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._raft, name)
 
     def log_epochs(self) -> list[int]:
         return [entry.epoch for entry in self._raft.log.epoch_entries()]

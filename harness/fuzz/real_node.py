@@ -23,12 +23,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.fuzz.inprocess import kafka_codecs
 from harness.fuzz.kafka import kafka_request
 from harness.fuzz.mutate import mutate_bytes
 from harness.fuzz.runner import ROOT, mutated_frame
+from node.process.process import CONTROLLER_LISTENER
 from node.protocol.codec import BinaryCodec, FrameError
-from node.protocol.kafka_codec import KafkaCodec
-from node.protocol.messages import DescribeQuorumRequest
 from node.protocol.registry import API_KEYS, BROKER_API_KEYS, CONTROLLER_API_KEYS, REQUESTS
 from node.protocol.session import ApiVersionsRequest
 
@@ -100,10 +100,8 @@ def fuzz_real_node(seed: int, frames: int) -> RealRun:
         controller: [c for c in REQUESTS if API_KEYS[c] in CONTROLLER_API_KEYS],
         broker: [c for c in REQUESTS if API_KEYS[c] in BROKER_API_KEYS],
     }
-    kafka_codecs = {  # the listeners' Kafka framing, as the node builds it
-        controller: KafkaCodec(CONTROLLER_API_KEYS, 1, controllers=[(1, HOST, controller)]),
-        broker: KafkaCodec(BROKER_API_KEYS | {API_KEYS[DescribeQuorumRequest]}, 1),
-    }
+    framing = kafka_codecs(1, [(1, HOST, controller)])
+    by_port = {controller: framing[CONTROLLER_LISTENER], broker: framing["BROKER"]}
     with tempfile.TemporaryDirectory(prefix="kchaos-fuzz-node-") as tmp:
         props = Path(tmp) / "server.properties"
         props.write_text(_properties(Path(tmp) / "data", broker, controller))
@@ -125,7 +123,7 @@ def fuzz_real_node(seed: int, frames: int) -> RealRun:
                 port = rng.choice((broker, controller))
                 roll = rng.random()
                 if roll < 0.3:  # Kafka's own framing, as librdkafka or the Java AdminClient send it
-                    frame, _ = kafka_request(kafka_codecs[port], rng, KAFKA_HINTS, i + 1)
+                    frame, _ = kafka_request(by_port[port], rng, KAFKA_HINTS, i + 1)
                     frame = mutate_bytes(frame, rng) if rng.random() < 0.3 else frame
                 elif roll < 0.95:
                     frame = mutated_frame(rng.choice(classes[port]), rng)
