@@ -7,6 +7,10 @@
 A directory's figure is the sum of its tests' own durations (set-up and teardown included), so it says
 where the suite spends its time; under pytest-xdist the tests overlap and the wall (the session's
 duration, the `time` of the XML's testsuite) is what a CI job waits for. Also prints the longest tests.
+
+Where the XML carries each test's CPU (the `cpu_s` property tests/conftest.py records: the worker's
+own and its reaped children's), it also prints CPU-seconds per directory and the costliest tests: the
+suite is bound by CPU, so that is the figure that says what a cut would save.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+CPU_PROPERTY = "cpu_s"  # tests/conftest.py's name for a test's CPU-seconds
+
 
 @dataclass(frozen=True)
 class SuiteTimes:
@@ -25,6 +31,8 @@ class SuiteTimes:
     tests: int
     per_dir: Counter[str]
     per_test: dict[str, float]
+    cpu_per_dir: Counter[str]
+    cpu_per_test: dict[str, float]
 
 
 def read(path: Path) -> SuiteTimes:
@@ -38,13 +46,20 @@ def read(path: Path) -> SuiteTimes:
         raise ValueError(f"{path}: no <testsuite> element")
     per_dir: Counter[str] = Counter()
     per_test: dict[str, float] = {}
+    cpu_per_dir: Counter[str] = Counter()
+    cpu_per_test: dict[str, float] = {}
     for case in suite.iter("testcase"):
         parts = (case.get("classname") or "").split(".")
         where = parts[1] if len(parts) > 2 and parts[0] == "tests" else "(top)"
+        name = f"{'/'.join(parts)}.py::{case.get('name')}"
         seconds = float(case.get("time") or 0.0)
         per_dir[where] += seconds
-        per_test[f"{'/'.join(parts)}.py::{case.get('name')}"] = seconds
-    return SuiteTimes(float(suite.get("time") or 0.0), len(per_test), per_dir, per_test)
+        per_test[name] = seconds
+        for prop in case.iter("property"):
+            if prop.get("name") == CPU_PROPERTY:
+                cpu_per_dir[where] += float(prop.get("value") or 0.0)
+                cpu_per_test[name] = float(prop.get("value") or 0.0)
+    return SuiteTimes(float(suite.get("time") or 0.0), len(per_test), per_dir, per_test, cpu_per_dir, cpu_per_test)
 
 
 def minutes(seconds: float) -> str:
@@ -63,6 +78,18 @@ def table(runs: list[tuple[str, SuiteTimes]]) -> str:
     return "\n".join(rows)
 
 
+def cpu_table(runs: list[tuple[str, SuiteTimes]]) -> str:
+    """CPU-seconds per directory, for the runs that recorded it."""
+    runs = [(name, r) for name, r in runs if r.cpu_per_test]
+    dirs = sorted({d for _, r in runs for d in r.cpu_per_dir}, key=lambda d: -runs[-1][1].cpu_per_dir.get(d, 0.0))
+    rows = ["| directory | " + " | ".join(f"{name}: CPU s" for name, _ in runs) + " |", "|---|" + "---:|" * len(runs)]
+    for d in dirs:
+        rows.append(f"| `tests/{d}` | " + " | ".join(f"{r.cpu_per_dir.get(d, 0.0):.0f}" for _, r in runs) + " |")
+    totals = (sum(r.cpu_per_dir.values()) / 60 for _, r in runs)
+    rows.append("| **CPU-minutes** | " + " | ".join(f"**{minutes:.1f}**" for minutes in totals) + " |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("junit", nargs="+", type=Path, help="pytest --junitxml files (first: before, last: after)")
@@ -78,6 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nlongest tests of {runs[-1][0]}:")
     for name, seconds in sorted(last.per_test.items(), key=lambda kv: -kv[1])[: args.longest]:
         print(f"{seconds:8.1f} s  {name}")
+    if any(r.cpu_per_test for _, r in runs):
+        print("\n" + cpu_table(runs))
+        if last.cpu_per_test:
+            print(f"\ncostliest tests of {runs[-1][0]} (CPU):")
+            for name, seconds in sorted(last.cpu_per_test.items(), key=lambda kv: -kv[1])[: args.longest]:
+                print(f"{seconds:8.1f} CPU s  {name}")
     return 0
 
 

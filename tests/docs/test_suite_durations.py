@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,3 +40,45 @@ def test_a_file_pytest_did_not_write_is_one_line_and_exit_2(tmp_path: Path, caps
     assert main([str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"suite_durations: {path}: ") and err.count("\n") == 1
+
+
+CPU_XML = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="2" time="60">
+<testcase classname="tests.sim.test_a" name="test_one" time="3"><properties>
+<property name="cpu_s" value="90.5"/></properties></testcase>
+<testcase classname="tests.raft.test_c" name="test_two" time="1"><properties>
+<property name="other" value="7"/><property name="cpu_s" value="29.5"/></properties></testcase>
+</testsuite></testsuites>"""
+
+
+def test_cpu_recorded_per_test_is_summed_per_directory(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "cpu.xml"
+    path.write_text(CPU_XML)
+    times = read(path)
+    assert times.cpu_per_dir == {"sim": 90.5, "raft": 29.5}
+    assert times.cpu_per_test["tests/raft/test_c.py::test_two"] == 29.5
+    assert main([str(path), "--longest", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| `tests/sim` | 90 |" in out.split("CPU s")[1]
+    assert "| **CPU-minutes** | **2.0** |" in out
+    assert out.rstrip().endswith("90.5 CPU s  tests/sim/test_a.py::test_one")
+
+
+def test_the_suites_own_xml_carries_each_tests_cpu(tmp_path: Path) -> None:
+    """tests/conftest.py records a test's CPU, its reaped children's included, as a JUnit property."""
+    shutil.copy(Path(__file__).parents[1] / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_spin.py").write_text(
+        "import subprocess, sys\n\n"
+        "SPIN = 'import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.3: pass'\n\n"
+        "def test_spins():\n"
+        "    subprocess.run([sys.executable, '-c', SPIN], check=True)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "--junitxml=out.xml", "-q"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    (cpu,) = read(tmp_path / "out.xml").cpu_per_test.values()
+    assert cpu >= 0.3
