@@ -64,13 +64,24 @@ def test_cpu_recorded_per_test_is_summed_per_directory(tmp_path: Path, capsys) -
 
 
 def test_the_suites_own_xml_carries_each_tests_cpu(tmp_path: Path) -> None:
-    """tests/conftest.py records a test's CPU, its reaped children's included, as a JUnit property."""
+    """tests/conftest.py records a test's CPU as a JUnit property: its reaped children's, and what a
+    child still running at the end (a pool's forkserver) has spent and reaped of its own children."""
     shutil.copy(Path(__file__).parents[1] / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_spin.py").write_text(
-        "import subprocess, sys\n\n"
-        "SPIN = 'import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.3: pass'\n\n"
-        "def test_spins():\n"
-        "    subprocess.run([sys.executable, '-c', SPIN], check=True)\n"
+        """import atexit, subprocess, sys
+
+SPIN = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.3: pass"
+POOL = ("import subprocess, sys, time\\nsubprocess.run([sys.executable, '-c', sys.argv[1]])\\n"
+        "print('spun', flush=True)\\ntime.sleep(60)")
+
+def test_reaped():
+    subprocess.run([sys.executable, "-c", SPIN], check=True)
+
+def test_below_a_live_child():
+    child = subprocess.Popen([sys.executable, "-c", POOL, SPIN], stdout=subprocess.PIPE, text=True)
+    atexit.register(child.kill)  # alive past this test's teardown, gone with the session
+    assert child.stdout.readline() == "spun\\n"
+"""
     )
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "--junitxml=out.xml", "-q"],
@@ -80,5 +91,6 @@ def test_the_suites_own_xml_carries_each_tests_cpu(tmp_path: Path) -> None:
         timeout=120,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    (cpu,) = read(tmp_path / "out.xml").cpu_per_test.values()
-    assert cpu >= 0.3
+    cpu = read(tmp_path / "out.xml").cpu_per_test
+    assert cpu["test_spin.py::test_reaped"] >= 0.3
+    assert cpu["test_spin.py::test_below_a_live_child"] >= 0.3
