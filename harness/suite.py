@@ -40,6 +40,7 @@ finished run (flushed as it ends): `--resume` runs only the runs it lacks.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import fnmatch
 import itertools
 import json
 import logging
@@ -112,6 +113,36 @@ class SuiteCell:
 Queued = tuple[SuiteCell, int]  # a run: the cell and its seed
 
 
+def first_runs(runs: Sequence[Queued], patterns: Sequence[str]) -> list[Queued]:
+    """The runs matched by `patterns` first (pattern by pattern, each in the suite's order), then the
+    rest. A pattern is a glob over cell ids (`registrations/all/*`), with `#SEED` for one seed only.
+
+    Only the order moves, never the set of runs or a verdict: with `--fail-fast` a run known to catch
+    a bug (last night's failing cell) ends the suite at once instead of after every cell before it,
+    and under a budget the named runs are the ones sure to start."""
+    ahead: list[Queued] = []
+    for pattern in patterns:
+        ahead += [run for run in _matching(runs, pattern) if run not in ahead]
+    return ahead + [run for run in runs if run not in ahead]
+
+
+def _matching(runs: Sequence[Queued], pattern: str) -> list[Queued]:
+    glob, _, seed = pattern.partition("#")
+    return [(cell, s) for cell, s in runs if fnmatch.fnmatchcase(cell.id, glob) and (not seed or str(s) == seed)]
+
+
+def check_first(patterns: Sequence[str], suite: Suite, flag: str = "--first") -> tuple[str, ...]:
+    """Each pattern must match a run of the suite: a misspelt one would silently change nothing."""
+    for pattern in patterns:
+        _, hash_, seed = pattern.partition("#")
+        if hash_ and not seed.isdigit():
+            raise UserError(f"{flag} {pattern}: a seed after '#' must be a number")
+        if not _matching(suite.runs(), pattern):
+            ids = ", ".join(c.id for c in suite.cells[:3]) + (", ..." if len(suite.cells) > 3 else "")
+            raise UserError(f"{flag} {pattern}: matches no run of suite {suite.name} (cells: {ids})")
+    return tuple(patterns)
+
+
 @dataclass
 class Suite:
     name: str
@@ -129,6 +160,7 @@ class Suite:
     registries: Registries
     bugs: tuple[str, ...] = ()  # planted bugs switched on in every run (`--bug`)
     fail_fast: bool = False  # stop at the first invalid run (`--fail-fast`)
+    first: tuple[str, ...] = ()  # runs to start before the others (`--first`, see `first_runs`)
 
     def real_limit(self) -> int:
         """Runs on real backends at once: `real_jobs`, else one cluster per its nodes' worth of CPUs."""
@@ -143,6 +175,10 @@ class Suite:
     def runs(self) -> list[tuple[SuiteCell, int]]:
         """Every run, seed outermost: each cell's first seed before any cell's second."""
         return [(cell, seed) for seed in self.seeds for cell in self.cells]
+
+    def ordered_runs(self) -> list[tuple[SuiteCell, int]]:
+        """`runs()` with the runs `first` names moved to the front, in the order of its patterns."""
+        return first_runs(self.runs(), self.first)
 
     def spec(self, cell: SuiteCell, seed: int) -> TestSpec:
         raw = {
@@ -544,7 +580,7 @@ class SuiteRunner:
         from harness.pool import RunPool
 
         start = time.monotonic()
-        todo = [(c, s) for c, s in self.suite.runs() if f"{c.id}#{s}" not in self.records]
+        todo = [(c, s) for c, s in self.suite.ordered_runs() if f"{c.id}#{s}" not in self.records]
         total = len(self.suite.runs())
         if len(todo) < total:
             self.say(f"resuming: {total - len(todo)} of {total} runs already done")

@@ -38,6 +38,14 @@ def add_arguments(p: argparse.ArgumentParser, default_file: str | None = None) -
         help="stop at the first invalid run: no run starts after it, runs under way are stopped "
         "(the runs left out make their cells unknown)",
     )
+    p.add_argument(
+        "--first",
+        action="append",
+        metavar="CELL[#SEED]",
+        help="start these runs before the others (repeatable): a glob over cell ids such as "
+        "'registrations/all/*', '#2' for seed 2 only; with --fail-fast, a cell known to fail ends the "
+        "suite at once",
+    )
     p.add_argument("--results", metavar="DIR", help="results root (default $KCHAOS_RESULTS or results)")
     p.add_argument(
         "--resume",
@@ -117,6 +125,7 @@ def run_suite(args: argparse.Namespace, *, gate: bool) -> tuple[int, Path]:
     if args.run_timeout:
         suite.run_timeout_s = _duration(args.run_timeout, "--run-timeout", positive=True)
     suite.fail_fast = bool(getattr(args, "fail_fast", False))
+    suite.first = suites.check_first(getattr(args, "first", None) or (), suite)
     gate_config = None
     if gate:
         from harness.gate import gate_config as parse_gate

@@ -40,10 +40,13 @@ backends = ["sim"]
 def fake_run(spec, cell_id: str, root: str, suite_id: str) -> RunRecord:
     """A stand-in worker (no cluster): seed 2 of the kill cell hangs, seed 1 of the calm cell crashes;
     at rate 31 every run takes 2 s and none fails; at rate 32 seed 1 of the kill cell is invalid at
-    once and every other run hangs."""
+    once and every other run hangs; at rate 33 seed 2 of the calm cell is invalid, every other run valid."""
     if spec.rate == 31:
         time.sleep(2)
         return RunRecord(cell_id, spec.seed, "valid", 0, "", [], "", 2.0)
+    if spec.rate == 33:
+        valid = not (cell_id.endswith("/calm/3/sim") and spec.seed == 2)
+        return RunRecord(cell_id, spec.seed, "valid" if valid else "invalid", 0 if valid else 1, "", [], "", 0.01)
     if spec.rate == 32:
         if cell_id.endswith("/kill/3/sim") and spec.seed == 1:
             return RunRecord(cell_id, 1, "invalid", 1, "lost: 1 acknowledged write lost", ["lost"], "", 0.01)
@@ -140,6 +143,26 @@ def test_fail_fast_stops_at_the_first_invalid_run(tmp_path) -> None:
     assert ", 3 not run (fail-fast)" in suites.table_markdown(result)
 
 
+def test_first_runs_named_runs_ahead_and_fail_fast_ends_there(tmp_path) -> None:
+    """`--first`: only the order moves. A cell known to fail, named first, ends a fail-fast suite after
+    one run; without it the same suite runs the three valid runs before it."""
+    path = tmp_path / "tiny.toml"
+    path.write_text(SMALL.replace("rate = 30", "rate = 33"))
+    suite = load_suite(path)
+    order = [(c.nemesis, seed) for c, seed in suites.first_runs(suite.runs(), ["*/calm/*", "*/kill/*#2"])]
+    assert order == [("calm", 1), ("calm", 2), ("kill", 2), ("kill", 1)]
+    assert suites.first_runs(suite.runs(), []) == suite.runs()
+    suite.fail_fast = True
+    for first, ran in (((), 4), (("config-register/calm/3/sim#2",), 1)):
+        suite.first = first
+        root = tmp_path / f"root-{ran}"
+        root.mkdir()
+        result = SuiteRunner(suite, root, "tiny/first", jobs=1, worker=fake_run).run()
+        assert len(result.records) == ran and result.exit_code == 1
+        assert result.records["config-register/calm/3/sim#2"].verdict == "invalid"
+        assert len(result.skipped) == 4 - ran
+
+
 def test_run_timeout_flag_overrides_the_files(tmp_path, capsys) -> None:
     """`--run-timeout` replaces the file's hang limit (a loaded CI machine needs more): a real simulated
     run of the tiny suite takes seconds, so at 0.2 s each is stopped as hung and the suite is unknown."""
@@ -179,6 +202,9 @@ def test_bad_suite_input_is_one_line_and_exit_254(tmp_path, capsys) -> None:
         (["suite", str(path), "--resume", str(tmp_path)], "not a suite directory (no suite.json)"),
         (["gate", str(path), "--budget", "soon"], "--budget: expected a duration"),
         (["gate", str(path), "--run-timeout", "-3s"], "--run-timeout: "),
+        (["gate", str(path), "--first", "nope/*"], "--first nope/*: matches no run of suite tiny"),
+        (["suite", str(path), "--first", "*/kill/*#x"], "--first */kill/*#x: a seed after '#' must be a number"),
+        (["suite", str(path), "--first", "*/kill/*#7"], "--first */kill/*#7: matches no run of suite tiny"),
         (["suite", str(path), "--nosuch"], "kchaos suite: error: unrecognized arguments: --nosuch"),
     ):
         try:
