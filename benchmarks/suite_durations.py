@@ -9,7 +9,7 @@ where the suite spends its time; under pytest-xdist the tests overlap and the wa
 duration, the `time` of the XML's testsuite) is what a CI job waits for. Also prints the longest tests.
 
 Where the XML carries each test's CPU (the `cpu_s` property tests/conftest.py records: the worker's
-own and its reaped children's), it also prints CPU-seconds per directory and the costliest tests: the
+whole process tree, set-up to teardown), it also prints CPU-seconds per directory and the costliest tests: the
 suite is bound by CPU, so that is the figure that says what a cut would save.
 """
 

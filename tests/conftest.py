@@ -9,6 +9,9 @@ naming the skip's reason. A developer running pytest by hand still gets ordinary
 processes, sockets and simulated runs, and every namespace, bridge, port, run directory and container
 they make carries a name of its own. Tests that judge state the whole host shares run one at a time on
 one worker, in the groups of SHARED_HOST_STATE.
+
+Each test's CPU, its worker's whole process tree from set-up to teardown, goes into the JUnit XML:
+the suite is bound by CPU on two cores, and a test's wall under four workers says little of its work.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import os
 
 import pytest
 
-CPU_PROPERTY = "cpu_s"
+CPU_PROPERTY = "cpu_s"  # each test's CPU-seconds, a JUnit property (benchmarks/suite_durations.py)
+_CPU_AT_SETUP = pytest.StashKey[float]()
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 REQUIRE_ALL = "KCHAOS_REQUIRE_ALL"
 
@@ -86,9 +91,6 @@ def _shares_a_fixture_across_tests(item) -> bool:
     return any(d.scope in ("module", "class", "package") for defs in info.name2fixturedefs.values() for d in defs)
 
 
-_CPU_AT_SETUP = pytest.StashKey[float]()
-
-
 def _require_all() -> bool:
     return os.environ.get(REQUIRE_ALL, "") not in ("", "0")
 
@@ -118,9 +120,6 @@ def _cpu_seconds() -> float:
     return ticks / _TICKS_PER_S
 
 
-_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-
-
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_setup(item):
     item.stash[_CPU_AT_SETUP] = _cpu_seconds()
@@ -131,7 +130,7 @@ def pytest_runtest_setup(item):
 def pytest_runtest_makereport(item, call):
     """Record each test's CPU (set-up to teardown) as a JUnit property, so that
     benchmarks/suite_durations.py can say where the suite's CPU-minutes go: a 2-core machine holds 30 of
-    them in 15 minutes. Processes the test did not reap (docker's containers) are not in it."""
+    them in 15 minutes. Processes outside the worker's tree (docker's containers) are not in it."""
     if call.when == "teardown" and _CPU_AT_SETUP in item.stash:
         item.user_properties.append((CPU_PROPERTY, round(_cpu_seconds() - item.stash[_CPU_AT_SETUP], 2)))
     outcome = yield
