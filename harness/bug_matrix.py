@@ -262,14 +262,22 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def _history_span_s(path: Path) -> float:
-    """The time of the history's last event (ns since the run started), in seconds."""
+def _history_span_s(path: Path, lines: int = 50) -> float:
+    """The time of the history's last event (ns since the run started), in seconds: the largest of the
+    last `lines` events, read from the end in growing chunks (a final read of a long list is one line
+    of tens of KiB, so a fixed tail can hold no whole line)."""
     last = 0
     with contextlib.suppress(OSError), path.open("rb") as f:
-        f.seek(0, 2)
-        size = f.tell()
-        f.seek(max(0, size - 65536))
-        for line in f.read().splitlines()[-50:]:
+        size = f.seek(0, 2)
+        chunk = 65536
+        while True:
+            start = max(0, size - chunk)
+            f.seek(start)
+            tail = f.read().splitlines()
+            if start == 0 or len(tail) > lines:  # the first line of a cut tail may be partial
+                break
+            chunk *= 4
+        for line in tail[-lines:]:
             with contextlib.suppress(ValueError, TypeError, KeyError):
                 last = max(last, int(json.loads(line)["time"]))
     return last / NS_PER_S

@@ -23,6 +23,7 @@ from harness.bug_matrix import (
     MatrixResult,
     RunOutcome,
     SweepResult,
+    _history_span_s,
     markdown,
     to_json,
     verdict_line,
@@ -184,6 +185,19 @@ def test_the_matrix_catches_todays_bugs_misses_one_it_cannot_see_and_the_sweep_i
     assert [b["caught"] for b in doc["bugs"]] == [True, True, True, False]
     assert doc["bugs"][0]["first_catch"]["repro"].startswith("kchaos run --backend sim")
     json.dumps(doc)
+
+
+@pytest.mark.parametrize("final_read_items", [10, 20_000])
+def test_the_simulated_span_is_the_last_events_time_whatever_the_lines_length(tmp_path, final_read_items) -> None:
+    """A config-append run ends with final reads of whole lists, one history line of tens of KiB: the
+    "simulated to catch" figure once read 0 s for such a run (the fixed 64 KiB tail held no whole line)."""
+    history = tmp_path / "history.jsonl"
+    events = [{"time": t * 1_000_000_000, "type": "ok", "value": [1, 2]} for t in range(90)]
+    events.append({"time": 90_629_000_000, "type": "ok", "value": list(range(final_read_items))})
+    history.write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert len(history.read_text().splitlines()[-1]) > (65536 if final_read_items > 10 else 0)
+    assert _history_span_s(history) == 90.629
+    assert _history_span_s(tmp_path / "missing.jsonl") == 0.0
 
 
 def test_cli_list_and_bad_input(capsys) -> None:
