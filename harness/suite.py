@@ -541,6 +541,17 @@ def open_suite_root(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]
     return root, data
 
 
+def failed_last_time(results: str | Path, suite: Suite) -> tuple[str, ...]:
+    """`--failed-first`: the runs of this suite's latest root (under `results`) that were invalid or
+    unknown, as `--first` patterns (`CELL#SEED`), invalid ones first; only runs the suite still has."""
+    latest = suite_dir(results, suite.name) / "latest"
+    if not latest.is_dir():
+        return ()
+    now = {f"{cell.id}#{seed}" for cell, seed in suite.runs()}
+    records = [r for r in read_journal(latest.resolve()).values() if r.key in now]
+    return tuple(r.key for r in sorted(records, key=lambda r: r.verdict != "invalid") if r.verdict != "valid")
+
+
 def read_journal(root: Path) -> dict[str, RunRecord]:
     """The finished runs of a suite root; a torn last line (the suite was killed mid-write) is ignored."""
     records: dict[str, RunRecord] = {}

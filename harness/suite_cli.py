@@ -46,6 +46,12 @@ def add_arguments(p: argparse.ArgumentParser, default_file: str | None = None) -
         "'registrations/all/*', '#2' for seed 2 only; with --fail-fast, a cell known to fail ends the "
         "suite at once",
     )
+    p.add_argument(
+        "--failed-first",
+        action="store_true",
+        help="start the runs that were invalid or unknown in this suite's latest run under --results first "
+        "(after --first's)",
+    )
     p.add_argument("--results", metavar="DIR", help="results root (default $KCHAOS_RESULTS or results)")
     p.add_argument(
         "--resume",
@@ -126,6 +132,8 @@ def run_suite(args: argparse.Namespace, *, gate: bool) -> tuple[int, Path]:
         suite.run_timeout_s = _duration(args.run_timeout, "--run-timeout", positive=True)
     suite.fail_fast = bool(getattr(args, "fail_fast", False))
     suite.first = suites.check_first(getattr(args, "first", None) or (), suite)
+    failed_first = suites.failed_last_time(results, suite) if getattr(args, "failed_first", False) else ()
+    suite.first += failed_first
     gate_config = None
     if gate:
         from harness.gate import gate_config as parse_gate
@@ -154,6 +162,8 @@ def run_suite(args: argparse.Namespace, *, gate: bool) -> tuple[int, Path]:
         f"suite {suite_id}: {len(suite.cells)} cells x {len(suite.seeds)} seeds = {len(suite.runs())} runs, "
         f"{jobs} jobs{budget}{bug_text}; runs under {root}"
     )
+    if getattr(args, "failed_first", False):
+        say(f"failed first: {', '.join(failed_first)}" if failed_first else "failed first: none failed last time")
     result = suites.SuiteRunner(suite, root, suite_id, jobs=jobs, say=say, done=done).run()
     if args.report:
         spark_report(root, say)

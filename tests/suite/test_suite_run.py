@@ -163,6 +163,26 @@ def test_first_runs_named_runs_ahead_and_fail_fast_ends_there(tmp_path) -> None:
         assert len(result.skipped) == 4 - ran
 
 
+def test_failed_first_starts_with_last_times_invalid_runs(tmp_path, capsys) -> None:
+    """`--failed-first` reads the suite's latest root under --results: its invalid run goes first
+    (here the only run a 1 s budget lets start), and a suite never run before says so."""
+    path = tmp_path / "tiny.toml"
+    path.write_text(SMALL.replace("rate = 30", "rate = 33"))
+    suite = load_suite(path)
+    assert suites.failed_last_time(tmp_path, suite) == ()
+    root, suite_id = suites.new_suite_root(tmp_path, suite)
+    SuiteRunner(suite, root, suite_id, jobs=2, worker=fake_run).run()
+    assert suites.failed_last_time(tmp_path, suite) == ("config-register/calm/3/sim#2",)
+    argv = ["suite", str(path), "--failed-first", "--budget", "1s", "--jobs", "1", "--results", str(tmp_path)]
+    main(argv)
+    assert "failed first: config-register/calm/3/sim#2" in capsys.readouterr().err
+    (first, *_) = suites.read_journal((tmp_path / "suites" / "tiny" / "latest").resolve()).values()
+    assert (first.cell, first.seed) == ("config-register/calm/3/sim", 2)
+    fresh = tmp_path / "fresh"
+    main([*argv[:-1], str(fresh), "--seeds", "1", "--budget", "1ms"])
+    assert "failed first: none failed last time" in capsys.readouterr().err
+
+
 def test_run_timeout_flag_overrides_the_files(tmp_path, capsys) -> None:
     """`--run-timeout` replaces the file's hang limit (a loaded CI machine needs more): a real simulated
     run of the tiny suite takes seconds, so at 0.2 s each is stopped as hung and the suite is unknown."""
