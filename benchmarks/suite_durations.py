@@ -57,8 +57,8 @@ def read(path: Path) -> SuiteTimes:
         per_test[name] = seconds
         for prop in case.iter("property"):
             if prop.get("name") == CPU_PROPERTY:
-                cpu_per_dir[where] += float(prop.get("value") or 0.0)
                 cpu_per_test[name] = float(prop.get("value") or 0.0)
+                cpu_per_dir[where] += cpu_per_test[name]
     return SuiteTimes(float(suite.get("time") or 0.0), len(per_test), per_dir, per_test, cpu_per_dir, cpu_per_test)
 
 

@@ -132,7 +132,8 @@ def run_suite(args: argparse.Namespace, *, gate: bool) -> tuple[int, Path]:
         suite.run_timeout_s = _duration(args.run_timeout, "--run-timeout", positive=True)
     suite.fail_fast = bool(getattr(args, "fail_fast", False))
     suite.first = suites.check_first(getattr(args, "first", None) or (), suite)
-    failed_first = suites.failed_last_time(results, suite) if getattr(args, "failed_first", False) else ()
+    want_failed_first = bool(getattr(args, "failed_first", False))
+    failed_first = suites.failed_last_time(results, suite) if want_failed_first else ()
     suite.first += failed_first
     gate_config = None
     if gate:
@@ -162,7 +163,7 @@ def run_suite(args: argparse.Namespace, *, gate: bool) -> tuple[int, Path]:
         f"suite {suite_id}: {len(suite.cells)} cells x {len(suite.seeds)} seeds = {len(suite.runs())} runs, "
         f"{jobs} jobs{budget}{bug_text}; runs under {root}"
     )
-    if getattr(args, "failed_first", False):
+    if want_failed_first:
         say(f"failed first: {', '.join(failed_first)}" if failed_first else "failed first: none failed last time")
     result = suites.SuiteRunner(suite, root, suite_id, jobs=jobs, say=say, done=done).run()
     if args.report:
