@@ -4,7 +4,8 @@ guests), kills, pauses and steps of each guest's own clock (`date -s`), and noth
 also when `up` itself was SIGKILLed mid-boot. No skip: if no VM boots, these fail.
 
 Also: a planted bug the simulator found, reproduced on the VMs (`kchaos reproduce --backend vagrant`),
-and the whole-VM faults (power loss, VM pause, netem in the guests). All share one module cluster.
+the whole-VM faults (power loss, VM pause, netem in the guests), and `kchaos heal` booting a VM that a
+run killed mid-power-loss left off. All share one module cluster.
 
 Takes minutes: the first run builds the box with debootstrap (~7 min here, then cached by content
 hash); booting three VMs under TCG ~1 min; each run ~4 min (Python is ~13x slower in a TCG guest);
@@ -29,7 +30,7 @@ import pytest
 from harness.backends.ledger import LEDGER_NAME, Ledger
 from harness.backends.resources import link_names, netns_names
 from harness.backends.vm_box import Box, cache_root
-from harness.backends.vms import Cluster, destroy, guest_run, status, up
+from harness.backends.vms import Cluster, destroy, guest_run, live_qemu, status, up
 from harness.cli import main
 from harness.runner import run_test
 from harness.test_spec import Cluster as Shape
@@ -274,3 +275,42 @@ def guest_uptime(cluster_dir: Path, name: str) -> float:
     key = Box(cache_root() / made.box).key
     done = guest_run(key, made.vms[name], "cut -d' ' -f1 /proc/uptime", timeout=60)
     return float(done.stdout)
+
+
+@pytest.mark.timeout(900)  # one more boot under TCG (~1 min here)
+def test_a_run_killed_during_a_power_loss_is_healed_by_booting_the_vm(cluster_dir, tmp_path):
+    """A run that died between a power loss and the boot that ends it leaves its ledger's `vm_power`
+    entry outstanding: `kchaos heal RUN_DIR` boots the VM from its own disk, so the cluster is whole
+    again, and a second heal finds nothing to do."""
+    before = guest_uptime(cluster_dir, "kc3")
+    # The run: a process of its own that records the power loss in its ledger, pulls the plug and ends.
+    run = f"""
+import sys
+from pathlib import Path
+from harness.backends import vm_faults
+from harness.backends.inventory import load_inventory
+from harness.backends.ledger import Ledger
+host = next(h for h in load_inventory({str(cluster_dir / "inventory.toml")!r}).hosts if h.name == "kc3")
+sys.exit(0 if vm_faults.power_off(Ledger.create(Path({str(tmp_path / LEDGER_NAME)!r})), host) else 1)
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    died = subprocess.run([sys.executable, "-c", run], env=env, capture_output=True, text=True, timeout=120)
+    assert died.returncode == 0, died.stderr
+    assert live_qemu(cluster_dir, "kc3") is None
+    assert [e.kind for e in Ledger.load(tmp_path / LEDGER_NAME).outstanding()] == ["vm_power"]
+    healed = kchaos_heal(tmp_path)
+    assert healed.returncode == 0, healed.stderr
+    assert "removed VM kc3 booted again after a power loss" in healed.stdout, healed.stdout
+    assert live_qemu(cluster_dir, "kc3") is not None
+    assert guest_uptime(cluster_dir, "kc3") < before  # a fresh boot, from its own disk
+    assert all(row["running"] for row in status(cluster_dir))
+    assert not Ledger.load(tmp_path / LEDGER_NAME).outstanding()
+    again = kchaos_heal(tmp_path)
+    assert again.returncode == 0 and "nothing to heal" in again.stdout, again.stdout
+
+
+def kchaos_heal(run_dir: Path) -> subprocess.CompletedProcess[str]:
+    """`kchaos heal RUN_DIR` in a process of its own, as after the run's crash."""
+    argv = [sys.executable, "-m", "harness", "heal", str(run_dir)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
