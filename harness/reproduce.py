@@ -37,11 +37,11 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
-def timeline_of(events: list[dict[str, Any]], time_limit_s: float) -> tuple[list[TimedFault], int]:
+def timeline_of(events: list[dict[str, Any]], time_limit_s: float | None) -> tuple[list[TimedFault], int]:
     """The nemesis ops of a history's main phase as a replayable timeline, and how many of the
     simulator's targeted faults it left out. A start is paired with its completion (the nemesis does
     one op at a time): `info` gives what to replay, `fail` leaves it out."""
-    limit_ns = int(time_limit_s * 1e9)
+    limit_ns = int(time_limit_s * 1e9) if time_limit_s is not None else None  # None: every op
     out: list[TimedFault] = []
     targeted = 0
     pending: dict[str, Any] | None = None
@@ -56,7 +56,7 @@ def timeline_of(events: list[dict[str, Any]], time_limit_s: float) -> tuple[list
         if event.get("type") == "invoke":
             pending = event
             continue
-        if pending is None or pending.get("f") != f or int(pending["time"]) >= limit_ns:
+        if pending is None or pending.get("f") != f or (limit_ns is not None and int(pending["time"]) >= limit_ns):
             pending = None
             continue
         at = int(pending["time"])
@@ -179,6 +179,7 @@ class Comparison:
     original_valid: Any
     reproduced_valid: Any
     identical_history: bool | None  # simulator to simulator only
+    faults: tuple[int, int] | None = None  # fault starts carried out in the reproduction, of those replayed
 
     @property
     def reproduced(self) -> bool:
@@ -191,12 +192,19 @@ class Comparison:
         out.append(f"{'verdict':<{width}}  {_show(self.original_valid):<10}  {_show(self.reproduced_valid)}")
         if self.identical_history is not None:
             out.append(f"history: {'byte-identical' if self.identical_history else 'DIFFERS'} from the original's")
+        if self.faults is not None:
+            done, recorded = self.faults
+            out.append(f"faults: {done} of the {recorded} recorded fault starts carried out")
         same = "the same verdict" if self.reproduced else "a different verdict"
         out.append(f"reproduced: {'yes' if self.reproduced else 'NO'} ({same})")
         return out
 
 
-def compare(original: Path, reproduction: Path, same_seed_sim: bool) -> Comparison:
+def compare(
+    original: Path, reproduction: Path, same_seed_sim: bool, timeline: list[TimedFault] | None = None
+) -> Comparison:
+    """The two runs' verdicts; with the `timeline` the reproduction replayed, how many of its fault
+    starts the reproduction carried out (a start that failed there, or never came, is missing)."""
     first = store.read_results(store.open_run(original)) or {}
     second = store.read_results(store.open_run(reproduction)) or {}
     a, b = first.get("checkers", {}), second.get("checkers", {})
@@ -204,7 +212,12 @@ def compare(original: Path, reproduction: Path, same_seed_sim: bool) -> Comparis
     identical = None
     if same_seed_sim:
         identical = (original / "history.jsonl").read_bytes() == (reproduction / "history.jsonl").read_bytes()
-    return Comparison(rows, first.get("valid", "unknown"), second.get("valid", "unknown"), identical)
+    faults = None
+    if timeline is not None:
+        recorded = sum(1 for _, f, _ in timeline if f.startswith("start-"))
+        replayed, _ = timeline_of(store.read_history(reproduction / "history.jsonl").events, None)
+        faults = (sum(1 for _, f, _ in replayed if f.startswith("start-")), recorded)
+    return Comparison(rows, first.get("valid", "unknown"), second.get("valid", "unknown"), identical, faults)
 
 
 @dataclass
@@ -239,7 +252,7 @@ def keep_trying(
         result = run_one(number)
         comparison = None
         if result.valid is not None:
-            comparison = compare(p.source, result.run.path, same_seed_sim=p.timeline is None)
+            comparison = compare(p.source, result.run.path, same_seed_sim=p.timeline is None, timeline=p.timeline)
         done.append(Attempt(number, result, comparison))
         if comparison is None or result.error or comparison.reproduced:
             break

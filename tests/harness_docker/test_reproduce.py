@@ -69,6 +69,8 @@ def test_a_planted_bug_caught_on_netns_is_caught_again_in_the_simulator_and_on_d
         code, out, run = _reproduce(original.run.path, backend, tmp_path / backend, capsys)
         assert code == 1, out
         assert "reproduced: yes" in out and "forgery" in out
+        starts = len([f for _, f, _ in _faults(original.run.path) if f.startswith("start-")])
+        assert f"faults: {starts} of the {starts} recorded fault starts carried out" in out, out
         test = json.loads((run / "test.json").read_text())
         assert test["backend"] == backend and test["reproduces"] == str(original.run.path)
         _same_timeline(original.run.path, run)

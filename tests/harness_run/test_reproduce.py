@@ -15,7 +15,7 @@ from harness.runner import make_backend, run_test
 from harness.test_spec import Cluster
 from tests.harness_run.helpers import one_cell_suite, sim_spec
 from vocab.errors import UserError
-from vocab.generators import Op, Outcome, fault_timeline, nemesis, run_virtual
+from vocab.generators import Op, Outcome, fault_timeline, main_phase, nemesis, rate, replay_phase, run_virtual
 
 S = 1_000_000_000
 
@@ -57,6 +57,63 @@ def test_a_fault_timeline_generator_emits_each_op_at_its_time_one_after_another(
     history = run_virtual(nemesis(gen), execute, concurrency=0, seed=1)
     invokes = [(e["f"], e["time"] / S) for e in history if e["type"] == "invoke"]
     assert invokes == [("start-kill", 1.0), ("start-pause", 4.0), ("stop-kill", 5.0)]
+
+
+RECORDED = [
+    (1 * S, "start-kill", None),
+    (2 * S, "stop-kill", None),
+    (8 * S, "start-pause", None),
+    (9 * S, "stop-pause", None),
+]
+
+
+def _replayed(main, kill_s: float) -> tuple[list[tuple[str, float]], list[float], float]:
+    """Run `main` (clients writing at 10/s beside a replayed RECORDED) with a kill that takes `kill_s`:
+    the nemesis invokes (f, s), the clients' invoke times (s) and the last nemesis completion (s)."""
+
+    def execute(op: Op, rng) -> Outcome:
+        return (
+            Outcome("info", int(kill_s * S) if op.f == "start-kill" else 0)
+            if op.f[:5] in ("start", "stop-")
+            else (Outcome("ok", S // 100))
+        )
+
+    history = run_virtual(main, execute, concurrency=2, seed=1)
+    invokes = [(e["f"], e["time"] / S) for e in history if e["process"] == "nemesis" and e["type"] == "invoke"]
+    writes = [e["time"] / S for e in history if e["process"] != "nemesis" and e["type"] == "invoke"]
+    done = max(e["time"] / S for e in history if e["process"] == "nemesis" and e["type"] != "invoke")
+    return invokes, writes, done
+
+
+def _writes():
+    return rate(10, lambda rng, i: Op("write", i))
+
+
+def test_a_replay_on_time_ends_at_the_time_limit_as_a_recorded_run_does():
+    """No op falls behind: the replay phase is the main phase, op for op."""
+    replay = _replayed(replay_phase(_writes(), fault_timeline(RECORDED), 10.0, 30.0), kill_s=0.5)
+    assert replay == _replayed(main_phase(_writes(), fault_timeline(RECORDED), 10.0), kill_s=0.5)
+    invokes, writes, _ = replay
+    assert [f for f, _ in invokes] == ["start-kill", "stop-kill", "start-pause", "stop-pause"]
+    assert 9.8 <= max(writes) < 10.0
+
+
+def test_a_replay_that_falls_behind_runs_on_until_its_last_fault_and_no_further():
+    """A kill that takes 9.5 s where it is replayed: cut at the time limit, the pause would be lost.
+    The clients run on until the last recorded op has completed, then the phase ends."""
+    cut, _, _ = _replayed(main_phase(_writes(), fault_timeline(RECORDED), 10.0), kill_s=9.5)
+    assert [f for f, _ in cut] == ["start-kill"]  # what the time limit alone kept
+    invokes, writes, done = _replayed(replay_phase(_writes(), fault_timeline(RECORDED), 10.0, 30.0), kill_s=9.5)
+    assert invokes == [("start-kill", 1.0), ("stop-kill", 10.5), ("start-pause", 10.5), ("stop-pause", 10.5)]
+    assert max(writes) > 10.0
+    # Then it ends: only ops already handed out while the last fault was in flight come after it.
+    assert len([t for t in writes if t > done]) <= 2, (done, writes[-5:])
+
+
+def test_a_replay_that_falls_too_far_behind_is_cut_at_its_bound():
+    invokes, writes, _ = _replayed(replay_phase(_writes(), fault_timeline(RECORDED), 10.0, 30.0), kill_s=60.0)
+    assert [f for f, _ in invokes] == ["start-kill"]
+    assert 29.8 <= max(writes) < 30.0
 
 
 def test_a_simulated_run_reproduced_in_the_simulator_is_byte_identical(tmp_path, capsys):

@@ -16,6 +16,7 @@ from vocab.generators.combinators import (
     nemesis,
     on_workers,
     once,
+    outlast,
     phases,
     prepare,
     rate,
@@ -36,6 +37,7 @@ from vocab.generators.schedule import (
     heal_all,
     main_phase,
     nemesis_schedule,
+    replay_phase,
     whole_run,
 )
 
@@ -70,10 +72,12 @@ __all__ = [
     "nemesis_schedule",
     "on_workers",
     "once",
+    "outlast",
     "phases",
     "prepare",
     "rate",
     "repeat",
+    "replay_phase",
     "run_virtual",
     "seconds",
     "seq",

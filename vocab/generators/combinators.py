@@ -355,6 +355,44 @@ def any_of(*gens: Any) -> AnyOf:
     return AnyOf(tuple(as_gen(g) for g in gens))
 
 
+@dataclass(frozen=True, slots=True)
+class Outlast(Gen):
+    """`rest` and `leader` side by side (the soonest op of either, ties to `rest`, as `any_of`) for `dt`
+    ns from the first op, and past that for as long as `leader` is not exhausted: a replayed fault
+    timeline that falls behind its recorded times (each fault takes longer where it is replayed) keeps
+    the clients running until its last fault has been carried out. Bound it with `time_limit`.
+
+    The pair is held as `any_of` holds its generators, so both draw the same random streams as in
+    `any_of(rest, leader)`: when `leader` keeps to its times, the ops are those of
+    `time_limit(dt, any_of(rest, leader))`, one for one."""
+
+    gens: tuple[Gen, Gen]  # (rest, leader)
+    dt: int
+    cutoff: int | None = None  # the first op's time + dt
+
+    def op(self, ctx: Context) -> Step:
+        rest, lead = self.gens[0].op(ctx), self.gens[1].op(ctx)
+        ready = [step for step in (rest, lead) if step is not PENDING and step is not EXHAUSTED]
+        if not ready:
+            return EXHAUSTED if rest is EXHAUSTED and lead is EXHAUSTED else PENDING
+        chosen = min(ready, key=lambda step: step[0].time)  # the first of equals: `rest`'s
+        op, after = chosen
+        cutoff = self.cutoff if self.cutoff is not None else op.time + self.dt
+        if lead is EXHAUSTED and op.time >= cutoff:
+            # As `time_limit`: a busy worker's completion may still bring an earlier op.
+            return EXHAUSTED if ctx.all_free() else PENDING
+        gens = (after, self.gens[1]) if chosen is rest else (self.gens[0], after)
+        return op, Outlast(gens, self.dt, cutoff)
+
+    def update(self, ctx: Context, event: Op) -> Gen:
+        gens = _update_all(self.gens, ctx, event)
+        return self if gens is self.gens else Outlast((gens[0], gens[1]), self.dt, self.cutoff)
+
+
+def outlast(secs: float, leader: Any, rest: Any) -> Outlast:
+    return Outlast((as_gen(rest), as_gen(leader)), seconds(secs))
+
+
 # --- routing ---------------------------------------------------------------------------------------
 
 

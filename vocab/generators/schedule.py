@@ -21,6 +21,7 @@ from vocab.generators.combinators import (
     any_of,
     clients,
     nemesis,
+    outlast,
     phases,
     sleep,
     time_limit,
@@ -36,6 +37,7 @@ __all__ = [
     "heal_all",
     "main_phase",
     "nemesis_schedule",
+    "replay_phase",
     "whole_run",
 ]
 
@@ -215,6 +217,15 @@ def main_phase(client_gen: Any, nemesis_gen: Any, time_limit_s: float) -> Gen:
     """Clients and nemesis side by side (each on its own workers) for `time_limit_s`."""
     both: AnyOf = any_of(clients(client_gen), nemesis(nemesis_gen))
     return time_limit(time_limit_s, both)
+
+
+def replay_phase(client_gen: Any, timeline: Any, time_limit_s: float, max_s: float) -> Gen:
+    """Clients beside a replayed fault timeline (`kchaos reproduce`) for `time_limit_s`, and past it
+    until the timeline's last op has been carried out, at most `max_s` in all. A fault can take
+    longer where it is replayed than where it was recorded (seconds over ssh into a TCG guest), and
+    each op waits for the one before: cut at the time limit, a replay that fell behind would lose
+    the faults at its end. While the timeline keeps to its times, this is `main_phase`, op for op."""
+    return time_limit(max_s, outlast(time_limit_s, nemesis(timeline), clients(client_gen)))
 
 
 def whole_run(
