@@ -83,6 +83,24 @@ def nights(suite_dir: Path) -> list[Night]:
     return found
 
 
+def next_seeds(suite_dir: Path, count: int) -> str:
+    """`count` seeds after the highest seed any kept night was to run, as `A..B` (`kchaos nightly
+    --seeds next`): on the simulator the same seed replays the same schedule until the code changes,
+    so a night that repeats last night's seeds mostly repeats its runs; this way each night explores
+    schedules no kept night ran. From 1 when no night is kept."""
+    highest = 0
+    if suite_dir.is_dir():
+        for path in suite_dir.iterdir():
+            if path.is_symlink() or not _NIGHT_RE.match(path.name):
+                continue
+            try:
+                seeds = [int(seed) for seed in json.loads((path / SUITE_FILE).read_text(encoding="utf-8"))["seeds"]]
+            except (OSError, ValueError, TypeError, KeyError):
+                continue  # a night without a readable suite.json is not a night (`nights`)
+            highest = max([highest, *seeds])
+    return f"{highest + 1}..{highest + count}"
+
+
 def prune(suite_dir: Path, keep: int) -> list[Path]:
     """Remove all but the newest `keep` nights; returns what was removed (only suite roots)."""
     removed = []

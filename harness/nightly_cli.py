@@ -3,6 +3,7 @@
     kchaos nightly                                   # suites/nightly.toml under results/suites/nightly/
     kchaos nightly suites/gate.toml --keep 30        # any suite file
     kchaos nightly --trend-only                      # the trend of the nights already there
+    kchaos nightly suites/soak.toml --seeds next     # the file's count of seeds, after any kept night's
 
 Tonight's gate outputs (JUnit, summary) and the trend report (`trend.md`, `trend.html`,
 `trend.json`) go in tonight's suite directory (harness/nightly.py says how regressions are named).
@@ -29,7 +30,11 @@ def register(subparsers: Any) -> None:
     from harness.suite_cli import add_arguments
 
     p = subparsers.add_parser("nightly", description=__doc__.split("\n\n")[0])
-    add_arguments(p, default_file=DEFAULT_SUITE)
+    add_arguments(
+        p,
+        default_file=DEFAULT_SUITE,
+        seeds_also="; next: the file's count of seeds, after the highest seed of any night kept",
+    )
     p.add_argument("--keep", default="14", help="nights kept, tonight's included (default 14); older ones removed")
     p.add_argument("--trend-only", action="store_true", help="run nothing: the trend of the newest night kept")
     p.add_argument(
@@ -70,6 +75,11 @@ def nightly_command(args: argparse.Namespace) -> int:
     else:
         from harness.suite_cli import run_suite
 
+        if args.seeds == "next":
+            suite = load_suite(args.file)
+            args.seeds = nightly.next_seeds(suite_dir(results, suite.name), len(suite.seeds))
+            if not args.quiet:
+                print(f"kchaos nightly: --seeds next: seeds {args.seeds}", file=sys.stderr)
         code, root = run_suite(args, gate=True)
         name = root.parent.name
         if fuzz_budget is not None:

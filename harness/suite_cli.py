@@ -20,13 +20,13 @@ from typing import Any
 from vocab.errors import UserError
 
 
-def add_arguments(p: argparse.ArgumentParser, default_file: str | None = None) -> None:
+def add_arguments(p: argparse.ArgumentParser, default_file: str | None = None, seeds_also: str = "") -> None:
     if default_file is None:
         p.add_argument("file", metavar="SUITE.toml", help="the suite file")
     else:
         p.add_argument("file", metavar="SUITE.toml", nargs="?", default=default_file, help=f"(default {default_file})")
     p.add_argument("--jobs", help="runs at once, each in its own process (default: the file's, else min(2, CPUs))")
-    p.add_argument("--seeds", help="N: seeds 1..N of every cell; A..B: seeds A to B (default: the file's)")
+    p.add_argument("--seeds", help=f"N: seeds 1..N of every cell; A..B: seeds A to B{seeds_also} (default: the file's)")
     p.add_argument("--budget", help="wall time after which no run starts (default: the file's)")
     p.add_argument(
         "--run-timeout", help="wall time after which a run with no verdict is stopped as hung (default: the file's)"

@@ -146,3 +146,27 @@ def test_nightly_fuzz_options_are_checked_before_anything_runs(tmp_path, capsys,
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1, err
     assert not (tmp_path / "results").exists()
+
+
+def test_next_seeds_follow_the_highest_seed_of_any_night_kept(tmp_path) -> None:
+    where = tmp_path / "suites" / "soak"
+    assert nightly.next_seeds(where, 5) == "1..5"  # no night yet
+    for stamp, seeds in (("20261101T010000Z", [1, 2, 3]), ("20261102T010000Z", [41, 40])):
+        night(where, stamp, [])
+        meta = {"id": f"soak/{stamp}", "name": "soak", "seeds": seeds}
+        (where / stamp / "suite.json").write_text(json.dumps(meta))
+    (where / "20261103T010000Z").mkdir()  # a night killed before it wrote suite.json: not a night
+    (where / "20261103T010000Z" / "suite.json").write_text("{")
+    assert nightly.next_seeds(where, 5) == "42..46"
+
+
+def test_nightly_seeds_next_runs_new_seeds_each_night(tmp_path, capsys) -> None:
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(TINY)
+    results = tmp_path / "results"
+    for _ in range(2):
+        assert main(["nightly", str(suite), "--results", str(results), "--seeds", "next"]) == 0
+    said = capsys.readouterr().err
+    assert "--seeds next: seeds 1..1" in said and "--seeds next: seeds 2..2" in said, said
+    ran = [sorted({r.seed for r in n.records.values()}) for n in nightly.nights(results / "suites" / "tiny-nightly")]
+    assert ran == [[1], [2]]
