@@ -44,6 +44,7 @@ class Night:
     root: Path
     id: str
     records: dict[str, RunRecord]
+    seeds: tuple[int, ...] = ()  # the seeds the night was to run (its suite.json)
 
     @property
     def name(self) -> str:
@@ -79,8 +80,15 @@ def nights(suite_dir: Path) -> list[Night]:
                 meta = json.loads((path / SUITE_FILE).read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
-            found.append(Night(path, str(meta.get("id", path.name)), read_journal(path)))
+            found.append(Night(path, str(meta.get("id", path.name)), read_journal(path), _seeds(meta)))
     return found
+
+
+def _seeds(meta: dict[str, Any]) -> tuple[int, ...]:
+    try:
+        return tuple(int(seed) for seed in meta.get("seeds") or ())
+    except (TypeError, ValueError):
+        return ()
 
 
 def next_seeds(suite_dir: Path, count: int) -> str:
@@ -88,16 +96,7 @@ def next_seeds(suite_dir: Path, count: int) -> str:
     --seeds next`): on the simulator the same seed replays the same schedule until the code changes,
     so a night that repeats last night's seeds mostly repeats its runs; this way each night explores
     schedules no kept night ran. From 1 when no night is kept."""
-    highest = 0
-    if suite_dir.is_dir():
-        for path in suite_dir.iterdir():
-            if path.is_symlink() or not _NIGHT_RE.match(path.name):
-                continue
-            try:
-                seeds = [int(seed) for seed in json.loads((path / SUITE_FILE).read_text(encoding="utf-8"))["seeds"]]
-            except (OSError, ValueError, TypeError, KeyError):
-                continue  # a night without a readable suite.json is not a night (`nights`)
-            highest = max([highest, *seeds])
+    highest = max((seed for night in nights(suite_dir) for seed in night.seeds), default=0)
     return f"{highest + 1}..{highest + count}"
 
 

@@ -72,11 +72,9 @@ def _replayed(main, kill_s: float) -> tuple[list[tuple[str, float]], list[float]
     the nemesis invokes (f, s), the clients' invoke times (s) and the last nemesis completion (s)."""
 
     def execute(op: Op, rng) -> Outcome:
-        return (
-            Outcome("info", int(kill_s * S) if op.f == "start-kill" else 0)
-            if op.f[:5] in ("start", "stop-")
-            else (Outcome("ok", S // 100))
-        )
+        if not op.f.startswith(("start-", "stop-")):
+            return Outcome("ok", S // 100)
+        return Outcome("info", int(kill_s * S) if op.f == "start-kill" else 0)
 
     history = run_virtual(main, execute, concurrency=2, seed=1)
     invokes = [(e["f"], e["time"] / S) for e in history if e["process"] == "nemesis" and e["type"] == "invoke"]

@@ -145,9 +145,8 @@ def test_chaos_run_on_the_vms_is_valid_with_guest_clock_steps(cluster_dir, tmp_p
 def test_destroy_after_up_was_sigkilled_mid_boot_leaves_nothing(tmp_path):
     """`up` killed with SIGKILL while a VM boots: `destroy` (a new process) removes all from the ledger."""
     directory = tmp_path / "killed"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-m", "harness", "vagrant", "up", "--dir", str(directory), "--nodes", "1", "--accel", "tcg"]
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, env=repo_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and not qemu_processes(directory):
         assert proc.poll() is None, "up ended before any VM started"
@@ -157,19 +156,22 @@ def test_destroy_after_up_was_sigkilled_mid_boot_leaves_nothing(tmp_path):
     proc.wait()
     made = Cluster.load(directory)
     assert made.netns in netns_names()
-    done = kchaos_destroy(directory)
+    done = kchaos("vagrant", "destroy", "--dir", str(directory), timeout=120)
     assert done.returncode == 0, done.stderr
     assert f"namespace {made.netns}" in done.stdout
     assert_nothing_left(directory, made)
-    again = kchaos_destroy(directory)
+    again = kchaos("vagrant", "destroy", "--dir", str(directory), timeout=120)
     assert again.returncode == 0 and "nothing to destroy" in again.stdout
 
 
-def kchaos_destroy(directory: Path) -> subprocess.CompletedProcess[str]:
-    """`kchaos vagrant destroy` in a process of its own, as after a crash."""
-    argv = [sys.executable, "-m", "harness", "vagrant", "destroy", "--dir", str(directory)]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+def kchaos(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`kchaos ARGS` in a process of its own, as after a crash (this checkout's code)."""
+    argv = [sys.executable, "-m", "harness", *args]
+    return subprocess.run(argv, env=repo_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def repo_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def _fault_starts(run: Path) -> list[tuple[str, Any]]:
@@ -294,24 +296,16 @@ from harness.backends.ledger import Ledger
 host = next(h for h in load_inventory({str(cluster_dir / "inventory.toml")!r}).hosts if h.name == "kc3")
 sys.exit(0 if vm_faults.power_off(Ledger.create(Path({str(tmp_path / LEDGER_NAME)!r})), host) else 1)
 """
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    died = subprocess.run([sys.executable, "-c", run], env=env, capture_output=True, text=True, timeout=120)
+    died = subprocess.run([sys.executable, "-c", run], env=repo_env(), capture_output=True, text=True, timeout=120)
     assert died.returncode == 0, died.stderr
     assert live_qemu(cluster_dir, "kc3") is None
     assert [e.kind for e in Ledger.load(tmp_path / LEDGER_NAME).outstanding()] == ["vm_power"]
-    healed = kchaos_heal(tmp_path)
+    healed = kchaos("heal", str(tmp_path), timeout=600)
     assert healed.returncode == 0, healed.stderr
     assert "removed VM kc3 booted again after a power loss" in healed.stdout, healed.stdout
     assert live_qemu(cluster_dir, "kc3") is not None
     assert guest_uptime(cluster_dir, "kc3") < before  # a fresh boot, from its own disk
     assert all(row["running"] for row in status(cluster_dir))
     assert not Ledger.load(tmp_path / LEDGER_NAME).outstanding()
-    again = kchaos_heal(tmp_path)
+    again = kchaos("heal", str(tmp_path), timeout=600)
     assert again.returncode == 0 and "nothing to heal" in again.stdout, again.stdout
-
-
-def kchaos_heal(run_dir: Path) -> subprocess.CompletedProcess[str]:
-    """`kchaos heal RUN_DIR` in a process of its own, as after the run's crash."""
-    argv = [sys.executable, "-m", "harness", "heal", str(run_dir)]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
