@@ -72,12 +72,15 @@ def assert_nothing_left(run_dir: Path) -> None:
 
 
 def test_linearizable_reads_stay_valid_under_partition_kill_and_pause(tmp_path):
-    result = run(etcd_spec(seed=3), tmp_path)
+    # Seed 19 draws partition, kill, pause as its first three starts (the order of the kinds depends only on
+    # the seed; how many starts fit in the time limit depends on the machine's load). Seed 3 drew its first
+    # pause seventh, at 21 s, and a loaded CI machine cut the run before it.
+    result = run(etcd_spec(seed=19), tmp_path)
     assert result.error is None, result.error
     path = result.run.path
     events = [json.loads(line) for line in (path / "history.jsonl").read_text().splitlines()]
     started = {e["f"] for e in events if e["process"] == "nemesis" and e["type"] == "info"}
-    assert {"start-partition", "start-kill", "start-pause"} <= started
+    assert {"start-partition", "start-kill", "start-pause"} <= started, sorted(started)
     ok = [e for e in events if e["process"] != "nemesis" and e["type"] == "ok"]
     assert len(ok) > 100 and {"read", "write", "cas"} <= {e["f"] for e in ok}
     assert result.valid is True and result.exit_code == 0, result.checker_lines

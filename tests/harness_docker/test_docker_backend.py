@@ -163,8 +163,10 @@ ALL_KINDS = ("partition", "packet", "clock", "kill", "pause", "disk_stall", "dis
 
 
 def test_a_chaos_run_on_docker_with_every_fault_kind_is_valid(tmp_path):
+    # Seed 44 draws every kind but corrupt among its first ten starts; seed 2 needed eighteen, more than fit
+    # in the run when each fault takes 1.5 s to start or stop, as it can on a loaded machine.
     spec = sim_spec(
-        seed=2,
+        seed=44,
         backend="docker",
         cluster=Cluster(controllers=3, brokers=2),
         nemesis=ALL_KINDS,
