@@ -130,6 +130,7 @@ def our_config(plan: LocalCluster, topic: str) -> dict[str, str | None]:
 # --- confluent-kafka (librdkafka) ------------------------------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")  # on purpose: legacy
 def test_confluent_kafka_admin(cluster):
     view = our_view(cluster)
     admin = ck_admin.AdminClient({"bootstrap.servers": cluster.brokers_bootstrap})
