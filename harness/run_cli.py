@@ -195,7 +195,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--sut",
         help="system under test: kraft (default), etcd (netns, docker, ssh; 3 members, workload register) "
-        "or kafka (Apache Kafka 4.x, netns or docker; 3 combined nodes, workload config-register)",
+        "or kafka (Apache Kafka 4.x, netns, docker or ssh; 3 combined nodes, workload config-register)",
     )
     p.add_argument("--workload", help="workload name (default config-register; register with --sut etcd)")
     p.add_argument("--nemesis", help="comma-separated fault kinds, e.g. clock,kill,disk_stall; 'none' for none")

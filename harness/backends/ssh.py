@@ -3,6 +3,8 @@
 Per host, everything lives under its `root` (a directory the backend touches only over SSH):
   venvs/HASH/          a venv holding this tree's wheel and crc32c (remote_deploy.py), reused while the
                        code is unchanged
+  opt/NAME-HASH/       files a system under test needs there (Kafka's jars: `ship_files`), kept while
+                       their content is unchanged
   bin/kchaos-ctl       start / signal / kill / stop by pid file (remote_ctl.sh)
   lib/                 the clock and disk preload shims, when those faults are enabled
   runs/TAG/nodes/NODE  the node's config, data dir, stdout/stderr logs, pid file, fault control files
@@ -23,12 +25,17 @@ all hosts at once; each fault's wall time is kept and written to ssh-latency.jso
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
+import io
 import json
 import os
 import platform
 import secrets
 import shlex
+import subprocess
 import sys
+import tarfile
 import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -57,6 +64,7 @@ from vocab.backend import Backend, check_grudge
 from vocab.faults.kinds import BACKEND_FAULTS, ClockFault, DiskFault, FaultNotSupported, Grudge, Links, PacketFault
 
 LATENCY_FILE = "ssh-latency.json"
+SHIP_TIMEOUT_S = 600.0  # Kafka's jars (~90 MB) into a TCG guest over its emulated NIC
 LIBFAKETIME_GLOBS = "/usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1"
 
 
@@ -262,19 +270,62 @@ class SshBackend(TeardownOnTermination, Backend):
             return self._spawn(node)
 
     def _remote_argv(self, node: str, argv: Sequence[str]) -> list[str]:
+        """`argv` for the host: the harness's Python becomes the venv's, and a file of the run directory,
+        as an argument or as the value of one (`-Dlog4j2.configurationFile=PATH`), is uploaded to the same
+        place under runs/TAG and named there."""
         out = []
         for i, arg in enumerate(argv):
             if i == 0 and arg == sys.executable:
                 out.append(f"{self._info(node).root}/venvs/{self.code_hash}/bin/python")
                 continue
-            path = Path(arg)
-            if path.is_absolute() and path.is_file() and path.resolve().is_relative_to(self.run_dir):
-                target = f"{self._info(node).root}/runs/{self.tag}/{path.resolve().relative_to(self.run_dir)}"
-                self._remote(node).put(path, target)
-                out.append(target)
-                continue
-            out.append(arg)
+            uploaded = self._upload_run_file(node, arg)
+            if uploaded is None and "=" in arg:
+                key, _, value = arg.partition("=")
+                target = self._upload_run_file(node, value)
+                uploaded = None if target is None else f"{key}={target}"
+            out.append(arg if uploaded is None else uploaded)
         return out
+
+    def _upload_run_file(self, node: str, arg: str) -> str | None:
+        """Where a file of the local run directory named by `arg` now is on the host (uploaded), or None
+        when `arg` names no such file."""
+        path = Path(arg)
+        if not (path.is_absolute() and path.is_file() and path.resolve().is_relative_to(self.run_dir)):
+            return None
+        target = f"{self._info(node).root}/runs/{self.tag}/{path.resolve().relative_to(self.run_dir)}"
+        self._remote(node).put(path, target)
+        return target
+
+    def exec(self, node: str, argv: Sequence[str], *, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+        """Run a short command on the node's host, in the node's directory, and wait for it (a tool a
+        system under test runs before its nodes start: Kafka's storage format). `argv` is rewritten as
+        `start`'s is. An ssh failure or the timeout raises BackendError; the command's own exit status is
+        the caller's to read."""
+        remote_argv = self._remote_argv(node, argv)
+        script = f"cd {shlex.quote(self.node_dir(node))} && exec " + " ".join(shlex.quote(a) for a in remote_argv)
+        done = self._remote(node).run(script, check=False, timeout=timeout)
+        text = [part.decode("utf-8", "replace") for part in (done.stdout, done.stderr)]
+        return subprocess.CompletedProcess(remote_argv, done.returncode, text[0], text[1])
+
+    def ship_files(self, node: str, files: Sequence[Path], name: str) -> str:
+        """These local files in one directory on the node's host, ROOT/opt/NAME-HASH (HASH: of their names
+        and bytes), uploaded only when that directory is not complete there yet; returns its path. Like
+        the venvs, it is a cache kept between runs, not a resource of the run."""
+        digest = _files_digest(tuple(Path(f) for f in files))
+        target = f"{self._info(node).root}/opt/{name}-{digest}"
+        remote, q = self._remote(node), shlex.quote(target)
+        if remote.run(f"test -f {q}/.complete", check=False).returncode == 0:
+            return target
+        staging = f"{target}.{secrets.token_hex(3)}"
+        script = (
+            f"set -e; mkdir -p {shlex.quote(staging)}; tar -xf - -C {shlex.quote(staging)}; "
+            f"touch {shlex.quote(staging)}/.complete; "
+            # two nodes on one host may race: the first complete copy stays, the other is dropped
+            f"if [ -f {q}/.complete ]; then rm -rf {shlex.quote(staging)}; "
+            f"else rm -rf {q}; mv -T {shlex.quote(staging)} {q}; fi"
+        )
+        remote.run(script, input_bytes=_tar_of(files), timeout=SHIP_TIMEOUT_S)
+        return target
 
     def _spawn(self, node: str) -> tuple[int, int]:
         spec = self._specs[node]
@@ -369,6 +420,13 @@ class SshBackend(TeardownOnTermination, Backend):
         names = sorted(line.removeprefix("./") for line in listing.splitlines() if line.strip())
         (target / "data-dir.txt").write_text("\n".join(names) + "\n", encoding="utf-8")
         return warnings
+
+    def log_tail(self, node: str, name: str, size: int) -> str | None:
+        """The last `size` bytes of the node's `name` log (stdout.log, stderr.log) on its host, while the
+        run goes on (a member that exited at start-up: its last words); None when there is none."""
+        path = f"{self.node_dir(node)}/{name}"
+        done = self._remote(node).run(f"tail -c {int(size)} {shlex.quote(path)}", check=False)
+        return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
 
     def collect_all(self, target_root: Path) -> list[str]:
         """collect_node for every node, all hosts at once."""
@@ -688,3 +746,35 @@ class SshBackend(TeardownOnTermination, Backend):
 
     def _ctl(self, node: str) -> str:
         return f"{self._info(node).root}/bin/kchaos-ctl"
+
+
+def _files_digest(files: tuple[Path, ...]) -> str:
+    """The first 16 hex digits of a sha256 over the files' names and bytes, in the order given (worked
+    out once per process while no file's size or modification time changes)."""
+    return _digest_of(tuple((path, *_stamp(path)) for path in files))
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_size, stat.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=8)
+def _digest_of(stamped: tuple[tuple[Path, int, int], ...]) -> str:
+    h = hashlib.sha256()
+    for path, _, _ in stamped:
+        h.update(path.name.encode() + b"\0")
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def _tar_of(files: Sequence[Path]) -> bytes:
+    """An uncompressed tar of the files, each under its own name (jars are compressed already)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for path in files:
+            tar.add(path, arcname=Path(path).name, recursive=False)
+    return buffer.getvalue()

@@ -1,6 +1,6 @@
 """`kchaos doctor` rows for the ssh backend: the OpenSSH client here and, with `--inventory FILE`, each host
-(login, Python, packet filter, libfaketime, machine type), probed over SSH with the backend's own
-transport, all hosts at once."""
+(login, Python, packet filter, libfaketime, machine type, Java for `--sut kafka`), probed over SSH with
+the backend's own transport, all hosts at once."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 from harness.backends.inventory import Host, load_inventory
 from harness.backends.remote_shell import Remote, each
 from harness.backends.shell import BackendError
+from harness.db.kafka.dist import MIN_JAVA, KafkaDistError, java_major
 from vocab.errors import UserError
 
 PROVISION = "vagrant/provision.sh on the host (apt-get install python3 python3-venv nftables faketime)"
@@ -55,14 +56,20 @@ def _probe_host(host: Host) -> list[tuple[str, bool, bool, str, str]]:
             f"{{ {sudo}nft list tables >/dev/null 2>&1 && echo nft; }} || "
             f"{{ {sudo}iptables -w -S INPUT >/dev/null 2>&1 && echo iptables; }} || echo none; "
             "ls /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1 2>/dev/null | head -n 1 "
-            "| grep . || echo none; uname -m"
+            "| grep . || echo none; uname -m; "
+            "{ java -version 2>&1 | head -n 1 | grep . || echo none; }"
         )
-        python, firewall, faketime, machine = remote.out(script).split()[:4]
+        python, firewall, faketime, machine, java = (line.strip() for line in remote.out(script).splitlines()[:5])
     except (BackendError, ValueError) as exc:
         return [(name, True, False, str(exc), "check address, port, user and key in the inventory")]
     finally:
         remote.close()
     ok_python = python != "none" and tuple(map(int, python.split("."))) >= (3, 11)
+    try:
+        java_major(java, "java")  # raises when there is none, or it is too old
+        java_ok = True
+    except KafkaDistError:
+        java_ok = False
     here = platform.machine()
     return [
         (name, True, True, f"{host.user}@{host.target}:{host.port} logs in", ""),
@@ -71,4 +78,6 @@ def _probe_host(host: Host) -> list[tuple[str, bool, bool, str, str]]:
         (f"{name} libfaketime", False, faketime != "none", faketime, PROVISION),
         (f"{name} machine", False, machine == here, f"{machine} (shims built here for {here})",
          "clock and disk faults need the same machine type"),
+        (f"{name} java", False, java_ok, f"{java} (--sut kafka needs Java {MIN_JAVA}+)",
+         "apt-get install openjdk-17-jre-headless on the host"),
     ]  # fmt: skip

@@ -53,7 +53,7 @@ SUTS["kafka"] = _kafka
 SUT_BACKENDS: dict[str, tuple[str, ...]] = {
     "kraft": ("sim", "netns", "docker", "ssh"),
     "etcd": ("netns", "docker", "ssh"),
-    "kafka": ("netns", "docker"),  # ssh: not yet (docs/concepts/suts.md)
+    "kafka": ("netns", "docker", "ssh"),
 }
 
 # name -> the end-of-run checks its adapter brings, each with the node dump file that shows a run has

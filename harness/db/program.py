@@ -18,6 +18,7 @@ from vocab.db import DB, DBError
 EXITED_AFTER_S = 2.0
 # The last lines of a member's output read for its last words, and the most of one line quoted.
 LAST_LINES, LAST_WORDS_CHARS = 200, 300
+TAIL_BYTES = 1 << 16  # read from the end of a log for them
 # A line that says what went wrong (log4j's ERROR/FATAL, zap's "level":"fatal", Go's flag package's
 # `invalid value ... parse error` before its usage text, a Java exception or its last "Caused by:",
 # the root cause), not a stack frame (`\tat ...`) or the JVM's "... 12 more".
@@ -57,12 +58,16 @@ class ProgramDB(DB):
 
     def last_words(self, node: str) -> str | None:
         """The line of the node's output (stderr.log, then stdout.log, as the local backends write them
-        under nodes/NODE) that best says why it stopped: the last that names an error, else the last
-        line. None when there is none here (a remote backend fetches the logs at collect)."""
+        under nodes/NODE, or their ends fetched from a remote host) that best says why it stopped: the
+        last that names an error, else the last line. None when there is none."""
         if self.run_dir is None:
             return None
+        remote_tail = getattr(self.backend, "log_tail", None)
         for name in ("stderr.log", "stdout.log"):
-            lines = _tail_lines(Path(self.run_dir) / "nodes" / node / name, LAST_LINES)
+            if remote_tail is not None:
+                lines = (remote_tail(node, name, TAIL_BYTES) or "").splitlines()[-LAST_LINES:]
+            else:
+                lines = _tail_lines(Path(self.run_dir) / "nodes" / node / name, LAST_LINES)
             lines = [line for line in lines if line.strip() and not _FRAME.match(line)]
             if lines:
                 telling = [line for line in lines if _TELLING.search(line)]
@@ -109,7 +114,7 @@ class ProgramDB(DB):
         return warnings
 
 
-def _tail_lines(path: Path, count: int, chunk: int = 1 << 16) -> list[str]:
+def _tail_lines(path: Path, count: int, chunk: int = TAIL_BYTES) -> list[str]:
     """The last `count` lines of a file that may be large (a JVM's log), [] when it cannot be read."""
     try:
         with path.open("rb") as f:

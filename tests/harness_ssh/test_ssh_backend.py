@@ -235,8 +235,51 @@ def test_doctor_probes_each_inventory_host_over_ssh(tmp_path):
             assert rows[f"ssh: {host}"].ok and rows[f"ssh: {host} python"].detail.endswith("3.11 (venv module)")
             assert rows[f"ssh: {host} packet filter"].detail == "nft"
             assert rows[f"ssh: {host} libfaketime"].ok
+            java = rows[f"ssh: {host} java"]  # this machine's JDK, seen from the host
+            assert java.ok and not java.required and 'version "17' in java.detail, java.detail
         text = hosts.inventory.read_text().replace("port = 2222", "port = 2223")  # nothing listens there
         wrong = tmp_path / "wrong.toml"
         wrong.write_text(text)
         rows = {c.name: c for c in ssh_checks(Check, str(wrong))}
         assert not rows["ssh: h1"].ok and rows["ssh: h1"].required and "Connection refused" in rows["ssh: h1"].detail
+
+
+def test_files_are_shipped_once_per_content_and_one_shot_commands_see_the_run_files(tmp_path):
+    """`ship_files`: one directory per content under the host's opt/, complete or absent, sent again only
+    when a file changed. `exec`: a command run on the host in the node's directory, a run-directory file
+    it names (also as `-Dkey=PATH`) uploaded and named there, its exit status and output returned."""
+    with sshd_hosts(tmp_path, ["h1", "h2"]) as hosts:
+        local = tmp_path / "files"
+        local.mkdir()
+        (local / "a.jar").write_bytes(b"A" * 1000)
+        (local / "b.jar").write_bytes(b"B")
+        files = sorted(local.iterdir())
+        backend = SshBackend(tmp_path / "run", ["n1", "n2"], hosts.inventory)
+        with backend:
+            first = backend.ship_files("n1", files, "thing")
+            copy = hosts.roots["h1"] / Path(first).relative_to(hosts.root)
+            assert first.startswith(f"{hosts.root}/opt/thing-") and sorted(p.name for p in copy.iterdir()) == [
+                ".complete",
+                "a.jar",
+                "b.jar",
+            ]
+            assert (copy / "a.jar").read_bytes() == b"A" * 1000
+            inode = copy.stat().st_ino
+            assert backend.ship_files("n1", files, "thing") == first and copy.stat().st_ino == inode  # not sent again
+            assert not (hosts.roots["h2"] / "opt").exists()  # only where asked
+            (local / "b.jar").write_bytes(b"B2")
+            changed = backend.ship_files("n1", files, "thing")
+            assert (
+                changed != first
+                and (hosts.roots["h1"] / Path(changed).relative_to(hosts.root) / "b.jar").read_bytes() == b"B2"
+            )
+
+            conf = tmp_path / "run" / "nodes" / "n2" / "tool.conf"
+            conf.parent.mkdir(parents=True, exist_ok=True)
+            conf.write_text("from the run dir\n")
+            script = "import os, sys; print(os.getcwd()); print(open(sys.argv[1].split('=', 1)[1]).read()); sys.exit(3)"
+            done = backend.exec("n2", [PYTHON, "-c", script, f"-Dconf={conf}"], timeout=30)
+            assert done.returncode == 3
+            cwd, text = done.stdout.splitlines()[:2]
+            assert cwd == backend.node_dir("n2") and text == "from the run dir"
+            assert done.args[-1] == f"-Dconf={hosts.root}/runs/{backend.tag}/nodes/n2/tool.conf"

@@ -12,6 +12,7 @@ import pytest
 
 from harness.backends.procs import FAKETIME_SHM_NAMES, SHM_DIR
 from harness.backends.ssh import LATENCY_FILE
+from harness.db.kafka.dist import KAFKA_VERSION, installed_jars
 from harness.runner import run_test
 from harness.test_spec import Cluster
 from tests.harness_run.helpers import sim_spec
@@ -135,3 +136,61 @@ def test_etcd_over_ssh_is_valid_and_its_logs_and_status_come_back(hosts, tmp_pat
         assert '"msg":"starting an etcd server"' in (run / "nodes" / node / "stderr.log").read_text()
         assert json.loads((run / "nodes" / node / "etcd-status.json").read_text())["version"].startswith("3.4")
     assert not node_processes(run_tag(run))
+
+
+@pytest.mark.skipif(not installed_jars(), reason="needs the Kafka jars (bash setup.sh)")
+def test_kafka_over_ssh_runs_on_the_hosts_java_with_the_jars_shipped_to_them(hosts, tmp_path):
+    """Apache Kafka as the system under test over SSH: each host's own `java`, the jars uploaded into the
+    host's root, the storage format run on the host; config-register under kill -9 and partitions,
+    judged by every checker, nothing left running. (That a second run ships nothing: test_ssh_backend.)"""
+    kafka = spec(
+        hosts,
+        name="kafka-over-ssh",
+        sut="kafka",
+        cluster=Cluster(combined=3),
+        workload="config-register",
+        nemesis=("kill", "partition"),
+        nemesis_interval_s=5.0,
+        nemesis_duration_s=5.0,
+        seed=5,
+        recovery_s=5.0,
+    )
+    result = run_test(kafka, root=tmp_path, say=lambda _: None, progress=False, draw_plots=False)
+    assert result.error is None, result.error
+    run = result.run.path
+    assert not node_processes(run_tag(run))
+    shipped = {h: sorted((root / "opt").glob(f"kafka-{KAFKA_VERSION}-*")) for h, root in hosts.roots.items()}
+    used = {h: dirs for h, dirs in shipped.items() if dirs}
+    assert len(used) == 3 and all(len(d) == 1 and (d[0] / ".complete").is_file() for d in used.values()), shipped
+    assert {p.name for p in next(iter(used.values()))[0].glob("*.jar")} == {p.name for p in installed_jars()}
+    ledger = [json.loads(line) for line in (run / "ledger.jsonl").read_text().splitlines()]
+    started = next(e for e in ledger if e.get("kind") == "ssh_process" and e.get("node") == "n1")
+    argv, host = started["argv"], started["host"]["name"]
+    assert argv[0] == "java" and argv[argv.index("-cp") + 1] == f"{hosts.root}/opt/{used[host][0].name}/*"
+    assert not any(str(tmp_path) in a for a in argv)  # every file it names is on the host
+
+    events = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    kills = [e for e in events if e["process"] == "nemesis" and e["f"] == "start-kill" and e["type"] == "info"]
+    assert any(e["value"].get("targets") for e in kills)  # a Kafka node was killed over SSH
+    ok = [e for e in events if e["process"] != "nemesis" and e["type"] == "ok"]
+    assert {e["node"] for e in ok if e["f"] == "read"} == {"n1", "n2", "n3"}
+    verdicts = json.loads((run / "results.json").read_text())["checkers"]
+    assert verdicts["prefix-reads"]["reads"] > 0 and verdicts["prefix-reads"]["valid"] is True
+    assert verdicts["committed-loss"]["valid"] is True
+    for node in ("n1", "n2", "n3"):
+        assert "Kafka Server started" in (run / "nodes" / node / "stdout.log").read_text()
+        assert "__cluster_metadata-0" in (run / "nodes" / node / "data-dir.txt").read_text()
+        assert "Formatting" in (run / "nodes" / node / "format.log").read_text()
+
+
+def test_a_member_that_exits_at_start_on_its_host_is_quoted_from_the_hosts_log(hosts, tmp_path):
+    """The logs of a remote member stay on its host until collect; a member that exits while the cluster
+    is awaited still stops the run within seconds in its own words, read from the end of its log there."""
+    etcd = spec(
+        hosts, sut="etcd", cluster=Cluster(combined=3), workload="register", sut_settings={"heartbeat-interval": "soon"}
+    )
+    result = run_test(etcd, root=tmp_path, say=lambda _: None, progress=False, draw_plots=False)
+    assert result.error is not None and result.exit_code != 0
+    assert "etcd node n" in result.error and " exited; its output ends: " in result.error, result.error
+    assert 'invalid value "soon" for flag -heartbeat-interval' in result.error, result.error
+    assert not node_processes(run_tag(result.run.path))

@@ -3,6 +3,7 @@ workload variant, the client's error mapping, and the prefix-reads checker (both
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from harness.db.kafka.db import KafkaDB, cluster_id
 from harness.plugins import get_workload
 from harness.test_spec import load_test
 from tests.kafka.histories import paired
+from vocab.db import DBError
 from vocab.errors import UserError
 from workloads.kafka_admin import failure
 
@@ -33,7 +35,7 @@ def test_setup_fetched_the_pinned_jars_and_doctor_says_so():
 def test_doctor_has_a_kafka_row(capsys):
     from harness.doctor_cli import _kafka_probe
 
-    assert "--sut kafka runs on netns, docker, not on sim" in _kafka_probe()
+    assert "--sut kafka runs on netns, docker, ssh, not on sim" in _kafka_probe()
 
 
 def test_an_incomplete_fetch_does_not_count(tmp_path):
@@ -59,6 +61,43 @@ def test_kafka_is_refused_on_sim_and_for_unreached_faults_with_the_reason():
     load_test(None, {"sut": "kafka", "backend": "netns", "nemesis": "packet,clock,disk_stall,disk_fail"})
     with pytest.raises(UserError, match="that workload runs on etcd, not on kafka"):
         load_test(None, {"sut": "kafka", "backend": "netns", "workload": "register"})
+
+
+class HostWithoutJava:
+    """Around the adapter only: a remote-host backend (it has `ship_files`) whose hosts answer `java
+    -version` as told. The real hosts are in tests/harness_ssh/test_ssh_run.py."""
+
+    def __init__(self, code: int, output: str) -> None:
+        self.code, self.output, self.shipped = code, output, 0
+
+    def exec(self, node: str, argv: list[str], *, timeout: float) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, self.code, "", self.output)
+
+    def ship_files(self, node: str, files: list[Path], name: str) -> str:
+        self.shipped += 1
+        return f"/opt/{name}"
+
+    def address(self, node: str) -> str:
+        return "192.0.2.1"
+
+    def data_dir(self, node: str) -> str:
+        return f"/hosts/{node}/data"
+
+
+@pytest.mark.parametrize(
+    ("code", "output", "says"),
+    [
+        (127, "sh: 1: exec: java: not found", "java on the host of n1: not found (--sut kafka over ssh needs Java 17+"),
+        (0, 'openjdk version "11.0.21" 2023-10-17', "java on the host of n1 is Java 11; Kafka 4.1.1 needs Java 17+"),
+    ],
+)
+def test_a_host_without_java_17_stops_the_install_in_one_line_before_anything_is_shipped(tmp_path, code, output, says):
+    backend = HostWithoutJava(code, output)
+    db = KafkaDB(["n1", "n2", "n3"], cluster_id())
+    with pytest.raises(DBError) as caught:
+        db.install(backend, tmp_path)  # type: ignore[arg-type]
+    assert str(caught.value).startswith(says) and "\n" not in str(caught.value), caught.value
+    assert backend.shipped == 0 and not (tmp_path / "nodes").exists()
 
 
 def test_config_register_has_a_kafka_variant_with_kafkas_checkers():

@@ -1,8 +1,10 @@
 """The `kafka` adapter: Apache Kafka 4.x in KRaft mode (the pinned jars, `dist`) as the system under test.
 
 Not on sim (Kafka is a real program). On a backend with `start(node, argv)` and `address(node)` (netns,
-docker) each node runs `java ... kafka.Kafka server.properties` in its namespace (on docker in its
-container, which sees the host's JDK and the jars read-only at their own paths: `share_read_only`):
+docker, ssh) each node runs `java ... kafka.Kafka server.properties` in its namespace (on docker in its
+container, which sees the host's JDK and the jars read-only at their own paths: `share_read_only`; over
+ssh on its host, whose own `java` must be Java 17+, with the jars uploaded once into the host's root:
+`ship_files`, and the storage format run there: `exec`):
 - the cluster's shape is the test's: combined nodes n1.. (`process.roles=broker,controller`, `--nodes 3`,
   which fits 2 cores), or controllers c1.. plus brokers b1.. (`--nodes 3+2`); node.id is the node's
   place in that order (1..);
@@ -27,15 +29,21 @@ import subprocess
 import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.backends.shell import BackendError
 from harness.db.kafka.dist import (
     ARCHIVED_JVM_OPTS,
+    KAFKA_VERSION,
+    MIN_JAVA,
     KafkaDistError,
     archive_path,
     classpath,
+    installed_jars,
     jar_dir,
+    java_major,
     java_mounts,
     java_version,
 )
@@ -86,6 +94,15 @@ SMALL_CLUSTER = {
 }
 
 
+@dataclass(frozen=True)
+class Jvm:
+    """What a node's `java` command line is made of where it runs."""
+
+    java: str
+    classpath: str  # the jar directory's wildcard
+    cds_archive: Path | None  # a class-data-sharing archive made by this very JVM, if any
+
+
 def cluster_id() -> str:
     """A fresh Kafka cluster id: a random UUID in Kafka's URL-safe base64 (22 characters).
 
@@ -111,9 +128,7 @@ class KafkaDB(ProgramDB):
         self.settings = dict(settings or {})
         self.backend: Backend | None = None
         self.run_dir: Path | None = None
-        self.java = "java"
-        self.cp = ""
-        self.cds: tuple[str, ...] = ()  # the class-data-sharing archive's option, when there is one
+        self.jvms: dict[str, Jvm] = {}  # node -> the java, classpath and CDS option it runs with
 
     @property
     def nodes(self) -> Sequence[str]:
@@ -152,19 +167,23 @@ class KafkaDB(ProgramDB):
         from harness.backends.sim import SimBackend
 
         if isinstance(backend, SimBackend):
-            raise DBError("--sut kafka is not available on the sim backend (use netns or docker)")
+            raise DBError("--sut kafka is not available on the sim backend (use netns, docker or ssh)")
         self.backend, self.run_dir = backend, Path(run_dir)
         try:
-            java, _ = java_version()
-            self.java = str(Path(java).resolve())  # its real path: a container sees the JDK, not /usr/bin
-            self.cp = classpath()
-            archive = archive_path()
-            self.cds = (f"-XX:SharedArchiveFile={archive}",) if archive.is_file() else ()
+            if self._remote_hosts():
+                with ThreadPoolExecutor(len(self._nodes)) as pool:  # one host each: at once
+                    self.jvms = dict(zip(self._nodes, pool.map(self._remote_jvm, self._nodes)))
+            else:
+                java, _ = java_version()
+                archive = archive_path()
+                # its real path: a container sees the JDK, not /usr/bin
+                local = Jvm(str(Path(java).resolve()), classpath(), archive if archive.is_file() else None)
+                self.jvms = dict.fromkeys(self._nodes, local)
         except KafkaDistError as exc:
             raise DBError(str(exc)) from None
         share = getattr(backend, "share_read_only", None)
         if share is not None:  # docker: the node image carries no JDK and no jars; the host's, read-only
-            share([*java_mounts(self.java), jar_dir()])
+            share([*java_mounts(self.jvms[self._nodes[0]].java), jar_dir()])
         for node in self._nodes:
             self.write_config(node)
         with ThreadPoolExecutor(len(self._nodes)) as pool:  # each format is a JVM start: in parallel
@@ -173,6 +192,32 @@ class KafkaDB(ProgramDB):
             raise DBError(problems[0])
         for node in self._nodes:
             backend.start(node, self.argv(node), env=None, cwd=None)  # type: ignore[attr-defined]
+
+    def _remote_hosts(self) -> bool:
+        """Whether the nodes run on hosts with files of their own (ssh), where Java must be and the jars
+        are shipped to, rather than on this machine's (netns, docker)."""
+        return hasattr(self._backend(), "ship_files")
+
+    def _remote_jvm(self, node: str) -> Jvm:
+        """The host's own `java` (17+, found on its PATH) and the jars shipped there. No CDS archive: one
+        is only good for the JVM build that made it, and the host's may differ."""
+        backend: Any = self._backend()
+        try:
+            done = backend.exec(node, ["java", "-version"], timeout=60.0)
+        except BackendError as exc:
+            raise KafkaDistError(f"{node}: cannot run java on its host: {exc}") from None
+        host_java = f"java on the host of {node}"
+        if done.returncode == 127:
+            raise KafkaDistError(
+                f"{host_java}: not found (--sut kafka over ssh needs Java {MIN_JAVA}+ on every host: "
+                "apt-get install openjdk-17-jre-headless there)"
+            )
+        java_major(done.stderr + done.stdout, host_java)
+        jars = installed_jars()
+        if not jars:
+            classpath()  # raises, naming the fix
+        directory = backend.ship_files(node, jars, f"kafka-{KAFKA_VERSION}")
+        return Jvm("java", f"{directory}/*", None)
 
     def config_dir(self, node: str) -> Path:
         return self._run_dir() / "nodes" / node
@@ -214,15 +259,19 @@ class KafkaDB(ProgramDB):
 
     def write_config(self, node: str) -> None:
         directory = self.config_dir(node)
-        self.data_dir(node).mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True)
+        if not self._remote_hosts():  # a host of its own makes the node's data dir itself
+            self.data_dir(node).mkdir(parents=True, exist_ok=True)
         text = "".join(f"{k}={v}\n" for k, v in self.properties(node).items())
         (directory / "server.properties").write_text(text, encoding="utf-8")
         (directory / "log4j2.properties").write_text(LOG4J2.format(level="INFO"), encoding="utf-8")
         (directory / "log4j2-format.properties").write_text(LOG4J2.format(level="WARN"), encoding="utf-8")
 
     def _java(self, node: str, opts: Sequence[str], log4j: str, main: Sequence[str]) -> list[str]:
-        directory = self.config_dir(node)
-        return [self.java, *opts, *self.cds, f"-Dlog4j2.configurationFile={directory / log4j}", "-cp", self.cp, *main]
+        jvm = self.jvms[node]
+        cds = [f"-XX:SharedArchiveFile={jvm.cds_archive}"] if jvm.cds_archive else []
+        log4j_file = self.config_dir(node) / log4j
+        return [jvm.java, *opts, *cds, f"-Dlog4j2.configurationFile={log4j_file}", "-cp", jvm.classpath, *main]
 
     def argv(self, node: str) -> list[str]:
         """The node's command line: Kafka's own main class on its server.properties."""
@@ -235,9 +284,14 @@ class KafkaDB(ProgramDB):
         main = ["kafka.tools.StorageTool", "format", "--cluster-id", self.cluster_id, "--config", str(props)]
         argv = self._java(node, FORMAT_JVM_OPTS, "log4j2-format.properties", main)
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=FORMAT_TIMEOUT_S, check=False)
+            if self._remote_hosts():  # the log dir is on the node's host: format it there
+                done = self._backend().exec(node, argv, timeout=FORMAT_TIMEOUT_S)  # type: ignore[attr-defined]
+            else:
+                done = subprocess.run(argv, capture_output=True, text=True, timeout=FORMAT_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
             return f"{node}: kafka-storage format did not finish within {FORMAT_TIMEOUT_S:.0f} s"
+        except BackendError as exc:
+            return f"{node}: kafka-storage format: {exc}"
         (self.config_dir(node) / "format.log").write_text(done.stdout + done.stderr, encoding="utf-8")
         if done.returncode != 0:
             last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]

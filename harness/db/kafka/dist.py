@@ -78,13 +78,19 @@ def java_version(java: str | None = None) -> tuple[str, int]:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise KafkaDistError(f"{java} -version failed: {exc}") from None
-    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    return java, java_major(out.stderr + out.stdout, java)
+
+
+def java_major(version_output: str, java: str) -> int:
+    """The major version in what `java -version` printed; KafkaDistError when there is none or it is
+    too old for Kafka (`java` names the program in the message: a path, or a host's java)."""
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', version_output)
     if m is None:
         raise KafkaDistError(f"{java} -version printed no version")
     major = int(m.group(1)) if m.group(1) != "1" else int(m.group(2) or 0)
     if major < MIN_JAVA:
         raise KafkaDistError(f"{java} is Java {major}; Kafka {KAFKA_VERSION} needs Java {MIN_JAVA}+")
-    return java, major
+    return major
 
 
 def java_mounts(java: str) -> list[Path]:
