@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,16 +117,21 @@ def remove_faketime_files(pid: int) -> int:
 def find_by_argv(argv: list[str]) -> list[ProcStat]:
     """Live processes whose command line is exactly `argv`. How heal finds a daemon the harness started
     but was killed before it ledgered the PID: such an argv names files of that run only, so it is ours."""
-    want = ("\0".join(argv) + "\0").encode()
+    return [stat for stat, _ in find_where(lambda found: found == argv)]
+
+
+def find_where(wanted: Callable[[list[str]], bool]) -> list[tuple[ProcStat, list[str]]]:
+    """Live processes whose command line (split into its arguments) satisfies `wanted`, with it."""
     found = []
     for entry in PROC.iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            cmdline = (entry / "cmdline").read_bytes()
+            raw = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        stat = read_stat(int(entry.name)) if cmdline == want else None
+        argv = [a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0")[:-1]]
+        stat = read_stat(int(entry.name)) if argv and wanted(argv) else None
         if stat is not None and stat.state not in ("Z", "X"):
-            found.append(stat)
+            found.append((stat, argv))
     return found

@@ -85,6 +85,37 @@ def _start_echo(backend: DockerBackend, node: str) -> None:
     backend.start(node, argv, env={"PYTHONUNBUFFERED": "1", "HOME": "/not/passed"})
 
 
+def test_two_runs_at_once_share_the_engine_and_the_last_one_stops_it(tmp_path):
+    """A run that stops the engine it started must not stop it under another run still using it (a suite
+    run and a run by hand at once left a whole run's containers in the engine's state this way)."""
+    from harness.backends.docker_engine import harness_dockerd, reachable
+
+    if reachable() and harness_dockerd() is None:
+        pytest.skip("the machine's own Docker engine runs: the harness neither starts nor stops it")
+    first, second = DockerBackend(tmp_path / "first", ["n1"]), DockerBackend(tmp_path / "second", ["n1"])
+    try:
+        first.setup()
+        engine = harness_dockerd()
+        assert engine is not None
+        _start_echo(first, "n1")
+        second.setup()
+        _start_echo(second, "n1")
+        wait_reachable(second.address("n1"), deadline_s=60)
+        used = [e for e in second.ledger.all_entries() if e.kind == "dockerd"]  # type: ignore[union-attr]
+        assert [e.fields["pid"] for e in used] == [engine[0]]  # the first run's engine, ledgered here too
+        first.teardown()
+        assert harness_dockerd() == engine and reachable()  # still serving the second run
+        assert root_reaches(second.address("n1"))
+        assert not _engine_objects(first.tag) and _engine_objects(second.tag)
+        second.teardown()
+        assert harness_dockerd() is None and not reachable()  # the last user stopped it
+    finally:
+        for backend in (second, first):
+            with contextlib.suppress(Exception):
+                backend.teardown()
+    assert not _leftovers(first.tag) and not _leftovers(second.tag)
+
+
 def test_containers_carry_partition_kill_and_pause_and_leave_nothing(tmp_path):
     backend = DockerBackend(tmp_path, NODES)
     try:
