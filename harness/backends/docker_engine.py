@@ -22,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -192,7 +193,7 @@ def _release_shared(run: str | None) -> None:
 
 
 @contextlib.contextmanager
-def _flocked(path: Path, mode: int):  # type: ignore[no-untyped-def]
+def _flocked(path: Path, mode: int) -> Iterator[bool]:
     """`flock(path, mode)` while the block runs; yields whether it was taken (False: LOCK_NB refused)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:

@@ -57,7 +57,7 @@ def _probe_host(host: Host) -> list[tuple[str, bool, bool, str, str]]:
             f"{{ {sudo}iptables -w -S INPUT >/dev/null 2>&1 && echo iptables; }} || echo none; "
             "ls /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1 2>/dev/null | head -n 1 "
             "| grep . || echo none; uname -m; "
-            "{ java -version 2>&1 | head -n 1 | grep . || echo none; }"
+            "{ java -version 2>&1 | grep -m 1 ' version ' || echo none; }"
         )
         python, firewall, faketime, machine, java = (line.strip() for line in remote.out(script).splitlines()[:5])
     except (BackendError, ValueError) as exc:
