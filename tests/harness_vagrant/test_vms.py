@@ -34,6 +34,7 @@ from harness.backends.vms import Cluster, destroy, guest_run, live_qemu, status,
 from harness.cli import main
 from harness.runner import run_test
 from harness.test_spec import Cluster as Shape
+from nemesis.nemesis import DOWN_KINDS
 from tests.harness_run.helpers import sim_spec
 
 pytestmark = [pytest.mark.root]
@@ -185,20 +186,23 @@ def _fault_starts(run: Path) -> list[tuple[str, Any]]:
 
 
 def _fault_starts_and_down(run: Path) -> list[tuple[str, Any, set[str]]]:
-    """`_fault_starts`, each with the nodes a kill had taken down when it started."""
-    out, down = [], set()
+    """`_fault_starts`, each with the nodes a fault that takes nodes down (`DOWN_KINDS`) held down
+    when it started."""
+    out: list[tuple[str, Any, set[str]]] = []
+    down: dict[str, set[str]] = {}  # kind -> the nodes its active fault took down
     for line in (run / "history.jsonl").read_text().splitlines():
         event = json.loads(line)
         if event["process"] != "nemesis" or event["type"] != "info":
             continue
         value = event["value"] if isinstance(event["value"], dict) else {}
-        if event["f"] == "stop-kill":
-            down.clear()
-        elif event["f"].startswith("start-"):
+        action, _, kind = event["f"].partition("-")
+        if action == "stop":
+            down.pop(kind, None)
+        elif action == "start":
             role = value.get("mode") in ("leader", "follower", "isolate-leader", "leader-from-controllers")
-            out.append((event["f"], None if role else value.get("targets"), set(down)))
-            if event["f"] == "start-kill":
-                down |= set(value.get("targets") or ())
+            out.append((event["f"], None if role else value.get("targets"), set().union(*down.values())))
+            if kind in DOWN_KINDS:
+                down[kind] = set(value.get("targets") or ())
     return out
 
 
