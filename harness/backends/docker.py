@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.backends.docker_engine import LABEL, ensure_engine
+from harness.backends.docker_engine import LABEL, engine_fields, ensure_engine
 from harness.backends.docker_image import CODE_ROOT, cache_dir, ensure_image
 from harness.backends.firewall import allow_bridge_forwarding, firewall_named
 from harness.backends.ledger import HealReport, Ledger, register_undo
@@ -72,6 +72,7 @@ class DockerBackend(NetnsBackend):
         self.network = self.bridge
         self.image: str | None = None
         self.client: Any = None
+        self._engine: dict[str, str] = {}  # engine_fields: on every container's and network's ledger entry
         self._say = say or (lambda _text: None)
         self._containers: dict[str, NodeContainer] = {}
         self._paused: dict[str, int] = {}
@@ -90,6 +91,7 @@ class DockerBackend(NetnsBackend):
         self.ledger = Ledger.create(self.ledger_path)
         try:
             self.client = ensure_engine(self.ledger, cache_dir())
+            self._engine = engine_fields(self.ledger)
             self.image = ensure_image(self.client, self._say)
             self.subnet = free_subnet(self.tag)
             hosts = list(self.subnet.hosts())
@@ -110,7 +112,7 @@ class DockerBackend(NetnsBackend):
         import docker.types
 
         assert self.ledger is not None and self.subnet is not None
-        self.ledger.record("docker-network", name=self.network, run=self.tag)
+        self.ledger.record("docker-network", name=self.network, run=self.tag, **self._engine)
         pool = docker.types.IPAMPool(subnet=str(self.subnet), gateway=gateway)
         self.client.networks.create(
             self.network,
@@ -122,7 +124,7 @@ class DockerBackend(NetnsBackend):
 
     def _create_sandbox(self, host: NodeHost) -> None:
         assert self.ledger is not None
-        self.ledger.record("docker-container", name=host.netns, run=self.tag)
+        self.ledger.record("docker-container", name=host.netns, run=self.tag, **self._engine)
         container = self.client.containers.create(
             self.image,
             ["sleep", "infinity"],
@@ -193,7 +195,7 @@ class DockerBackend(NetnsBackend):
         env = {k: v for k, v in env.items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}
         # The shell only redirects the output into the run directory and then becomes the node.
         command = 'exec "$@" >>"$KCHAOS_LOG_DIR/stdout.log" 2>>"$KCHAOS_LOG_DIR/stderr.log"'
-        rid = ledger.record("docker-container", name=name, run=self.tag, node=node, argv=spec.argv)
+        rid = ledger.record("docker-container", name=name, run=self.tag, node=node, argv=spec.argv, **self._engine)
         run_dir = str(self.run_dir.resolve())
         native = str(native_cache_dir())
         volumes = {run_dir: {"bind": run_dir, "mode": "rw"}}

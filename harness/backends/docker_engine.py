@@ -11,10 +11,18 @@ cache, ~/.cache/kchaos/docker). An undo stops it only if it gets that lock exclu
 live run holds it (a killed run's lock went with its process); otherwise it leaves the engine to them.
 A run about to use the engine takes `dockerd-start.lock` first, so two runs never start two engines,
 and its shared lock waits out a stop in progress, after which it starts a new engine.
+
+An engine that does not answer is no proof that nothing is left in it: a stopped engine keeps its
+containers and networks (and the networks' bridges) on disk. A killed run's lock goes with its
+process, so another run may be the last user and stop the engine before the killed run is healed. The
+undo of a container or network made on a harness-started engine (its ledger entry says
+`engine="harness"`) therefore starts an engine to look when none answers, and the undo of the run's
+`dockerd` entry (or this process's exit) stops it again under the same last-user rule.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import os
@@ -95,22 +103,48 @@ def ensure_engine(ledger: Ledger, log_dir: Path) -> Any:
         return client(url)
 
 
+def engine_fields(ledger: Ledger) -> dict[str, str]:
+    """Fields for the ledger entries of containers and networks made on the engine `ensure_engine` gave
+    this ledger's run: `engine="harness"` when the harness started it (it then ledgered a `dockerd`), so
+    their undo may start it again to look (module docstring)."""
+    return {"engine": "harness"} if any(e.kind == "dockerd" for e in ledger.all_entries()) else {}
+
+
 def _start_dockerd(ledger: Ledger, rid: int, log_dir: Path, url: str) -> Any:
     """Start the dockerd that ledger entry `rid` names and wait until it answers."""
     argv = ledger.entry(rid).fields["argv"]
-    with open(log_dir / "dockerd.log", "ab") as log:
-        proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
-        )
+    proc = _spawn(argv, log_dir / "dockerd.log")
     ledger.update(rid, pid=proc.pid, starttime=start_time(proc.pid))
+    return _await_engine(proc, url, log_dir / "dockerd.log")
+
+
+def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    """Start dockerd with its output in `log_path` and its temporary files beside it, not in /tmp: dockerd
+    restarts a containerd that stops answering its health check (a loaded machine) and first asks it for
+    a goroutine dump, which containerd writes to its temporary directory (containerd.PID.stacks.log)."""
+    tmp = log_path.parent / "dockerd-tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+            env={**os.environ, "TMPDIR": str(tmp)},
+        )
+
+
+def _await_engine(proc: subprocess.Popen[bytes], url: str, log_path: Path) -> Any:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise BackendError(f"dockerd exited with {proc.returncode} at start-up; see {log_dir / 'dockerd.log'}")
+            raise BackendError(f"dockerd exited with {proc.returncode} at start-up; see {log_path}")
         if reachable(url):
             return client(url)
         time.sleep(0.2)
-    raise BackendError(f"dockerd did not answer within {START_TIMEOUT_S:.0f} s; see {log_dir / 'dockerd.log'}")
+    raise BackendError(f"dockerd did not answer within {START_TIMEOUT_S:.0f} s; see {log_path}")
 
 
 def dockerd_argv(dockerd: str, ledger: Ledger) -> list[str]:
@@ -125,7 +159,7 @@ def _reason(exc: BaseException) -> str:
 
 
 def _quiet_client() -> Any | None:
-    """For undos: the engine if it still answers (no engine, nothing of ours can be left in it)."""
+    """For undos: the engine if it still answers, else None (`_find` says what that means)."""
     with contextlib.suppress(BackendError):
         return client(timeout=30.0)
     return None
@@ -145,10 +179,13 @@ def undo_dockerd(fields: dict[str, Any]) -> str | None:
     lock = fields.get("lock")
     if lock is not None:
         _release_shared(fields.get("run"))
+        _release_shared(_LOOKING)
         with _flocked(Path(lock), fcntl.LOCK_EX | fcntl.LOCK_NB) as alone:
             if not alone:
+                _stop_looked(alone=False)
                 return None  # another live run uses the engine: the last of them stops it
-            return _stop_dockerd(fields)
+            stopped = [what for what in (_stop_dockerd(fields), _stop_looked(alone=True)) if what]
+            return ", ".join(stopped) or None
     return _stop_dockerd(fields)
 
 
@@ -207,10 +244,59 @@ def _flocked(path: Path, mode: int) -> Iterator[bool]:
         os.close(fd)
 
 
-def _find(kind: str, name: str) -> Any | None:
-    """The engine's container or network called `name`, or None (also when no engine answers: then
-    nothing of ours can be left in it)."""
+# -- an engine started to look at what a healed run left in it (module docstring) ---------------------------
+
+_LOOKING = "engine started to look"  # the key of its shared lock in `_shared`
+_looking: tuple[int, int] | None = None  # (pid, start time) of the engine this process started to look
+
+
+def _engine_to_look() -> Any | None:
+    """A client of an engine started for an undo (or of one another run started meanwhile), or None
+    when the harness may not start one here (not root, another socket, no dockerd)."""
+    global _looking
+    dockerd = shutil.which("dockerd")
+    if engine_url() != DEFAULT_SOCKET or dockerd is None or os.geteuid() != 0:
+        return None
+    locks = cache_dir()
+    locks.mkdir(parents=True, exist_ok=True)
+    with _flocked(locks / START_LOCK, fcntl.LOCK_EX):
+        _hold_shared(_LOOKING, locks / USER_LOCK)
+        if reachable():
+            return client()
+        log_path = locks / "dockerd-heal.log"
+        proc = _spawn([dockerd, *DOCKERD_FLAGS, f"--pidfile={locks / 'dockerd-heal.pid'}"], log_path)
+        start = start_time(proc.pid)
+        if _looking is None:
+            atexit.register(_stop_looking_engine)
+        _looking = (proc.pid, start) if start is not None else None
+        return _await_engine(proc, DEFAULT_SOCKET, log_path)
+
+
+def _stop_looking_engine() -> str | None:
+    """Stop the engine `_engine_to_look` started, unless another run uses it now (the last user stops it)."""
+    if _looking is None:
+        return None
+    _release_shared(_LOOKING)
+    with _flocked(cache_dir() / USER_LOCK, fcntl.LOCK_EX | fcntl.LOCK_NB) as alone:
+        return _stop_looked(alone)
+
+
+def _stop_looked(alone: bool) -> str | None:
+    """Forget the engine started to look, and stop it if this process holds the engines' lock alone."""
+    global _looking
+    looked, _looking = _looking, None
+    if looked is None or not alone:
+        return None  # another run attached to it, ledgered it, and stops it as its last user
+    return _stop_dockerd({"pid": looked[0], "starttime": looked[1]})
+
+
+def _find(kind: str, name: str, fields: dict[str, Any] | None = None) -> Any | None:
+    """The engine's container or network called `name`, or None. When no engine answers, one is started
+    to look if `fields` say the object was made on a harness-started engine; otherwise nothing of ours
+    can be left in the engine (the machine's own, which the harness neither starts nor stops)."""
     c = _quiet_client()
+    if c is None and fields is not None and fields.get("engine") == "harness":
+        c = _engine_to_look()
     if c is None:
         return None
     import docker.errors
@@ -229,7 +315,7 @@ def _check_label(kind: str, obj: Any, fields: dict[str, Any]) -> None:
 
 @register_undo("docker-container")
 def undo_container(fields: dict[str, Any]) -> str | None:
-    container = _find("container", fields["name"])
+    container = _find("container", fields["name"], fields)
     if container is None:
         return None
     _check_label("container", container, fields)
@@ -239,7 +325,7 @@ def undo_container(fields: dict[str, Any]) -> str | None:
 
 @register_undo("docker-network")
 def undo_network(fields: dict[str, Any]) -> str | None:
-    network = _find("network", fields["name"])
+    network = _find("network", fields["name"], fields)
     if network is None:
         return None
     _check_label("network", network, fields)

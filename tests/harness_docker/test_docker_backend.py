@@ -84,6 +84,11 @@ def _remove_engine_objects(*tags: str) -> None:
                 network.remove()
 
 
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
 def _leftovers(tag: str) -> set[str]:
     return _engine_objects(tag) | {n for n in netns_names() if n.startswith(f"kc{tag}")}
 
@@ -129,6 +134,85 @@ def test_two_runs_at_once_share_the_engine_and_the_last_one_stops_it(tmp_path):
         # (with its bridge) in its state: removed here whatever happened, after they were looked for.
         _remove_engine_objects(first.tag, second.tag)
     assert not left
+
+
+def test_a_killed_run_is_healed_after_another_run_stopped_the_engine(tmp_path):
+    """A killed run's lock goes with its process, so another run may be the engine's last user and stop
+    it: the killed run's containers and network (and the network's bridge) stay in the stopped engine's
+    state. Its heal must start the engine to look, remove them, and stop the engine again."""
+    from harness.backends.docker_engine import harness_dockerd, reachable
+    from harness.backends.resources import link_names
+
+    if reachable() and harness_dockerd() is None:
+        pytest.skip("the machine's own Docker engine runs: the harness neither starts nor stops it")
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    other = DockerBackend(tmp_path / "other", ["n1"])
+    tag = ""
+    try:
+        line = child.stdout.readline() if child.stdout else ""
+        assert line.startswith("ready "), f"the child never got its containers up: {line!r}"
+        tag = line.split()[1]
+        other.setup()  # the killed run's engine, ledgered by this run too
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+        other.teardown()  # now its last user: it stops the engine, the killed run's objects still in it
+        assert harness_dockerd() is None and not reachable()
+        assert f"kc{tag}" in link_names()  # the network's bridge outlives the engine
+
+        report = heal(tmp_path / LEDGER_NAME)
+        assert report.ok, report.failed
+        removed = " ".join(report.removed)
+        assert removed.count("container ") == 3 and "network " in removed and "dockerd " in removed, report.removed
+        assert harness_dockerd() is None  # the engine started to look is stopped again
+        assert f"kc{tag}" not in link_names()
+        assert heal(tmp_path / LEDGER_NAME).removed == []  # healing twice is a no-op
+    finally:
+        if child.poll() is None:
+            child.kill()
+        with contextlib.suppress(Exception):
+            other.teardown()
+        heal_if_left(tmp_path)
+        left = _leftovers(tag) | _leftovers(other.tag) if tag else set()
+        if tag:  # on code without the fix the objects stay in the engine's state: removed whatever happened
+            _remove_engine_objects(tag, other.tag)
+    assert not left
+
+
+def test_the_engines_goroutine_dumps_stay_out_of_tmp(tmp_path):
+    """dockerd asks a containerd that stops answering for a goroutine dump before it restarts it (on a
+    loaded machine), and containerd writes it to its temporary directory: for an engine the harness
+    starts, that is beside the engine's log, not /tmp."""
+    from harness.backends.docker_engine import ensure_engine, harness_dockerd, reachable
+    from harness.backends.ledger import Ledger
+    from harness.backends.procs import find_where
+
+    if reachable():
+        pytest.skip("an engine runs already: this test needs one the harness starts now")
+    ledger = Ledger.create(tmp_path / LEDGER_NAME)
+    dump = None
+    try:
+        ensure_engine(ledger, tmp_path).close()
+        engine = harness_dockerd()
+        assert engine is not None
+        (containerd,) = [
+            stat.pid
+            for stat, argv in find_where(lambda a: Path(a[0]).name == "containerd")
+            if _parent(stat.pid) == engine[0]  # its own session: only its parent says it is this engine's
+        ]
+        os.kill(containerd, signal.SIGUSR1)  # what dockerd sends before it kills a containerd that hangs
+        name = f"containerd.{containerd}.stacks.log"
+        dump = tmp_path / "dockerd-tmp" / name
+        deadline = time.monotonic() + 30
+        while not dump.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert dump.exists() and "goroutine" in dump.read_text()
+        assert not (Path("/tmp") / name).exists()
+    finally:
+        heal(tmp_path / LEDGER_NAME)
+        if dump is not None:
+            with contextlib.suppress(OSError):
+                (Path("/tmp") / dump.name).unlink()  # on code without the fix
+    assert harness_dockerd() is None
 
 
 def test_containers_carry_partition_kill_and_pause_and_leave_nothing(tmp_path):
