@@ -58,7 +58,6 @@ from vocab.generators.schedule import TimedFault
 from vocab.schedulers import RealtimeScheduler, Scheduler, VirtualScheduler
 from vocab.workload import WorkloadEnv, WorkloadRun
 
-READY_TIMEOUT_S = 90.0
 # A replayed timeline that falls behind (`replay_phase`) runs on past the time limit, up to this many
 # times it: over ssh into TCG guests a fault takes seconds (a kill of three nodes ~12 s), one at a time.
 REPLAY_MAX = 3.0
@@ -198,7 +197,7 @@ class Run:
             self.say(f"starting the {spec.sut} cluster ({spec.cluster.describe()})")
             with self._phase("start"):
                 self.db.install(self.backend, self.run.path)
-                self.db.wait_ready(READY_TIMEOUT_S)
+                self.db.wait_ready(spec.ready_timeout_s)
                 self.scheduler = make_scheduler(self.backend)
                 env = WorkloadEnv(spec, self.db, self.backend, self.scheduler, spec.seed)
                 self.workload = make_workload(spec, env)

@@ -20,6 +20,7 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     test_count = 1                   # runs of this test
     leave_db_running = false
     recovery_s = 10                  # recovery window: clients run on after the heal (availability checker)
+    ready_timeout_s = 90             # how long the cluster may take to serve at start (JVMs in TCG guests: minutes)
     final_reads = true
     bugs = []                        # planted bugs (node/bugs.py) switched on in every node
     forger = true                    # a side process sending forged requests (harness/forger.py)
@@ -67,6 +68,8 @@ from vocab.faults.catalogue import FAULT_KINDS, check_option, mode_choices
 # test.json's schema version (results/SCHEMA.md); equal to reports.schema.SCHEMA_VERSION, not imported
 # from there because that module loads pyarrow, which every CLI start would then pay for.
 SCHEMA_VERSION = 1
+# How long `kchaos run` waits for the cluster to serve after starting it (--ready-timeout).
+READY_TIMEOUT_S = 90.0
 
 # Default registries (what load_test accepts when the caller passes none).
 BACKENDS: tuple[str, ...] = ("sim", "netns", "docker", "ssh")
@@ -100,6 +103,7 @@ FLAGS: dict[str, str] = {
     "test_count": "--test-count",
     "leave_db_running": "--leave-db-running",
     "recovery_s": "--recovery",
+    "ready_timeout_s": "--ready-timeout",
     "final_reads": "--final-reads",
     "workload_options": "--workload-option",
     "nemesis_options": "--nemesis-option",
@@ -179,6 +183,7 @@ class TestSpec:
     test_count: int = 1
     leave_db_running: bool = False
     recovery_s: float = 10.0
+    ready_timeout_s: float = READY_TIMEOUT_S
     final_reads: bool = True
     bugs: tuple[str, ...] = ()  # planted bugs switched on in every node (node/bugs.py); () = the correct node
     forger: bool = True  # the forger side process (harness/forger.py) runs beside the workload
@@ -230,6 +235,8 @@ class TestSpec:
             out["forger"] = False
         if not self.pre_vote:
             out["pre_vote"] = False
+        if self.ready_timeout_s != READY_TIMEOUT_S:
+            out["ready_timeout_s"] = self.ready_timeout_s
         if self.inventory:
             out["inventory"] = self.inventory
         if self.sut_settings:
@@ -504,6 +511,7 @@ _SCALARS: dict[str, _Parser] = {
     "test_count": lambda v, w, r: _integer(v, w, minimum=1),
     "leave_db_running": lambda v, w, r: _boolean(v, w),
     "recovery_s": lambda v, w, r: _duration(v, w, positive=False),
+    "ready_timeout_s": lambda v, w, r: _duration(v, w, positive=True),
     "final_reads": lambda v, w, r: _boolean(v, w),
     "nemesis_max_active": lambda v, w, r: _integer(v, w, minimum=0),
     "nemesis_buggify": lambda v, w, r: _boolean(v, w),
@@ -627,8 +635,24 @@ def _sut_problem(values: Mapping[str, Any]) -> str | None:
         suts = None
     brokers = values.get("cluster", Cluster(combined=3)).brokers
     kinds = values.get("nemesis", TestSpec.nemesis)
-    problem = sut_problem(sut, values.get("backend", TestSpec.backend), suts, brokers, kinds)
+    backend = values.get("backend", TestSpec.backend)
+    vm_hosts = backend == "ssh" and _all_vms(values.get("inventory", ""))
+    problem = sut_problem(sut, backend, suts, brokers, kinds, vm_hosts)
     return f"workload {workload}: {problem}" if problem and problem.startswith("that workload") else problem
+
+
+def _all_vms(inventory: str) -> bool:
+    """Whether every host of this ssh inventory is a VM of `kchaos vagrant up` (False when there is no
+    inventory or it cannot be read: the backend says why when the run starts)."""
+    if not inventory:
+        return False
+    from harness.backends.inventory import load_inventory
+
+    try:
+        hosts = load_inventory(Path(inventory)).hosts
+    except Exception:
+        return False
+    return bool(hosts) and all(host.vm for host in hosts)
 
 
 def _read_text(file: Path, what: str) -> str:

@@ -2,7 +2,7 @@
 
 Cached by a hash of what goes into it, like the docker image (harness.backends.docker_image), under
 `~/.cache/kchaos/vagrant/box-HASH/`:
-  disk.qcow2           ext4 root file system (Debian's cloud kernel, openssh, python3, nftables, ...)
+  disk.qcow2           ext4 root file system (Debian's cloud kernel, openssh, python3, nftables, a JRE, ...)
   vmlinuz, initrd.img  the kernel and initramfs, booted directly by qemu (no boot loader to wait for)
   id_ed25519(.pub)     the login key: root's authorized key in the image (a throwaway, like Vagrant's)
   kchaos.box           the same disk as a libvirt box for `vagrant box add` (metadata.json, box.img)
@@ -41,6 +41,9 @@ PACKAGES = (
     "util-linux",
     "kmod",
     "faketime",
+    # Apache Kafka as the system under test (--sut kafka over ssh): each host runs the shipped jars on its
+    # own java. About 190 MB installed; the reference cluster and etcd do not need it.
+    "openjdk-17-jre-headless",
 )
 MODULES = ("virtio_net", "virtio_blk", "nf_tables", "sch_netem")
 DISK_SIZE = "2G"

@@ -49,6 +49,9 @@ FIRST_HOST = 10  # kcN gets .(10 + N), as in vagrant/Vagrantfile
 BOOT_TIMEOUT_S = 600.0
 PROBE_TIMEOUT_S = 60.0
 STATE = "cluster.json"
+# MiB per guest: an Apache Kafka node is about 350 MB of RSS in its guest (docs/concepts/suts.md), more than
+# 512 MiB holds with the guest's own share. Memory a guest does not touch costs the host nothing.
+DEFAULT_MEMORY_MB = 1024
 
 
 @dataclass
@@ -135,7 +138,7 @@ def guest_run(key: Path, address: str, command: str, timeout: float = 30.0) -> s
 def up(
     directory: Path,
     nodes: int = 3,
-    memory_mb: int = 512,
+    memory_mb: int = DEFAULT_MEMORY_MB,
     cpus: int = 1,
     accel: str = "auto",
     say: Callable[[str], None] = lambda _: None,
@@ -415,7 +418,11 @@ def up_command(args: argparse.Namespace) -> int:
     # Under TCG a killed node needs tens of seconds to import its code again: the default 10 s
     # recovery window would call a slow restart an availability failure.
     recovery = " --recovery 60s" if cluster.accel == "tcg" else ""
-    print(f"run: kchaos run --backend ssh --inventory {Path(args.dir) / 'inventory.toml'}{recovery}")
+    inventory = Path(args.dir) / "inventory.toml"
+    print(f"run: kchaos run --backend ssh --inventory {inventory}{recovery}")
+    # A JVM in a TCG guest takes a minute or two to serve, at start and after each kill (suts.md).
+    slow = " --ready-timeout 5m --recovery 5m" if cluster.accel == "tcg" else ""
+    print(f"Apache Kafka on them: kchaos run --backend ssh --inventory {inventory} --sut kafka{slow}")
     cluster_flag = "" if Path(args.dir).resolve() == DEFAULT_DIR else f" --cluster {args.dir}"
     print(f"reproduce a stored run: kchaos reproduce RUN_DIR --backend vagrant{cluster_flag}")
     return 0
@@ -445,7 +452,7 @@ def add_commands(sub: Any) -> None:
     p = sub.add_parser("up", description="boot a cluster of VMs with qemu in a network namespace of its own")
     p.add_argument("--dir", default=str(DEFAULT_DIR), help="the cluster's directory (default: vagrant/.cluster)")
     p.add_argument("--nodes", type=int, default=3, help="how many VMs (default 3: one per combined node)")
-    p.add_argument("--memory", type=int, default=512, help="MiB per VM (default 512)")
+    p.add_argument("--memory", type=int, default=DEFAULT_MEMORY_MB, help=f"MiB per VM (default {DEFAULT_MEMORY_MB})")
     p.add_argument("--cpus", type=int, default=1, help="virtual CPUs per VM (default 1)")
     p.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto", help="auto: KVM if a probe boots")
     p.set_defaults(func=up_command)

@@ -91,19 +91,27 @@ SUT_FAULT_REASONS: dict[tuple[str, str], str] = {
 }
 
 
+# On hosts that are VMs of `kchaos vagrant up`, lose_unsynced is a power loss of the whole guest (its
+# qemu SIGKILLed, then a boot from its disk: vm_faults.py). No FUSE mount is involved, so it reaches any
+# system, the JVM's memory-mapped files and etcd's bbolt included.
+VM_POWER_LOSS = "lose_unsynced"
+
+
 def sut_problem(
     sut: str,
     backend: str,
     workload_suts: Sequence[str] | None = None,
     brokers: int = 0,
     faults: Sequence[str] = (),
+    vm_hosts: bool = False,
 ) -> str | None:
     """Why `sut` cannot run on `backend`, with a workload written for `workload_suts`, with broker-only
-    nodes or with these fault kinds; None when it can."""
+    nodes or with these fault kinds; None when it can. `vm_hosts`: every host is a VM (VM_POWER_LOSS)."""
     backends = SUT_BACKENDS.get(sut)
     if backends is not None and backend not in backends:
         return f"{sut} is not available on the {backend} backend (it runs on {', '.join(backends)})"
-    unreached = [kind for kind in faults if kind in SUT_UNREACHED_FAULTS.get(sut, ())]
+    refused = SUT_UNREACHED_FAULTS.get(sut, frozenset()) - ({VM_POWER_LOSS} if vm_hosts else set())
+    unreached = [kind for kind in faults if kind in refused]
     if unreached:
         reasons = "; ".join(dict.fromkeys(r for k in unreached if (r := SUT_FAULT_REASONS.get((sut, k)))))
         why = f": {reasons}" if reasons else ""

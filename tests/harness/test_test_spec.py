@@ -24,6 +24,7 @@ rate = 120
 seed = 42
 leave_db_running = true
 recovery_s = "500ms"
+ready_timeout_s = "5m"
 final_reads = false
 
 [cluster]
@@ -62,6 +63,7 @@ def test_a_valid_file_resolves_every_field(tmp_path):
         rate=120.0,
         leave_db_running=True,
         recovery_s=0.5,
+        ready_timeout_s=300.0,
         final_reads=False,
     )
     assert spec.nodes == ["c1", "c2", "c3", "b1", "b2"]
@@ -111,8 +113,10 @@ def test_test_json_matches_the_results_schema_and_round_trips(tmp_path):
         assert key in data
     assert data["nemesis"] == ["partition", "kill"]
     assert data["nodes"] == ["c1", "c2", "c3", "b1", "b2"]
+    assert data["ready_timeout_s"] == 300.0
     assert from_dict(data) == spec
     assert load_test(write(tmp_path, spec.to_toml(), "again.toml"), {}) == spec
+    assert "ready_timeout_s" not in load_test(None, {}).to_dict()  # the default: absent, as before
 
 
 def test_a_none_nemesis_is_an_empty_list():
@@ -138,6 +142,7 @@ BAD_FILES = [
     ("\n\ntime_limit_s = -5\n", r"^{f}:3: time_limit_s: must be > 0, got -5$"),
     ('time_limit_s = "5 parsecs"\n', r"^{f}:1: time_limit_s: expected a duration like 30, 30s, 500ms or 2m, got"),
     ("recovery_s = true\n", r"^{f}:1: recovery_s: expected a duration in seconds, got boolean True$"),
+    ('ready_timeout_s = "0s"\n', r"^{f}:1: ready_timeout_s: must be > 0, got '0s'$"),
     ("rate = -1\n", r"^{f}:1: rate: must be a number >= 0, got -1$"),
     (
         'backend = "kubernetes"\n',

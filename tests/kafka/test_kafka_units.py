@@ -63,6 +63,34 @@ def test_kafka_is_refused_on_sim_and_for_unreached_faults_with_the_reason():
         load_test(None, {"sut": "kafka", "backend": "netns", "workload": "register"})
 
 
+def _inventory(tmp_path: Path, vms: tuple[bool, ...]) -> str:
+    hosts = "".join(
+        f'[[hosts]]\nname = "h{i}"\naddress = "10.0.0.{i}"\n' + (f'vm = "{tmp_path}"\n' if vm else "")
+        for i, vm in enumerate(vms, 1)
+    )
+    path, key = tmp_path / "inventory.toml", tmp_path / "id_ed25519"
+    key.write_text("a key\n")
+    path.write_text(f'[defaults]\nuser = "root"\nkey = "{key}"\nroot = "/root/kchaos"\n\n{hosts}')
+    return str(path)
+
+
+def test_lose_unsynced_is_a_power_loss_on_vms_and_so_reaches_kafka_and_etcd_there(tmp_path):
+    """On hosts that are VMs of `kchaos vagrant up`, lose_unsynced is the whole guest's power loss: no FUSE
+    mount, so Kafka's memory-mapped files and etcd's bbolt are no obstacle. One host that is not a VM
+    and the refusal stands."""
+    vms = _inventory(tmp_path, (True, True, True))
+    for sut, workload in (("kafka", "config-register"), ("etcd", "register")):
+        spec = load_test(
+            None, {"sut": sut, "workload": workload, "backend": "ssh", "inventory": vms, "nemesis": "lose_unsynced"}
+        )
+        assert spec.nemesis == ("lose_unsynced",)
+    mixed = _inventory(tmp_path, (True, False, True))
+    with pytest.raises(UserError, match="lose_unsynced faults cannot be done to kafka nodes"):
+        load_test(None, {"sut": "kafka", "backend": "ssh", "inventory": mixed, "nemesis": "kill,lose_unsynced"})
+    with pytest.raises(UserError, match="corrupt faults cannot be done to kafka nodes"):  # a VM changes nothing here
+        load_test(None, {"sut": "kafka", "backend": "ssh", "inventory": vms, "nemesis": "corrupt"})
+
+
 class HostWithoutJava:
     """Around the adapter only: a remote-host backend (it has `ship_files`) whose hosts answer `java
     -version` as told. The real hosts are in tests/harness_ssh/test_ssh_run.py."""
