@@ -93,7 +93,7 @@ SUT_FAULT_REASONS: dict[tuple[str, str], str] = {
 
 # On hosts that are VMs of `kchaos vagrant up`, lose_unsynced is a power loss of the whole guest (its
 # qemu SIGKILLed, then a boot from its disk: vm_faults.py). No FUSE mount is involved, so it reaches any
-# system, the JVM's memory-mapped files and etcd's bbolt included.
+# system, memory-mapped files included (measured on Kafka: docs/concepts/suts.md; the box has no etcd).
 VM_POWER_LOSS = "lose_unsynced"
 
 
