@@ -131,6 +131,7 @@ def resolve(args: argparse.Namespace) -> Any:
         "workload_options": _with_client(_options(args.workload_option), args.client),
         "nemesis_options": _nemesis_options(args.nemesis_option),
         "nemesis_max_active": args.nemesis_max_active,
+        "nemesis_draw": args.nemesis_draw,
         "nemesis_buggify": False if args.no_buggify else None,
         "bugs": ",".join(args.bug) if args.bug else None,
         "forger": False if args.no_forger else None,
@@ -203,6 +204,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--nemesis-interval", help="time between two fault starts (e.g. 10s)")
     p.add_argument("--nemesis-duration", help="how long each fault lasts (e.g. 10s)")
     p.add_argument("--nemesis-max-active", help="faults active at once (default 0: every kind may be)")
+    p.add_argument(
+        "--nemesis-draw",
+        help="each start's kind: random (by weight, the default) or deck (every kind once a round, in a drawn order)",
+    )
     p.add_argument(
         "--nemesis-option",
         action="append",

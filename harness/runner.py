@@ -144,6 +144,7 @@ def build_main_generator(
             modes={k: o.modes for k, o in options.items()},
             weights={k: o.weight for k, o in options.items()},
             max_active=spec.nemesis_max_active or len(kinds),
+            draw=spec.nemesis_draw,
         )
         main = main_phase(client_gen, schedule, spec.time_limit_s)
     healed = [*kinds, TARGETED_KIND] if targeted else kinds

@@ -12,6 +12,7 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     nemesis_interval_s = 10          # a fault starts this long after the previous start (or stop, when full)
     nemesis_duration_s = 10          # and lasts this long
     nemesis_max_active = 0           # faults active at once; 0 = every kind may be
+    nemesis_draw = "random"          # each start's kind: "random" (by weight) or "deck" (each kind once a round)
     nemesis_buggify = true           # sim only: the simulator's targeted faults too
     time_limit_s = 60                # the main phase
     concurrency = 5                  # client workers
@@ -64,6 +65,7 @@ from typing import Any
 
 from vocab.errors import UserError
 from vocab.faults.catalogue import FAULT_KINDS, check_option, mode_choices
+from vocab.generators.schedule import DRAWS
 
 # test.json's schema version (results/SCHEMA.md); equal to reports.schema.SCHEMA_VERSION, not imported
 # from there because that module loads pyarrow, which every CLI start would then pay for.
@@ -108,6 +110,7 @@ FLAGS: dict[str, str] = {
     "workload_options": "--workload-option",
     "nemesis_options": "--nemesis-option",
     "nemesis_max_active": "--nemesis-max-active",
+    "nemesis_draw": "--nemesis-draw",
     "nemesis_buggify": "--no-buggify",
     "bugs": "--bug",
     "forger": "--no-forger",
@@ -176,6 +179,7 @@ class TestSpec:
     nemesis_modes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     nemesis_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     nemesis_max_active: int = 0
+    nemesis_draw: str = "random"  # vocab.generators.schedule.DRAWS
     nemesis_buggify: bool = True
     time_limit_s: float = 60.0
     concurrency: int = 5
@@ -235,6 +239,8 @@ class TestSpec:
             out["forger"] = False
         if not self.pre_vote:
             out["pre_vote"] = False
+        if self.nemesis_draw != "random":
+            out["nemesis_draw"] = self.nemesis_draw
         if self.ready_timeout_s != READY_TIMEOUT_S:
             out["ready_timeout_s"] = self.ready_timeout_s
         if self.inventory:
@@ -514,6 +520,7 @@ _SCALARS: dict[str, _Parser] = {
     "ready_timeout_s": lambda v, w, r: _duration(v, w, positive=True),
     "final_reads": lambda v, w, r: _boolean(v, w),
     "nemesis_max_active": lambda v, w, r: _integer(v, w, minimum=0),
+    "nemesis_draw": lambda v, w, r: _choice(v, w, DRAWS, "nemesis draw"),
     "nemesis_buggify": lambda v, w, r: _boolean(v, w),
     "bugs": lambda v, w, r: _bug_names(v, w),
     "forger": lambda v, w, r: _boolean(v, w),

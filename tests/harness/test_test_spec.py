@@ -18,6 +18,7 @@ backend = "netns"
 nemesis = ["partition", "kill"]
 nemesis_interval_s = "5s"
 nemesis_duration_s = 2.5
+nemesis_draw = "deck"
 time_limit_s = "2m"
 concurrency = 8
 rate = 120
@@ -57,6 +58,7 @@ def test_a_valid_file_resolves_every_field(tmp_path):
         nemesis=("partition", "kill"),
         nemesis_interval_s=5.0,
         nemesis_duration_s=2.5,
+        nemesis_draw="deck",
         nemesis_modes={"partition": ("isolate-leader",)},
         time_limit_s=120.0,
         concurrency=8,
@@ -113,10 +115,10 @@ def test_test_json_matches_the_results_schema_and_round_trips(tmp_path):
         assert key in data
     assert data["nemesis"] == ["partition", "kill"]
     assert data["nodes"] == ["c1", "c2", "c3", "b1", "b2"]
-    assert data["ready_timeout_s"] == 300.0
+    assert data["ready_timeout_s"] == 300.0 and data["nemesis_draw"] == "deck"
     assert from_dict(data) == spec
     assert load_test(write(tmp_path, spec.to_toml(), "again.toml"), {}) == spec
-    assert "ready_timeout_s" not in load_test(None, {}).to_dict()  # the default: absent, as before
+    assert not {"ready_timeout_s", "nemesis_draw"} & set(load_test(None, {}).to_dict())  # defaults: absent, as before
 
 
 def test_a_none_nemesis_is_an_empty_list():
@@ -143,6 +145,7 @@ BAD_FILES = [
     ('time_limit_s = "5 parsecs"\n', r"^{f}:1: time_limit_s: expected a duration like 30, 30s, 500ms or 2m, got"),
     ("recovery_s = true\n", r"^{f}:1: recovery_s: expected a duration in seconds, got boolean True$"),
     ('ready_timeout_s = "0s"\n', r"^{f}:1: ready_timeout_s: must be > 0, got '0s'$"),
+    ('nemesis_draw = "shuffle"\n', r"^{f}:1: nemesis_draw: unknown nemesis draw 'shuffle' \(choose from deck, rand"),
     ("rate = -1\n", r"^{f}:1: rate: must be a number >= 0, got -1$"),
     (
         'backend = "kubernetes"\n',

@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
+import pytest
+
 from vocab.faults.catalogue import HEAL_ORDER
 from vocab.generators import NEMESIS, Op, Outcome, heal_all, nemesis, nemesis_schedule, run_virtual, seconds
 from vocab.generators import time_limit as limit_time
@@ -122,3 +124,49 @@ def test_the_final_phase_stops_every_kind_in_heal_order_after_the_main_phase():
     assert healing == ["stop-buggify", "stop-partition", "stop-clock", "stop-pause", "stop-kill"]  # ... then all stop
     assert {k for k, _, _ in windows(history)} == set(kinds)
     assert heal_all(["kill", "partition"]) == heal_all(["partition", "kill", "kill"])  # no order: sorted, once each
+
+
+def _starts(history: list[dict]) -> list[str]:
+    return [e["f"].removeprefix("start-") for e in history if e["type"] == "invoke" and e["f"].startswith("start")]
+
+
+def test_a_deck_deals_every_kind_once_per_round_in_an_order_drawn_per_round():
+    kinds = ["a", "b", "c", "d", "e"]
+    orders = set()
+    for seed in range(1, 41):
+        gen = limit_time(100.0, nemesis(nemesis_schedule(kinds, 1.0, 0.5, draw="deck")))  # one at a time
+        starts = _starts(run_schedule(gen, seed=seed))
+        rounds = [starts[i : i + 5] for i in range(0, len(starts) - len(starts) % 5, 5)]
+        assert len(rounds) > 10 and all(sorted(r) == kinds for r in rounds), starts
+        orders.update(tuple(r) for r in rounds)
+    assert len(orders) > 60  # 120 orders of 5 kinds, and the deck draws among them
+
+
+def test_a_random_draw_misses_kinds_that_a_deck_does_not():
+    """Why the deck exists: in a short run the first starts of a random draw often repeat a kind."""
+    kinds = ["partition", "kill", "pause", "clock"]
+    missed = 0
+    for seed in range(1, 41):
+        random_first = _starts(run_schedule(limit_time(20.0, nemesis(nemesis_schedule(kinds, 4.0, 1.0))), seed))[:4]
+        deck = nemesis(nemesis_schedule(kinds, 4.0, 1.0, max_active=4, draw="deck"))
+        assert sorted(_starts(run_schedule(limit_time(20.0, deck), seed))[:4]) == sorted(kinds)
+        missed += len(set(random_first)) < 4
+    assert missed > 20  # 1 - 4!/4^4 = 91 % of orders repeat a kind
+
+
+def test_a_deck_with_faults_still_active_skips_them_in_its_round_and_honours_zero_weights():
+    kinds = ["a", "b", "c", "z"]
+    gen = nemesis(nemesis_schedule(kinds, 1.0, 2.5, weights={"z": 0}, max_active=2, draw="deck"))
+    history = run_schedule(limit_time(300.0, gen), seed=7)
+    starts = _starts(history)
+    assert "z" not in starts and overlapping(windows(history)) == 2
+    counts = Counter(starts)
+    assert len(starts) > 100 and max(counts.values()) - min(counts.values()) <= len(starts) // 10, counts
+    for kind in ("a", "b", "c"):  # never two windows of one kind at once
+        mine = sorted((s, e) for k, s, e in windows(history) if k == kind)
+        assert all(e1 <= s2 for (_, e1), (s2, _) in itertools.pairwise(mine))
+
+
+def test_an_unknown_draw_is_refused():
+    with pytest.raises(ValueError, match="draw must be one of random, deck, got 'shuffle'"):
+        nemesis_schedule(["kill"], 1.0, 1.0, draw="shuffle")

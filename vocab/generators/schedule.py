@@ -42,6 +42,7 @@ __all__ = [
 ]
 
 _START, _STOP = "start", "stop"
+DRAWS = ("random", "deck")  # how a schedule picks each start's kind (NemesisSchedule)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,11 @@ class NemesisSchedule(Gen):
       (With `max_active` 1: one fault at a time, the next starting `interval` after the stop.)
     - The kind of each start is drawn among the kinds not active now, by `weights` (default 1 each;
       0 never starts); its mode (the op's value `{"mode": ...}`) from `modes` when given.
+    - `draw="deck"` deals the kinds like cards instead: each kind once per round, in an order drawn
+      anew each round (weights then only say which kinds take part: > 0), so any `len(kinds)`
+      consecutive starts from a round's beginning hold every kind. A short run then misses none, where
+      a random draw may repeat a kind and leave another out. A kind still active when its turn comes
+      waits: the round goes on with the others, and a new round begins once only dealt kinds could start.
     - Each fault stops `duration` after its start completed; due stops go before a due start.
     - A start completed with `fail` opened no fault, so no stop follows it.
 
@@ -68,7 +74,9 @@ class NemesisSchedule(Gen):
     modes: tuple[tuple[str, tuple[str, ...]], ...] = ()
     weights: tuple[tuple[str, float], ...] = ()
     max_active: int = 1
+    draw: str = "random"  # or "deck" (see above)
     active: tuple[tuple[str, int], ...] = ()  # (kind, its stop's due time), in start order
+    dealt: tuple[str, ...] = ()  # deck: the kinds started in this round
     inflight: tuple[str, str] | None = None  # (start|stop, kind) invoked, not yet completed
     next_start: int | None = None  # None: `interval` after the first query
     rand: int = 0
@@ -99,11 +107,19 @@ class NemesisSchedule(Gen):
             return op, self._with(inflight=(_STOP, kind))
         assert start_due is not None
         rng = Rng(self.rand)
-        kind = _weighted(rng, startable, [self._weight(k) for k in startable])
+        dealt = self.dealt
+        if self.draw == "deck":
+            undealt = [k for k in startable if k not in dealt]
+            if not undealt:  # a new round
+                dealt, undealt = (), startable
+            kind = rng.choice(undealt)
+            dealt = (*dealt, kind)
+        else:
+            kind = _weighted(rng, startable, [self._weight(k) for k in startable])
         modes = dict(self.modes).get(kind)
         value = {"mode": rng.choice(modes)} if modes else None
         op = Op(f"start-{kind}", value, free[1], "invoke", max(start_due, ctx.time))
-        return op, self._with(inflight=(_START, kind), next_start=start_due, rand=rng.state)
+        return op, self._with(inflight=(_START, kind), next_start=start_due, rand=rng.state, dealt=dealt)
 
     def update(self, ctx: Context, event: Op) -> Gen:
         if event.process != NEMESIS or event.type == "invoke" or self.inflight is None:
@@ -179,18 +195,20 @@ def nemesis_schedule(
     modes: Mapping[str, Sequence[str]] | None = None,
     weights: Mapping[str, float] | None = None,
     max_active: int = 1,
+    draw: str = "random",
 ) -> NemesisSchedule:
-    """Start a fault every `interval_s`, stop it after `duration_s`, up to `max_active` at once
-    (see `NemesisSchedule`)."""
+    """Start a fault every `interval_s`, stop it after `duration_s`, up to `max_active` at once, each
+    start's kind drawn at random or dealt from a deck (see `NemesisSchedule`)."""
     if max_active < 1:
         raise ValueError(f"max_active must be >= 1, got {max_active}")
+    if draw not in DRAWS:
+        raise ValueError(f"draw must be one of {', '.join(DRAWS)}, got {draw!r}")
     mode_items = tuple((k, tuple(v)) for k, v in sorted((modes or {}).items()) if v)
     weight_items = tuple((k, float(w)) for k, w in sorted((weights or {}).items()))
     if any(w < 0 for _, w in weight_items):
         raise ValueError("nemesis weights must be >= 0")
-    return NemesisSchedule(
-        tuple(dict.fromkeys(kinds)), seconds(interval_s), seconds(duration_s), mode_items, weight_items, max_active
-    )
+    kinds = tuple(dict.fromkeys(kinds))
+    return NemesisSchedule(kinds, seconds(interval_s), seconds(duration_s), mode_items, weight_items, max_active, draw)
 
 
 def heal_all(kinds: Iterable[str], order: Sequence[str] | None = None) -> Seq:
