@@ -56,10 +56,10 @@ class NemesisSchedule(Gen):
     - The kind of each start is drawn among the kinds not active now, by `weights` (default 1 each;
       0 never starts); its mode (the op's value `{"mode": ...}`) from `modes` when given.
     - `draw="deck"` deals the kinds like cards instead: each kind once per round, in an order drawn
-      anew each round (weights then only say which kinds take part: > 0), so any `len(kinds)`
-      consecutive starts from a round's beginning hold every kind. A short run then misses none, where
-      a random draw may repeat a kind and leave another out. A kind still active when its turn comes
-      waits: the round goes on with the others, and a new round begins once only dealt kinds could start.
+      anew each round (weights then only say which kinds take part: > 0). The first `len(kinds)` starts
+      hold every kind, so a short run misses none, where a random draw may repeat a kind and leave
+      another out. A kind still active when it could be dealt sits the round out: a new round begins
+      once only dealt kinds could start.
     - Each fault stops `duration` after its start completed; due stops go before a due start.
     - A start completed with `fail` opened no fault, so no stop follows it.
 

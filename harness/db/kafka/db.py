@@ -210,7 +210,7 @@ class KafkaDB(ProgramDB):
         if done.returncode == 127:
             raise KafkaDistError(
                 f"{host_java}: not found (--sut kafka over ssh needs Java {MIN_JAVA}+ on every host: "
-                "apt-get install openjdk-17-jre-headless there; VMs: `kchaos vagrant up --java`)"
+                "apt-get install openjdk-17-jre-headless there)"
             )
         java_major(done.stderr + done.stdout, host_java)
         jars = installed_jars()
