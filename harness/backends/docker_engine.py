@@ -80,11 +80,12 @@ def ensure_engine(ledger: Ledger, log_dir: Path) -> Any:
     socket. Only root can do that; anyone else gets a one-line error saying what to start. An engine
     another run started is ledgered as this run's too (see the module docstring)."""
     url = engine_url()
-    dockerd = shutil.which("dockerd")
-    if url != DEFAULT_SOCKET or dockerd is None or os.geteuid() != 0:  # none the harness may start or stop
+    dockerd = _startable_dockerd()
+    if dockerd is None:  # no engine the harness may start or stop
         if reachable(url):
             return client(url)
-        why = "dockerd is not installed (apt-get install docker.io)" if dockerd is None else "start dockerd"
+        installed = shutil.which("dockerd") is not None
+        why = "start dockerd" if installed else "dockerd is not installed (apt-get install docker.io)"
         raise BackendError(f"no Docker engine answers at {url}: {why}")
     log_dir.mkdir(parents=True, exist_ok=True)
     locks = cache_dir()  # one place for every run, whatever its log dir
@@ -101,6 +102,12 @@ def ensure_engine(ledger: Ledger, log_dir: Path) -> Any:
         else:  # another run's: ours too, until the last of its users stops it
             ledger.record("dockerd", argv=started[2], pid=started[0], starttime=started[1], lock=str(lock), run=run)
         return client(url)
+
+
+def _startable_dockerd() -> str | None:
+    """The `dockerd` the harness may start (and stop) here: root, the default socket, dockerd installed."""
+    dockerd = shutil.which("dockerd")
+    return dockerd if engine_url() == DEFAULT_SOCKET and os.geteuid() == 0 else None
 
 
 def engine_fields(ledger: Ledger) -> dict[str, str]:
@@ -254,8 +261,8 @@ def _engine_to_look() -> Any | None:
     """A client of an engine started for an undo (or of one another run started meanwhile), or None
     when the harness may not start one here (not root, another socket, no dockerd)."""
     global _looking
-    dockerd = shutil.which("dockerd")
-    if engine_url() != DEFAULT_SOCKET or dockerd is None or os.geteuid() != 0:
+    dockerd = _startable_dockerd()
+    if dockerd is None:
         return None
     locks = cache_dir()
     locks.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ PROC = Path("/proc")
 class ProcStat:
     pid: int
     state: str
+    ppid: int
     pgid: int
     session: int
     starttime: int  # clock ticks after boot: unique per PID lifetime
@@ -30,7 +31,9 @@ def read_stat(pid: int) -> ProcStat | None:
     # The command name (field 2) is in parentheses and may itself contain spaces or ')'.
     rest = raw[raw.rindex(")") + 2 :].split()
     # rest[0] is field 3 (state); field N is rest[N - 3].
-    return ProcStat(pid=pid, state=rest[0], pgid=int(rest[2]), session=int(rest[3]), starttime=int(rest[19]))
+    return ProcStat(
+        pid=pid, state=rest[0], ppid=int(rest[1]), pgid=int(rest[2]), session=int(rest[3]), starttime=int(rest[19])
+    )
 
 
 def start_time(pid: int) -> int | None:

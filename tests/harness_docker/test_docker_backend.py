@@ -84,11 +84,6 @@ def _remove_engine_objects(*tags: str) -> None:
                 network.remove()
 
 
-def _parent(pid: int) -> int:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat[stat.rindex(")") + 2 :].split()[1])
-
-
 def _leftovers(tag: str) -> set[str]:
     return _engine_objects(tag) | {n for n in netns_names() if n.startswith(f"kc{tag}")}
 
@@ -197,7 +192,7 @@ def test_the_engines_goroutine_dumps_stay_out_of_tmp(tmp_path):
         (containerd,) = [
             stat.pid
             for stat, argv in find_where(lambda a: Path(a[0]).name == "containerd")
-            if _parent(stat.pid) == engine[0]  # its own session: only its parent says it is this engine's
+            if stat.ppid == engine[0]  # its own session: only its parent says it is this engine's
         ]
         os.kill(containerd, signal.SIGUSR1)  # what dockerd sends before it kills a containerd that hangs
         name = f"containerd.{containerd}.stacks.log"
