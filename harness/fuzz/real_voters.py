@@ -48,6 +48,7 @@ from harness.fuzz.peers import PEERS, Voices
 from harness.fuzz.real_node import HOST, RealRun, free_port, probe_api_versions, wait_listening
 from node.protocol.broker_api import SnapshotId
 from node.protocol.codec import BinaryCodec, FrameError, FrameKind, FrameReader
+from node.raft.base import LAST_EPOCH
 
 PROBE_EVERY = 50
 PHASE_FRAMES = 100
@@ -129,6 +130,7 @@ class Tally:
     asked: Counter[str] = field(default_factory=Counter)  # what the node asked voters 2 and 3
     roles: Counter[str] = field(default_factory=Counter)  # the roles its status showed
     designed_stops: Counter[str] = field(default_factory=Counter)
+    epochs_spent: int = 0  # times an edge-valued epoch brought it to LAST_EPOCH and it was started afresh
     snapshots_fetched: dict[int, int] = field(default_factory=dict)  # per incarnation of the node
     top_epoch: int = 0
 
@@ -234,6 +236,21 @@ class RealVoters:
         self.tally.roles[str(doc.get("role"))] += 1
         self.tally.top_epoch = max(self.tally.top_epoch, self.view.epoch)
         self.tally.snapshots_fetched[self.incarnation] = int(doc.get("snapshots_fetched", 0))
+        if self.view.epoch >= LAST_EPOCH and doc.get("role") != "leader":
+            self.renew()
+
+    def renew(self) -> None:
+        """Stop the node with SIGTERM and start it afresh: its epoch reached LAST_EPOCH (an edge value a
+        voter sent), where it refuses to stand, so it would never lead again and the rest of the run
+        would test less. The stop must be clean, as at the end."""
+        assert self.proc is not None
+        for link in [*self.inbound.values(), *self.outbound.values()]:
+            self._drop(link)
+        code = _stop(self.proc)
+        if code != 0:
+            raise AssertionError(f"exit code {code} after SIGTERM (epoch {self.view.epoch}, to start it afresh)")
+        self.tally.epochs_spent += 1
+        self.start()
 
     # --- sockets ----------------------------------------------------------------------------------
 
@@ -390,17 +407,20 @@ class RealVoters:
             self.selector.unregister(server)
             server.close()
         self.selector.close()
-        proc, code = self.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                code = proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        elif proc is not None:
-            code = proc.returncode
-        return code
+        return None if self.proc is None else _stop(self.proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> int | None:
+    """SIGTERM `proc` and wait for it; its exit code (None if it had to be killed)."""
+    if proc.poll() is not None:
+        return proc.returncode
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return None
 
 
 def fuzz_real_voters(seed: int, frames: int, time_limit_s: float | None = None) -> RealRun:
@@ -438,13 +458,15 @@ def fuzz_real_voters(seed: int, frames: int, time_limit_s: float | None = None) 
     roles = ", ".join(f"{role} {n}" for role, n in sorted(t.roles.items())) or "none seen"
     asked = ", ".join(f"{name.removesuffix('Request')} {n}" for name, n in sorted(t.asked.items())) or "nothing"
     stops = sum(t.designed_stops.values())
+    spent = f"; started afresh at the last epoch {t.epochs_spent}" if t.epochs_spent else ""
     lines = [
         f"real voters (seed {seed}): {t.frames} frames to node 1 as voters 2 and 3, "
         f"{t.answers} answers to what it asked and {t.requests} requests",
         f"  it asked: {asked}",
         f"  its status showed: {roles}; epochs up to {t.top_epoch}; snapshots copied "
         f"{sum(t.snapshots_fetched.values())}; stops by design {stops}"
-        + (f" ({', '.join(f'{s} {n}' for s, n in t.designed_stops.items())})" if stops else ""),
+        + (f" ({', '.join(f'{s} {n}' for s, n in t.designed_stops.items())})" if stops else "")
+        + spent,
     ]
     if t.frames < frames and not problems:
         problems.append(f"only {t.frames} of {frames} frames within {limit:.0f} s")

@@ -24,6 +24,7 @@ from node.protocol.codec import BinaryCodec
 from node.protocol.errors import ErrorCode
 from node.protocol.messages import BeginQuorumEpochRequest, FetchRequest, FetchResponse
 from node.protocol.registry import REQUESTS, RESPONSE_FOR, RESPONSES
+from node.raft.base import LAST_EPOCH
 from tests.fuzz.planted import plant_a_crash
 
 CODEC = BinaryCodec()
@@ -194,6 +195,34 @@ def test_loyal_real_voters_let_a_real_node_lead_and_commit_its_clients_writes(tm
                 break
         assert led_at is not None, (voters.tally.roles, voters.view)
         voters.probe()  # alive, and fresh clients served on both listeners
+    finally:
+        assert voters.close() == 0
+
+
+def test_real_voters_start_afresh_a_node_brought_to_the_last_epoch(tmp_path):
+    """An edge-valued epoch from a voter (BeginQuorumEpoch at LAST_EPOCH) leaves the node where it may
+    never stand again, so it would never lead in a loyal phase again: it is stopped cleanly and started
+    on a fresh data dir, and counted. (CI once saw a loyal phase end without a leader this way.)"""
+    voters = RealVoters(seed=1, workdir=tmp_path)
+    try:
+        voters.start()
+        for _ in range(50):
+            voters.refresh_view()
+            if voters.view.cluster_id:
+                break
+            time.sleep(0.1)
+        message = BeginQuorumEpochRequest(voters.view.cluster_id, 2, LAST_EPOCH)
+        voters._request(2, CODEC.encode_request(7, message))
+        for _ in range(100):
+            voters.pump(0.05)
+            voters.refresh_view()
+            if voters.tally.epochs_spent:
+                break
+        assert voters.tally.epochs_spent == 1 and voters.incarnation == 2, (voters.tally, voters.view)
+        assert voters.tally.top_epoch == LAST_EPOCH and voters.view.epoch < LAST_EPOCH
+        voters.probe()  # the new incarnation serves fresh clients
+        text = voters.log_path.read_text()
+        assert "Traceback" not in text
     finally:
         assert voters.close() == 0
 
