@@ -15,9 +15,8 @@ Whole-VM faults (harness/backends/vm_faults.py, for the ssh backend on these hos
 `power_on` (SIGKILL of a VM's qemu, and a boot with the same command line, each in this ledger) and
 `live_qemu` (the PID to SIGSTOP for a VM pause).
 
-Acceleration: KVM when a probe boots the box's kernel with `-accel kvm -cpu host` to its first panic
-(no root file system given), else software emulation (TCG). On the machine this was written on,
-qemu 7.2 aborts with `kvm_buf_set_msrs: Assertion ... failed` (a nested guest), so it is TCG there.
+Acceleration (harness/backends/vm_accel.py): KVM when a probe boots the box's kernel under it, else
+software emulation (TCG); the answer is kept for the rest of the machine's boot.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ import argparse
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -40,6 +38,7 @@ from harness.backends.netns import free_subnet
 from harness.backends.procs import is_same_process, start_time
 from harness.backends.resources import create_netns, create_tmpdir
 from harness.backends.shell import BackendError, run
+from harness.backends.vm_accel import choose_accel, qemu_binary
 from harness.backends.vm_box import Box, add_to_vagrant, cache_root, ensure_box
 from vocab.errors import UserError
 
@@ -47,7 +46,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DIR = REPO_ROOT / "vagrant" / ".cluster"
 FIRST_HOST = 10  # kcN gets .(10 + N), as in vagrant/Vagrantfile
 BOOT_TIMEOUT_S = 600.0
-PROBE_TIMEOUT_S = 60.0
 STATE = "cluster.json"
 # MiB per guest: an Apache Kafka node is about 350 MB of RSS in its guest (docs/concepts/suts.md), more than
 # 512 MiB holds with the guest's own share. Memory a guest does not touch costs the host nothing.
@@ -76,39 +74,6 @@ class Cluster:
             return cls(**json.loads(path.read_text(encoding="utf-8")))
         except FileNotFoundError:
             raise UserError(f"{directory}: no VM cluster here (no {STATE}; run `kchaos vagrant up`)") from None
-
-
-def qemu_binary() -> str:
-    found = shutil.which("qemu-system-x86_64")
-    if found is None:
-        raise BackendError("qemu-system-x86_64 not found (apt-get install qemu-system-x86)")
-    return found
-
-
-def probe_kvm(box: Box, timeout: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
-    """Whether KVM runs this box's kernel here, and the line that says why (see the module docstring)."""
-    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        return False, "/dev/kvm is missing or not accessible"
-    argv = [qemu_binary(), "-accel", "kvm", "-cpu", "host", "-m", "256", "-nodefaults", "-no-user-config"]
-    argv += ["-display", "none", "-serial", "stdio", "-no-reboot", "-kernel", str(box.kernel)]
-    argv += ["-append", "console=ttyS0 panic=-1 root=/dev/kchaos-none rootwait=0"]
-    ended = True
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-        out = done.stdout + done.stderr
-    except subprocess.TimeoutExpired as exc:
-        ended = False
-        out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else str(exc.stdout or "")
-        out += "\n(timed out)"
-    for line in out.splitlines():
-        if "KVM internal error" in line or "emulation failure" in line:
-            return False, line.strip()
-    if "Kernel panic" in out:
-        return True, "the kernel booted under KVM to its expected panic (no root file system)"
-    last = ([line for line in out.splitlines() if line.strip()][-1:] or ["no output"])[0].strip()
-    if ended:  # e.g. qemu 7.2 in a nested guest: "kvm_buf_set_msrs: Assertion ... failed"
-        return False, f"qemu ended before the kernel panicked under KVM: {last}"
-    return False, f"the kernel did not reach its panic under KVM within {timeout:.0f} s: {last}"
 
 
 def _ssh_argv(key: Path, address: str, command: str, timeout: int = 5) -> list[str]:
@@ -154,8 +119,7 @@ def up(
         raise UserError(f"{directory}: a cluster is already up; `kchaos vagrant destroy --dir {directory}` first")
     box = ensure_box(say)
     if accel == "auto":
-        works, why = probe_kvm(box)
-        accel = "kvm" if works else "tcg"
+        accel, why = choose_accel(box)
         say(f"acceleration: {accel} ({why})")
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "logs").mkdir(exist_ok=True)
