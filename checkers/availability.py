@@ -41,12 +41,16 @@ NS_PER_S = 1_000_000_000
 
 def is_write(op: Op, write_fs: frozenset[str]) -> bool:
     """Does `op` try to change something? (A read-only `txn` does not.)"""
-    if op.f not in write_fs:
+    return changes_something(op.f, op.invoke_value if isinstance(op.invoke_value, list) else op.value, write_fs)
+
+
+def changes_something(f: str, value: Any, write_fs: frozenset[str]) -> bool:
+    """`is_write` for an op's `f` and value: what the runner's recovery window counts as it goes."""
+    if f not in write_fs:
         return False
-    if op.f != "txn":
+    if f != "txn":
         return True
-    mops = op.invoke_value if isinstance(op.invoke_value, list) else op.value
-    return isinstance(mops, list) and any(isinstance(m, list | tuple) and m and m[0] != "r" for m in mops)
+    return isinstance(value, list) and any(isinstance(m, list | tuple) and m and m[0] != "r" for m in value)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from checkers.availability import DEFAULT_WRITE_FS
 from checkers.history import is_side_process
 from reports import metrics
 from reports.schema import CALM
@@ -65,14 +64,6 @@ def _read_events(run_dir: Path) -> pd.DataFrame:
     if parquet.exists():
         return metrics.read_history(str(parquet), "parquet")
     return metrics.read_history(str(run_dir / "history.jsonl"), "jsonl")
-
-
-def _write_fs(test: dict[str, Any]) -> frozenset[str]:
-    """The fs the availability checker counts as writes for this run's workload."""
-    from harness.run_report import run_options
-
-    chosen = run_options(test).get("availability", {}).get("write_f")
-    return frozenset(chosen or DEFAULT_WRITE_FS)
 
 
 def _read_only_txns(events: pd.DataFrame) -> set[int]:
@@ -141,7 +132,9 @@ def run_measures(run_dir: str | Path) -> dict[str, Any]:
     out["failover_s"] = None
     out["failover_unrecovered"] = 0
     if len(kills):
-        fs = _write_fs(test)
+        from harness.run_report import availability_write_fs  # lazy: run_report loads matplotlib
+
+        fs = availability_write_fs(test)
         writes = ops[ops["f"].isin(fs) & ~ops["invoke_index"].isin(_read_only_txns(events))]
         recovered = metrics.recovery(writes, kills)
         starts = recovered[recovered["event"] == "start"]

@@ -127,6 +127,7 @@ def resolve(args: argparse.Namespace) -> Any:
         "test_count": args.test_count,
         "leave_db_running": True if args.leave_db_running else None,
         "recovery_s": args.recovery,
+        "recovery_tail_s": args.recovery_tail,
         "ready_timeout_s": args.ready_timeout,
         "workload_options": _with_client(_options(args.workload_option), args.client),
         "nemesis_options": _nemesis_options(args.nemesis_option),
@@ -222,6 +223,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed", help="seed (default: random, saved in test.json)")
     p.add_argument("--test-count", help="how many runs of the test (seeds seed, seed+1, ...)")
     p.add_argument("--recovery", help="recovery window after the heal: clients run on, a write must commit (10s)")
+    p.add_argument(
+        "--recovery-tail",
+        help="end the recovery window this long after its first committed write, e.g. 10s (default: it runs out)",
+    )
     p.add_argument("--ready-timeout", help="how long the cluster may take to serve at start (90s; JVMs on VMs: 5m)")
     p.add_argument("--name", help="test name (default: <workload>-<nemesis kinds>)")
     p.add_argument("--workload-option", action="append", metavar="KEY=VALUE", help="workload option (repeatable)")

@@ -129,6 +129,14 @@ def run_options(test: Mapping[str, Any], options: Mapping[str, Mapping[str, Any]
     return merged
 
 
+def availability_write_fs(test: Mapping[str, Any]) -> frozenset[str]:
+    """The fs the availability checker counts as writes for this run's workload."""
+    from checkers.availability import DEFAULT_WRITE_FS
+
+    chosen = run_options(test).get("availability", {}).get("write_f")
+    return frozenset(chosen or DEFAULT_WRITE_FS)
+
+
 def checker_args(run: store.RunDir, options: Mapping[str, Mapping[str, Any]] | None = None) -> argparse.Namespace:
     """Every checker's flags at their defaults, exactly as `kchaos check RUN_DIR/history.jsonl` parses
     them, then `options` on top (all checkers share one namespace, as on that command line)."""

@@ -4,12 +4,12 @@ Phases (issue 5): create the run directory and save test.json → provision host
 install and start the cluster (db.install) → wait until ready → workload setup (topics) → run: the
 client generator and the nemesis schedule side by side for the time limit → heal every fault → the
 end of the run (`EndOfRun`): the recovery window (the clients keep running the workload for
-`recovery_s`, after a reset clock has caught up with the true time; the availability checker wants a
-write committed in it) → recover (restart what is down, wait until ready) → final reads → collect
-node logs and dumps (over HTTP while the nodes run, then from their clean stop unless
-`leave_db_running`) → `analyze_run` with the workload's checkers and the end-of-run checks → exit
-code. From the start of the run phase to the final reads the
-adapter's `tap` runs every `db.tap_every_s` (`PeriodicTap`).
+`recovery_s`, after a reset clock has caught up with the true time, or until `recovery_tail_s` after
+its first committed write; the availability checker wants a write committed in it) → recover
+(restart what is down, wait until ready) → final reads → collect node logs and dumps (over HTTP while
+the nodes run, then from their clean stop unless `leave_db_running`) → `analyze_run` with the
+workload's checkers and the end-of-run checks → exit code. From the start of the run phase to the
+final reads the adapter's `tap` runs every `db.tap_every_s` (`PeriodicTap`).
 
 The run phase is `harness.driver.Driver` on the backend's scheduler: the simulator's queue for sim
 (virtual time, deterministic: same seed, same history.jsonl byte for byte), an asyncio loop for
@@ -43,7 +43,9 @@ from vocab.errors import EXIT_ERROR, EXIT_INVALID, UserError
 from vocab.faults.catalogue import HEAL_ORDER, TARGETED_KIND
 from vocab.faults.options import all_options
 from vocab.generators import (
+    Op,
     clients,
+    end_after_ok,
     fault_timeline,
     heal_all,
     main_phase,
@@ -378,7 +380,10 @@ class EndOfRun:
         stats = driver.stats
         self.progress.phase = "recover"
         if spec.recovery_s > 0:
-            window = time_limit(self.settle_s + spec.recovery_s, rate(spec.rate, self.workload.recovery_generator()))
+            window = rate(spec.rate, self.workload.recovery_generator())
+            if spec.recovery_tail_s is not None:
+                window = end_after_ok(self._counts_as_write(), spec.recovery_tail_s, window, self.settle_s)
+            window = time_limit(self.settle_s + spec.recovery_s, window)
             stats = driver.run(clients(window), spec.seed + 2)
         if not self.db.recover(RECOVER_TIMEOUT_S):
             why = self.db.recovery_problem
@@ -391,6 +396,14 @@ class EndOfRun:
             self.progress.phase = "final reads"
             stats = driver.run(clients(final), spec.seed + 1)
         return stats
+
+    def _counts_as_write(self) -> Callable[[Op], bool]:
+        """A completion the availability checker would count as a write (its `write_f` for this run)."""
+        from checkers.availability import changes_something
+        from harness.run_report import availability_write_fs
+
+        fs = availability_write_fs(self.spec.to_dict())
+        return lambda event: changes_something(event.f, event.value, fs)
 
 
 class PeriodicTap:

@@ -21,6 +21,7 @@ A test file (every key optional; durations are seconds as numbers, or strings li
     test_count = 1                   # runs of this test
     leave_db_running = false
     recovery_s = 10                  # recovery window: clients run on after the heal (availability checker)
+    recovery_tail_s = 10             # optional: end it 10 s after its first committed write (unset: it runs out)
     ready_timeout_s = 90             # how long the cluster may take to serve at start (JVMs in TCG guests: minutes)
     final_reads = true
     bugs = []                        # planted bugs (node/bugs.py) switched on in every node
@@ -105,6 +106,7 @@ FLAGS: dict[str, str] = {
     "test_count": "--test-count",
     "leave_db_running": "--leave-db-running",
     "recovery_s": "--recovery",
+    "recovery_tail_s": "--recovery-tail",
     "ready_timeout_s": "--ready-timeout",
     "final_reads": "--final-reads",
     "workload_options": "--workload-option",
@@ -187,6 +189,10 @@ class TestSpec:
     test_count: int = 1
     leave_db_running: bool = False
     recovery_s: float = 10.0
+    # End the recovery window this long after its first committed write (at most recovery_s in all);
+    # None: the window runs out. A window of minutes (JVMs in TCG guests) then costs seconds when the
+    # cluster comes back at once.
+    recovery_tail_s: float | None = None
     ready_timeout_s: float = READY_TIMEOUT_S
     final_reads: bool = True
     bugs: tuple[str, ...] = ()  # planted bugs switched on in every node (node/bugs.py); () = the correct node
@@ -243,6 +249,8 @@ class TestSpec:
             out["nemesis_draw"] = self.nemesis_draw
         if self.ready_timeout_s != READY_TIMEOUT_S:
             out["ready_timeout_s"] = self.ready_timeout_s
+        if self.recovery_tail_s is not None:
+            out["recovery_tail_s"] = self.recovery_tail_s
         if self.inventory:
             out["inventory"] = self.inventory
         if self.sut_settings:
@@ -517,6 +525,7 @@ _SCALARS: dict[str, _Parser] = {
     "test_count": lambda v, w, r: _integer(v, w, minimum=1),
     "leave_db_running": lambda v, w, r: _boolean(v, w),
     "recovery_s": lambda v, w, r: _duration(v, w, positive=False),
+    "recovery_tail_s": lambda v, w, r: _duration(v, w, positive=True),
     "ready_timeout_s": lambda v, w, r: _duration(v, w, positive=True),
     "final_reads": lambda v, w, r: _boolean(v, w),
     "nemesis_max_active": lambda v, w, r: _integer(v, w, minimum=0),

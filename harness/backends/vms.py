@@ -381,11 +381,12 @@ def up_command(args: argparse.Namespace) -> int:
     print(f"up: {', '.join(f'{n} {a}' for n, a in cluster.vms.items())} in {cluster.boot_s:.0f} s ({cluster.accel})")
     # Under TCG a killed node needs tens of seconds to import its code again: the default 10 s
     # recovery window would call a slow restart an availability failure.
-    recovery = " --recovery 60s" if cluster.accel == "tcg" else ""
+    # With a tail, the window ends 10 s after its first committed write instead of running out.
+    recovery = " --recovery 60s --recovery-tail 10s" if cluster.accel == "tcg" else ""
     inventory = Path(args.dir) / "inventory.toml"
     print(f"run: kchaos run --backend ssh --inventory {inventory}{recovery}")
     # A JVM in a TCG guest takes a minute or two to serve, at start and after each kill (suts.md).
-    slow = " --ready-timeout 5m --recovery 5m" if cluster.accel == "tcg" else ""
+    slow = " --ready-timeout 5m --recovery 5m --recovery-tail 10s" if cluster.accel == "tcg" else ""
     print(f"Apache Kafka on them: kchaos run --backend ssh --inventory {inventory} --sut kafka{slow}")
     cluster_flag = "" if Path(args.dir).resolve() == DEFAULT_DIR else f" --cluster {args.dir}"
     print(f"reproduce a stored run: kchaos reproduce RUN_DIR --backend vagrant{cluster_flag}")

@@ -24,6 +24,7 @@ from vocab.generators import (
     delay,
     each_process,
     each_worker,
+    end_after_ok,
     filter_ops,
     heal_all,
     limit,
@@ -257,6 +258,47 @@ def test_time_limit_is_not_ended_by_a_late_op_while_others_are_busy(run):
     main = time_limit(1.0, any_of(clients(counter("c")), nemesis(nemesis_schedule(["kill"], 5.0, 1.0))))
     history = run(seq(main, nemesis(once("next"))), fixed(latency_ms=100), concurrency=1)
     assert [e["f"] for e in invokes(history)] == ["c"] * 10 + ["next"]
+
+
+def writes_at(*indices: int):
+    """Op i is a write ("w") at `indices`, a read ("r") elsewhere."""
+    return lambda rng, i: Op("w" if i in indices else "r", i)
+
+
+def is_w(event: Op) -> bool:
+    return event.f == "w"
+
+
+def test_end_after_ok_ends_a_tail_after_the_first_ok_write(run):
+    history = run(end_after_ok(is_w, 0.5, time_limit(10.0, delay(0.1, writes_at(7)))), concurrency=2)
+    times = [e["time"] for e in invokes(history)]
+    # op 7 is invoked at 0.7 s and acknowledged 1 ms later: ops go on until 1.201 s, then none
+    assert times == [i * seconds(0.1) for i in range(13)]
+
+
+def test_end_after_ok_without_a_counted_ok_is_its_generator(run):
+    history = run(end_after_ok(is_w, 0.5, time_limit(2.0, delay(0.1, writes_at()))), concurrency=2)
+    assert len(invokes(history)) == 20
+
+    def writes_fail(op: Op, rng: Rng) -> Outcome:
+        return Outcome("fail" if op.f == "w" else "ok", MS, op.value)
+
+    history = run(end_after_ok(is_w, 0.5, time_limit(2.0, delay(0.1, writes_at(3, 4)))), writes_fail)
+    assert len(invokes(history)) == 20  # writes that failed do not end it
+
+
+def test_end_after_ok_counts_only_ops_invoked_after_the_settle(run):
+    gen = end_after_ok(is_w, 0.5, time_limit(10.0, delay(0.1, writes_at(1, 8))), settle_s=0.45)
+    times = [e["time"] for e in invokes(run(gen, concurrency=2))]
+    # the write at 0.1 s was invoked before the settle ended; the one at 0.8 s counts: until 1.301 s
+    assert times == [i * seconds(0.1) for i in range(14)]
+
+
+def test_end_after_ok_leaves_its_generators_randomness_alone(run):
+    """Wrapped, a random generator draws what it draws unwrapped: the ops are the same up to the end."""
+    plain = invokes(run(time_limit(3.0, rate(50, writes_at(40))), concurrency=2))
+    tailed = invokes(run(end_after_ok(is_w, 0.2, time_limit(3.0, rate(50, writes_at(40)))), concurrency=2))
+    assert 40 < len(tailed) < len(plain) and tailed == plain[: len(tailed)]
 
 
 def test_rate_gives_the_requested_throughput_in_virtual_time(run):

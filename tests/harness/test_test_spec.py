@@ -25,6 +25,7 @@ rate = 120
 seed = 42
 leave_db_running = true
 recovery_s = "500ms"
+recovery_tail_s = "200ms"
 ready_timeout_s = "5m"
 final_reads = false
 
@@ -65,6 +66,7 @@ def test_a_valid_file_resolves_every_field(tmp_path):
         rate=120.0,
         leave_db_running=True,
         recovery_s=0.5,
+        recovery_tail_s=0.2,
         ready_timeout_s=300.0,
         final_reads=False,
     )
@@ -115,10 +117,11 @@ def test_test_json_matches_the_results_schema_and_round_trips(tmp_path):
         assert key in data
     assert data["nemesis"] == ["partition", "kill"]
     assert data["nodes"] == ["c1", "c2", "c3", "b1", "b2"]
-    assert data["ready_timeout_s"] == 300.0 and data["nemesis_draw"] == "deck"
+    assert data["ready_timeout_s"] == 300.0 and data["nemesis_draw"] == "deck" and data["recovery_tail_s"] == 0.2
     assert from_dict(data) == spec
     assert load_test(write(tmp_path, spec.to_toml(), "again.toml"), {}) == spec
-    assert not {"ready_timeout_s", "nemesis_draw"} & set(load_test(None, {}).to_dict())  # defaults: absent, as before
+    optional = {"ready_timeout_s", "nemesis_draw", "recovery_tail_s"}
+    assert not optional & set(load_test(None, {}).to_dict())  # defaults: absent, as before
 
 
 def test_a_none_nemesis_is_an_empty_list():
@@ -145,6 +148,7 @@ BAD_FILES = [
     ('time_limit_s = "5 parsecs"\n', r"^{f}:1: time_limit_s: expected a duration like 30, 30s, 500ms or 2m, got"),
     ("recovery_s = true\n", r"^{f}:1: recovery_s: expected a duration in seconds, got boolean True$"),
     ('ready_timeout_s = "0s"\n', r"^{f}:1: ready_timeout_s: must be > 0, got '0s'$"),
+    ("recovery_tail_s = 0\n", r"^{f}:1: recovery_tail_s: must be > 0, got 0$"),
     ('nemesis_draw = "shuffle"\n', r"^{f}:1: nemesis_draw: unknown nemesis draw 'shuffle' \(choose from deck, rand"),
     ("rate = -1\n", r"^{f}:1: rate: must be a number >= 0, got -1$"),
     (

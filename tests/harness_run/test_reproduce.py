@@ -227,12 +227,14 @@ def test_a_vagrant_reproduction_runs_over_ssh_on_the_vms_of_its_cluster(tmp_path
     p = plan(combined.run.path, "vagrant", cluster=str(cluster))
     assert p.spec.backend == "ssh" and p.spec.inventory == str(cluster / "inventory.toml")
     assert p.spec.recovery_s == 60.0 and any("TCG guest" in note for note in p.notes)
+    assert p.spec.recovery_tail_s is None  # the reference cluster's window is kept whole
     assert p.spec.ready_timeout_s == 90.0  # the reference cluster starts in seconds
     # Apache Kafka's JVMs: minutes to serve in a TCG guest, so the waits `kchaos vagrant up` prints
     test_json = combined.run.path / "test.json"
     test_json.write_text(json.dumps({**json.loads(test_json.read_text()), "sut": "kafka", "backend": "netns"}))
     kafka = plan(combined.run.path, "vagrant", cluster=str(cluster))
     assert (kafka.spec.sut, kafka.spec.recovery_s, kafka.spec.ready_timeout_s) == ("kafka", 300.0, 300.0)
+    assert kafka.spec.recovery_tail_s == 10.0 and any("after its first committed write" in n for n in kafka.notes)
     assert any("JVMs starting at once" in note for note in kafka.notes)
     with pytest.raises(UserError, match="--cluster names the VMs of a vagrant reproduction"):
         plan(combined.run.path, "ssh", str(cluster / "inventory.toml"), cluster=str(cluster))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from typing import Any
@@ -110,3 +111,33 @@ def test_without_nemesis_history_has_no_fault_events(tmp_path):
     events = [json.loads(line) for line in history_lines(result.run.path)]
     assert events and not [e for e in events if e["process"] == "nemesis"]
     assert result.exit_code == EXIT_VALID
+
+
+def test_a_recovery_tail_ends_the_window_soon_after_its_first_committed_write(tmp_path):
+    """`recovery_tail_s`: the clients stop that long after the first write invoked after the heal
+    committed, instead of running the whole window out. Up to that write the history is the same event
+    for event, and the availability verdict with it."""
+    spec = sim_spec(seed=5, recovery_s=30.0, final_reads=False)
+    runs = {
+        "full": run_test(spec, root=tmp_path / "full", say=lambda _: None),
+        "tail": run_test(dataclasses.replace(spec, recovery_tail_s=2.0), root=tmp_path / "tail", say=lambda _: None),
+    }
+    seen: dict[str, Any] = {}
+    for name, result in runs.items():
+        events = [json.loads(line) for line in history_lines(result.run.path)]
+        heal = max(e["time"] for e in events if e["process"] == "nemesis")
+        client = [e for e in events if isinstance(e["process"], int)]
+        last_invoke = max(e["time"] for e in client if e["type"] == "invoke")
+        availability = json.loads((result.run.path / "results.json").read_text())["checkers"]["availability"]
+        assert result.valid is True and availability["valid"] is True, (name, availability)
+        seen[name] = (events, heal, last_invoke, availability["time_to_recover_s"])
+    full_events, heal, full_last, ttr = seen["full"]
+    tail_events, tail_heal, tail_last, tail_ttr = seen["tail"]
+    assert full_last >= heal + 25e9  # the whole window, run out
+    recovered_at = heal + ttr * 1e9
+    assert tail_heal == heal and tail_ttr == ttr
+    assert recovered_at < tail_last <= recovered_at + 2.1e9, (recovered_at, tail_last)
+    shared = [e for e in full_events if e["time"] <= recovered_at]
+    assert tail_events[: len(shared)] == shared
+    test_json = [json.loads((r.run.path / "test.json").read_text()) for r in runs.values()]
+    assert "recovery_tail_s" not in test_json[0] and test_json[1]["recovery_tail_s"] == 2.0

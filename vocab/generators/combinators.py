@@ -545,6 +545,52 @@ def time_limit(secs: float, gen: Any) -> TimeLimit:
 
 
 @dataclass(frozen=True, slots=True)
+class EndAfterOk(Wrapper):
+    """`gen` until `tail` ns after the first op that `counts` completed ok, then exhausted: Jepsen's
+    until-ok, with a tail to see the system on. Only an op invoked `settle` ns or more after this
+    generator's first op counts (a recovery window's ops from before a fault's after-effect ended do
+    not, as the availability checker does not count them). Without such an op it is `gen`."""
+
+    counts: Callable[[Op], bool]
+    tail: int
+    settle: int
+    gen: Gen
+    start: int | None = None  # the first op's time
+    fresh: frozenset[Any] = frozenset()  # processes whose op in flight was invoked after the settle
+    cutoff: int | None = None
+
+    def rewrap(self, gen: Gen) -> Gen:
+        return EndAfterOk(self.counts, self.tail, self.settle, gen, self.start, self.fresh, self.cutoff)
+
+    def seeded(self, state: int) -> Gen:
+        """Its child gets the very stream it would get unwrapped: up to the cutoff, the same ops."""
+        return self.rewrap(self.gen.seeded(state))
+
+    def sees(self, ctx: Context) -> Context | None:
+        return None if self.cutoff is not None and ctx.time >= self.cutoff else ctx
+
+    def emit(self, ctx: Context, op: Op, after: Gen) -> Step:
+        if self.cutoff is not None and op.time >= self.cutoff:
+            return EXHAUSTED if ctx.all_free() else PENDING  # as TimeLimit: a busy worker may bring an earlier op
+        start = op.time if self.start is None else self.start
+        fresh = self.fresh | {op.process} if op.time >= start + self.settle else self.fresh - {op.process}
+        return op, EndAfterOk(self.counts, self.tail, self.settle, after, start, fresh, self.cutoff)
+
+    def update(self, ctx: Context, event: Op) -> Gen:
+        gen = self.gen.update(ctx, event)
+        cutoff = self.cutoff
+        if cutoff is None and event.type == "ok" and event.process in self.fresh and self.counts(event):
+            cutoff = ctx.time + self.tail
+        if gen is self.gen and cutoff == self.cutoff:
+            return self
+        return EndAfterOk(self.counts, self.tail, self.settle, gen, self.start, self.fresh, cutoff)
+
+
+def end_after_ok(counts: Callable[[Op], bool], tail_s: float, gen: Any, settle_s: float = 0.0) -> EndAfterOk:
+    return EndAfterOk(counts, seconds(tail_s), seconds(settle_s), as_gen(gen))
+
+
+@dataclass(frozen=True, slots=True)
 class Stagger(Wrapper):
     """Spaces ops by random delays, uniform in [0, 2·dt) (mean dt), across all workers: ~1/dt ops/s
     when workers keep up. With `jitter` False the spacing is exactly dt (`delay`)."""
