@@ -40,7 +40,7 @@ def choose_accel(box: Box, timeout: float = PROBE_TIMEOUT_S) -> tuple[str, str]:
     path = cache_root() / PROBE_FILE
     kept = _read(path)
     if kept.get("key") == key and kept.get("accel") in ("kvm", "tcg"):
-        return kept["accel"], f"{kept['why']} (probed earlier since this boot; {path} forgets it)"
+        return kept["accel"], f"{kept['why']} (probed earlier since this boot; delete {path} to probe again)"
     works, why = probe_kvm(box, timeout)
     accel = "kvm" if works else "tcg"
     _write(path, {"key": key, "accel": accel, "why": why})
