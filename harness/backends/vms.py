@@ -40,6 +40,7 @@ from harness.backends.resources import create_netns, create_tmpdir
 from harness.backends.shell import BackendError, run
 from harness.backends.vm_accel import choose_accel, qemu_binary
 from harness.backends.vm_box import Box, add_to_vagrant, cache_root, ensure_box
+from harness.backends.vm_cache import lease, prune, release
 from vocab.errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -134,6 +135,7 @@ def up(
     cluster = Cluster(tag, netns, veth, str(subnet), accel, box.path.name, vms, memory_mb, cpus)
     started = time.monotonic()
     _write_state(directory, cluster, box)  # first: a SIGKILLed `up` leaves the names for status and tests
+    lease(box, directory)  # the box stays in the cache while this cluster is not destroyed (vm_cache.py)
     create_netns(ledger, netns)
     run(["ip", "-n", netns, "link", "add", "br0", "type", "bridge"])
     run(["ip", "-n", netns, "link", "set", "br0", "up"])
@@ -352,11 +354,15 @@ def destroy(directory: Path) -> list[str]:
     path = directory / LEDGER_NAME
     if not path.exists():
         return []
+    state = directory / STATE
+    box_name = json.loads(state.read_text(encoding="utf-8")).get("box") if state.is_file() else None
     report = heal(path)
     if report.failed:
         raise BackendError("destroy left something behind: " + "; ".join(report.failed))
-    for stale in (directory / "inventory.toml", directory / STATE):
+    for stale in (directory / "inventory.toml", state):
         stale.unlink(missing_ok=True)
+    if box_name:
+        release(box_name, directory)
     return report.removed
 
 
@@ -368,6 +374,12 @@ def _say(line: str) -> None:
 
 
 def box_command(args: argparse.Namespace) -> int:
+    if args.prune:
+        pruned = prune(_say)
+        for line in [*pruned.kept, *pruned.removed]:
+            print(line)
+        print(f"pruned {len(pruned.removed)} box(es)" if pruned.removed else "nothing to prune")
+        return 0
     started = time.monotonic()
     box = ensure_box(_say)
     print(f"box {box.path} ({time.monotonic() - started:.0f} s)")
@@ -413,6 +425,9 @@ def add_commands(sub: Any) -> None:
     """`kchaos vagrant box / up / status / destroy` (registered next to `inventory`)."""
     p = sub.add_parser("box", description="build the VM box (Debian 12, debootstrap; cached by content hash)")
     p.add_argument("--add", action="store_true", help="also package it for vagrant-libvirt and `vagrant box add` it")
+    p.add_argument(
+        "--prune", action="store_true", help="remove the cached boxes no cluster uses, instead (this checkout's stays)"
+    )
     p.set_defaults(func=box_command)
     p = sub.add_parser("up", description="boot a cluster of VMs with qemu in a network namespace of its own")
     p.add_argument("--dir", default=str(DEFAULT_DIR), help="the cluster's directory (default: vagrant/.cluster)")

@@ -33,6 +33,7 @@ import pytest
 from harness.backends.ledger import LEDGER_NAME, Ledger
 from harness.backends.resources import link_names, netns_names
 from harness.backends.vm_box import Box, cache_root
+from harness.backends.vm_cache import LEASES, live_leases
 from harness.backends.vms import Cluster, destroy, guest_run, live_qemu, status, up
 from harness.cli import main
 from harness.db.kafka.dist import installed_jars
@@ -93,6 +94,8 @@ def assert_nothing_left(directory: Path, made: Cluster) -> None:
     assert not qemu_processes(directory)
     assert not list(directory.glob("kchaos-*")), "the VMs' disks are still there"
     assert not Ledger.load(directory / LEDGER_NAME).outstanding()
+    leases = cache_root() / made.box / LEASES  # the box is free to be pruned again
+    assert str(directory.resolve()) not in [p.read_text().strip() for p in leases.glob("*")]
 
 
 @pytest.mark.timeout(1800)  # with the module's `up` (and the box's first build: ~7 min here)
@@ -106,6 +109,7 @@ def test_three_vms_boot_and_are_guests_of_their_own(cluster_dir):
         assert kernel.endswith("-cloud-amd64") and kernel != platform.release()
     made = Cluster.load(cluster_dir)
     assert made.netns in netns_names() and made.veth in link_names()
+    assert f"the cluster in {cluster_dir.resolve()}" in live_leases(cache_root() / made.box)  # no prune takes it
     # The VMs' links live in the cluster's namespace: the host sees only the veth into it.
     assert not any(name.startswith("tap") and made.tag in name for name in link_names())
     taps = subprocess.run(["ip", "-n", made.netns, "-o", "link", "show", "type", "tun"], capture_output=True, text=True)
