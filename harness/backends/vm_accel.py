@@ -1,9 +1,10 @@
 """Which accelerator runs the box here: KVM when a probe boots the box's kernel with `-accel kvm -cpu
 host` to its first panic (no root file system given), else software emulation (TCG).
 
-On the machine this was written on, qemu 7.2 under nested KVM neither boots nor fails: it hangs until
-the probe's timeout, 60 s on every `kchaos vagrant up`. The answer cannot change while the machine, its
-/dev/kvm, the qemu binary and the kernel stay what they were, so it is kept per boot
+Under nested KVM, qemu 7.2 aborts at once on some machines this ran on, and on another it neither
+booted nor failed but hung until the probe's timeout, 60 s on every `kchaos vagrant up`. The answer
+cannot change while the machine, its /dev/kvm, the qemu binary and the kernel stay what they were, so
+it is kept per boot
 (`/proc/sys/kernel/random/boot_id`) in `~/.cache/kchaos/vagrant/kvm-probe.json`; a change of any of them
 probes again, and deleting the file does too.
 """

@@ -244,6 +244,9 @@ class RealVoters:
         voter sent), where it refuses to stand, so it would never lead again and the rest of the run
         would test less. The stop must be clean, as at the end."""
         assert self.proc is not None
+        if self.proc.poll() is not None:  # it stopped on its own meanwhile: by design (restarted) or not
+            self.check_alive(self.tally.frames)
+            return
         for link in [*self.inbound.values(), *self.outbound.values()]:
             self._drop(link)
         code = _stop(self.proc)
