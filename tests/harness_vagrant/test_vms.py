@@ -131,6 +131,7 @@ def test_chaos_run_on_the_vms_is_valid_with_guest_clock_steps(cluster_dir, tmp_p
         time_limit_s=60.0,
         nemesis_duration_s=30.0,
         recovery_s=30.0,
+        recovery_tail_s=10.0,  # the window ends 10 s after its first committed write
     )
     run = result.run.path
     events = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
