@@ -355,7 +355,10 @@ def destroy(directory: Path) -> list[str]:
     if not path.exists():
         return []
     state = directory / STATE
-    box_name = json.loads(state.read_text(encoding="utf-8")).get("box") if state.is_file() else None
+    try:  # which box's lease to give back; an unreadable cluster.json must not stop the destroy
+        box_name = json.loads(state.read_text(encoding="utf-8")).get("box")
+    except (OSError, ValueError, AttributeError):
+        box_name = None
     report = heal(path)
     if report.failed:
         raise BackendError("destroy left something behind: " + "; ".join(report.failed))

@@ -85,3 +85,17 @@ def test_the_command_says_what_it_removed_and_kept(cache, tmp_path, capsys):
     assert main(["vagrant", "box", "--prune"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "nothing to prune"
     assert boxes(cache) == sorted([current_box().path.name, "box-aaaaaaaaaaaa"])
+
+
+def test_destroy_gives_the_lease_back_and_a_broken_cluster_json_does_not_stop_it(cache, tmp_path):
+    from harness.backends.vms import STATE, destroy
+
+    box = Box(cache / "box-aaaaaaaaaaaa")
+    up = cluster_dir(tmp_path / "up", outstanding=False)
+    (up / STATE).write_text('{"box": "box-aaaaaaaaaaaa"}')
+    lease(box, up)
+    destroy(up)
+    assert not list((box.path / LEASES).iterdir()) and not (up / STATE).exists()
+    broken = cluster_dir(tmp_path / "broken", outstanding=False)
+    (broken / STATE).write_text("{not json")
+    assert destroy(broken) == [] and not (broken / STATE).exists()
