@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.backends.ledger import LEDGER_NAME, Ledger, LedgerError
+from harness.backends.procs import find_where
 from harness.backends.vm_box import Box, cache_root, current_box
 
 LEASES = "leases"
@@ -85,20 +86,13 @@ def live_leases(box_path: Path) -> list[str]:
 
 
 def qemu_booting_from(box_path: Path) -> list[int]:
-    """PIDs of running (not zombie) qemu processes whose command line names a file of the box."""
+    """PIDs of live qemu processes whose command line names a file of the box."""
     inside = str(box_path) + "/"
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if os.path.basename(argv[0]).startswith("qemu-system") and state != "Z" and any(inside in a for a in argv):
-            found.append(int(entry.name))
-    return found
+
+    def boots(argv: list[str]) -> bool:
+        return os.path.basename(argv[0]).startswith("qemu-system") and any(inside in a for a in argv)
+
+    return [stat.pid for stat, _ in find_where(boots)]
 
 
 def _lease_path(box_path: Path, directory: Path) -> Path:

@@ -201,8 +201,7 @@ class RealVoters:
         if code != 254 or stop is None:
             raise AssertionError(f"the node exited ({code}) after frame {at}: {last[:300]}")
         self.tally.designed_stops[stop] += 1
-        for link in [*self.inbound.values(), *self.outbound.values()]:
-            self._drop(link)
+        self._drop_links()
         self.start()
 
     def probe(self) -> None:
@@ -247,8 +246,7 @@ class RealVoters:
         if self.proc.poll() is not None:  # it stopped on its own meanwhile: by design (restarted) or not
             self.check_alive(self.tally.frames)
             return
-        for link in [*self.inbound.values(), *self.outbound.values()]:
-            self._drop(link)
+        self._drop_links()
         code = _stop(self.proc)
         if code != 0:
             raise AssertionError(f"exit code {code} after SIGTERM (epoch {self.view.epoch}, to start it afresh)")
@@ -321,6 +319,10 @@ class RealVoters:
             if side.get(link.peer) is link:
                 del side[link.peer]
         self.pending = [p for p in self.pending if p[0] is not link]
+
+    def _drop_links(self) -> None:
+        for link in [*self.inbound.values(), *self.outbound.values()]:
+            self._drop(link)
 
     def outbound_link(self, peer: int) -> Link | None:
         link = self.outbound.get(peer)
@@ -404,8 +406,7 @@ class RealVoters:
 
     def close(self) -> int | None:
         """SIGTERM the node and wait for it; its exit code (None if it had to be killed)."""
-        for link in [*self.inbound.values(), *self.outbound.values()]:
-            self._drop(link)
+        self._drop_links()
         for server in self.listeners.values():
             self.selector.unregister(server)
             server.close()
