@@ -2,7 +2,8 @@
 
 Not on sim (etcd is a real program; the simulator runs only our own node core): `check_backend`
 refuses it before a run starts. On any backend with `start(node, argv)` and `address(node)` (netns,
-docker, ssh) each node runs `etcd` with:
+docker, ssh) each node runs `etcd` (on an ssh host or VM, the host's own, found on its PATH and asked
+for its version before any member starts) with:
 - its data dir under the backend's choice or run_dir/nodes/<node>/data, so a run's etcd state stays
   with the run;
 - client URL http://ADDR:2379 (the v3 gRPC gateway the workloads use, workloads/etcd_client.py), peer
@@ -22,12 +23,15 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import re
 import shutil
 import urllib.request
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from harness.backends.shell import BackendError
 from harness.db.program import ProgramDB
 from vocab.backend import Backend
 from vocab.db import DBError
@@ -40,6 +44,21 @@ READY_KEY = "kchaos-ready"
 # Raft timing: etcd's defaults (heartbeat 100 ms, election 1 s), written out so a run's test.json
 # and the command line say what the members ran with.
 MEMBER_SETTINGS: dict[str, str] = {"heartbeat-interval": "100", "election-timeout": "1000"}
+
+
+# The oldest etcd whose JSON gateway serves at /v3/ (3.3 served it at /v3beta/), which the workloads use.
+MIN_VERSION = (3, 4)
+
+
+def etcd_version(output: str, etcd: str) -> str:
+    """The version in what `etcd --version` printed; DBError when there is none or it is too old
+    (`etcd` names the program in the message: a path, or a host's etcd)."""
+    m = re.search(r"etcd Version: (\d+)\.(\d+)(\.\d+)?", output)
+    if m is None:
+        raise DBError(f"{etcd} --version printed no version")
+    if (int(m[1]), int(m[2])) < MIN_VERSION:
+        raise DBError(f"{etcd} is etcd {m[1]}.{m[2]}; --sut etcd needs etcd {MIN_VERSION[0]}.{MIN_VERSION[1]}+")
+    return f"{m[1]}.{m[2]}{m[3] or ''}"
 
 
 def etcd_binary() -> str:
@@ -75,10 +94,32 @@ class EtcdDB(ProgramDB):
         if isinstance(backend, SimBackend):
             raise DBError("--sut etcd is not available on the sim backend (use netns, docker or ssh)")
         self.backend, self.run_dir = backend, Path(run_dir)
-        binary = etcd_binary()
+        if self.remote_hosts():  # each host's own etcd, asked first, all at once
+            with ThreadPoolExecutor(len(self._nodes)) as pool:
+                programs = dict(zip(self._nodes, pool.map(self._remote_etcd, self._nodes)))
+        else:
+            programs = dict.fromkeys(self._nodes, etcd_binary())
+            for node in self._nodes:  # a host of its own has the node's directory made by its backend
+                self.data_dir(node).parent.mkdir(parents=True, exist_ok=True)
         for node in self._nodes:
-            self.data_dir(node).parent.mkdir(parents=True, exist_ok=True)
-            backend.start(node, [binary, *self.flags(node)], env=None, cwd=None)  # type: ignore[attr-defined]
+            backend.start(node, [programs[node], *self.flags(node)], env=None, cwd=None)  # type: ignore[attr-defined]
+
+    def _remote_etcd(self, node: str) -> str:
+        """The etcd on the node's host (found on its PATH), checked before any member starts: a host
+        without one would otherwise show only as a member that never answers."""
+        backend: Any = self._backend()
+        where = f"etcd on the host of {node}"
+        try:
+            done = backend.exec(node, ["etcd", "--version"], timeout=60.0)
+        except BackendError as exc:
+            raise DBError(f"{node}: cannot run etcd on its host: {exc}") from None
+        if done.returncode == 127:
+            raise DBError(
+                f"{where}: not found (--sut etcd over ssh needs etcd {MIN_VERSION[0]}.{MIN_VERSION[1]}+ on "
+                "every host: apt-get install etcd-server there)"
+            )
+        etcd_version(done.stdout + done.stderr, where)
+        return "etcd"
 
     def flags(self, node: str) -> list[str]:
         """The member's command line (see the module docstring)."""

@@ -33,6 +33,11 @@ class ProgramDB(DB):
     def restart_node(self, node: str) -> None:
         self._backend().restart(node)
 
+    def remote_hosts(self) -> bool:
+        """Whether the nodes run on hosts with files of their own (ssh, VMs), where the program must be
+        installed and the nodes' directories are made, rather than on this machine's (netns, docker)."""
+        return hasattr(self._backend(), "ship_files")
+
     def wait_ready(self, timeout_s: float) -> None:
         self.wait_ready_unless_exited(self._unready, timeout_s)
 

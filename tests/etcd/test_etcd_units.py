@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+from pathlib import Path
 
 import httpx
 import pytest
@@ -12,7 +14,9 @@ import pytest
 from checkers.history import pair, read_events
 from checkers.watch_order import check_watch_order
 from harness.cli import main
+from harness.db.etcd import EtcdDB
 from harness.test_spec import load_test
+from vocab.db import DBError
 from vocab.errors import UserError
 from vocab.generators.core import Rng
 from workloads.etcd_append import op_maker as append_ops
@@ -211,3 +215,57 @@ def test_a_failed_cas_is_an_observation_only_when_its_compare_failed(error, vali
     ]
     verdict = check(pair(read_events([{**r, "index": i} for i, r in enumerate(rows)])), RegisterModel())
     assert verdict.valid is valid
+
+
+class HostsAnswering:
+    """Around the adapter only: a remote-host backend (it has `ship_files`) whose hosts answer `etcd
+    --version` as told, and that records what it starts. The real hosts: tests/harness_ssh (netns hosts)
+    and tests/harness_vagrant (VMs)."""
+
+    def __init__(self, code: int, output: str) -> None:
+        self.code, self.output = code, output
+        self.asked: list[tuple[str, list[str]]] = []
+        self.started: dict[str, list[str]] = {}
+
+    def exec(self, node: str, argv: list[str], *, timeout: float) -> subprocess.CompletedProcess[str]:
+        self.asked.append((node, argv))
+        return subprocess.CompletedProcess(argv, self.code, self.output, "")
+
+    def ship_files(self, node: str, files: list[Path], name: str) -> str:
+        raise AssertionError("etcd ships nothing: each host has its own")
+
+    def start(self, node: str, argv: list[str], *, env: object, cwd: object) -> None:
+        self.started[node] = argv
+
+    def address(self, node: str) -> str:
+        return f"192.0.2.{node[1:]}"
+
+    def data_dir(self, node: str) -> str:
+        return f"/hosts/{node}/data"
+
+
+@pytest.mark.parametrize(
+    ("code", "output", "says"),
+    [
+        (127, "sh: 1: exec: etcd: not found", "etcd on the host of n1: not found (--sut etcd over ssh needs etcd 3.4+"),
+        (0, "etcd Version: 3.3.25\n", "etcd on the host of n1 is etcd 3.3; --sut etcd needs etcd 3.4+"),
+        (0, "Usage: etcd [flags]\n", "etcd on the host of n1 --version printed no version"),
+    ],
+)
+def test_a_host_without_etcd_3_4_stops_the_install_in_one_line_before_any_member_starts(tmp_path, code, output, says):
+    backend = HostsAnswering(code, output)
+    db = EtcdDB(["n1", "n2", "n3"], "token")
+    with pytest.raises(DBError) as caught:
+        db.install(backend, tmp_path)  # type: ignore[arg-type]
+    assert str(caught.value).startswith(says) and "\n" not in str(caught.value), caught.value
+    assert backend.started == {} and not (tmp_path / "nodes").exists()
+
+
+def test_each_host_runs_its_own_etcd_and_nothing_is_made_here_for_its_data(tmp_path):
+    backend = HostsAnswering(0, "etcd Version: 3.5.17\nGit SHA: 507c0de\nGo Version: go1.22.9\n")
+    db = EtcdDB(["n1", "n2", "n3"], "token")
+    db.install(backend, tmp_path)  # type: ignore[arg-type]
+    assert sorted(node for node, _ in backend.asked) == ["n1", "n2", "n3"]
+    assert {argv[0] for argv in backend.started.values()} == {"etcd"}  # the host's PATH, not this machine's
+    assert "--data-dir=/hosts/n2/data" in backend.started["n2"]
+    assert not (tmp_path / "nodes").exists() and not Path("/hosts").exists()

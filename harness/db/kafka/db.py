@@ -170,7 +170,7 @@ class KafkaDB(ProgramDB):
             raise DBError("--sut kafka is not available on the sim backend (use netns, docker or ssh)")
         self.backend, self.run_dir = backend, Path(run_dir)
         try:
-            if self._remote_hosts():
+            if self.remote_hosts():
                 with ThreadPoolExecutor(len(self._nodes)) as pool:  # one host each: at once
                     self.jvms = dict(zip(self._nodes, pool.map(self._remote_jvm, self._nodes)))
             else:
@@ -192,11 +192,6 @@ class KafkaDB(ProgramDB):
             raise DBError(problems[0])
         for node in self._nodes:
             backend.start(node, self.argv(node), env=None, cwd=None)  # type: ignore[attr-defined]
-
-    def _remote_hosts(self) -> bool:
-        """Whether the nodes run on hosts with files of their own (ssh), where Java must be and the jars
-        are shipped to, rather than on this machine's (netns, docker)."""
-        return hasattr(self._backend(), "ship_files")
 
     def _remote_jvm(self, node: str) -> Jvm:
         """The host's own `java` (17+, found on its PATH) and the jars shipped there. No CDS archive: one
@@ -260,7 +255,7 @@ class KafkaDB(ProgramDB):
     def write_config(self, node: str) -> None:
         directory = self.config_dir(node)
         directory.mkdir(parents=True, exist_ok=True)
-        if not self._remote_hosts():  # a host of its own makes the node's data dir itself
+        if not self.remote_hosts():  # a host of its own makes the node's data dir itself
             self.data_dir(node).mkdir(parents=True, exist_ok=True)
         text = "".join(f"{k}={v}\n" for k, v in self.properties(node).items())
         (directory / "server.properties").write_text(text, encoding="utf-8")
@@ -284,7 +279,7 @@ class KafkaDB(ProgramDB):
         main = ["kafka.tools.StorageTool", "format", "--cluster-id", self.cluster_id, "--config", str(props)]
         argv = self._java(node, FORMAT_JVM_OPTS, "log4j2-format.properties", main)
         try:
-            if self._remote_hosts():  # the log dir is on the node's host: format it there
+            if self.remote_hosts():  # the log dir is on the node's host: format it there
                 done = self._backend().exec(node, argv, timeout=FORMAT_TIMEOUT_S)  # type: ignore[attr-defined]
             else:
                 done = subprocess.run(argv, capture_output=True, text=True, timeout=FORMAT_TIMEOUT_S, check=False)
