@@ -652,23 +652,26 @@ def _sut_problem(values: Mapping[str, Any]) -> str | None:
     brokers = values.get("cluster", Cluster(combined=3)).brokers
     kinds = values.get("nemesis", TestSpec.nemesis)
     backend = values.get("backend", TestSpec.backend)
-    vm_hosts = backend == "ssh" and _all_vms(values.get("inventory", ""))
-    problem = sut_problem(sut, backend, suts, brokers, kinds, vm_hosts)
+    vm_hosts, guest_clocks = _host_kinds(values.get("inventory", "")) if backend == "ssh" else (False, False)
+    problem = sut_problem(sut, backend, suts, brokers, kinds, vm_hosts, guest_clocks)
     return f"workload {workload}: {problem}" if problem and problem.startswith("that workload") else problem
 
 
-def _all_vms(inventory: str) -> bool:
-    """Whether every host of this ssh inventory is a VM of `kchaos vagrant up` (False when there is no
-    inventory or it cannot be read: the backend says why when the run starts)."""
+def _host_kinds(inventory: str) -> tuple[bool, bool]:
+    """Whether every host of this ssh inventory is a VM of `kchaos vagrant up`, and whether every host's
+    clock faults step its own kernel clock (both False when there is no inventory or it cannot be read:
+    the backend says why when the run starts)."""
     if not inventory:
-        return False
+        return False, False
     from harness.backends.inventory import load_inventory
 
     try:
         hosts = load_inventory(Path(inventory)).hosts
     except Exception:
-        return False
-    return bool(hosts) and all(host.vm for host in hosts)
+        return False, False
+    if not hosts:
+        return False, False
+    return all(host.vm for host in hosts), all(host.clock == "guest" for host in hosts)
 
 
 def _read_text(file: Path, what: str) -> str:

@@ -44,6 +44,9 @@ PACKAGES = (
     # Apache Kafka as the system under test (--sut kafka over ssh): each host runs the shipped jars on its
     # own java. About 190 MB installed; the reference cluster and etcd do not need it.
     "openjdk-17-jre-headless",
+    # etcd as the system under test (--sut etcd over ssh): each host runs its own, Debian's 3.4 as on
+    # this machine (the guests boot with their own init, so the package's service never starts).
+    "etcd-server",
 )
 MODULES = ("virtio_net", "virtio_blk", "nf_tables", "sch_netem")
 DISK_SIZE = "2G"

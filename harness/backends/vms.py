@@ -403,6 +403,8 @@ def up_command(args: argparse.Namespace) -> int:
     # A JVM in a TCG guest takes a minute or two to serve, at start and after each kill (suts.md).
     slow = " --ready-timeout 5m --recovery 5m --recovery-tail 10s" if cluster.accel == "tcg" else ""
     print(f"Apache Kafka on them: kchaos run --backend ssh --inventory {inventory} --sut kafka{slow}")
+    # etcd serves within seconds of its start, but a power-lost VM boots again first.
+    print(f"etcd on them: kchaos run --backend ssh --inventory {inventory} --sut etcd{recovery}")
     cluster_flag = "" if Path(args.dir).resolve() == DEFAULT_DIR else f" --cluster {args.dir}"
     print(f"reproduce a stored run: kchaos reproduce RUN_DIR --backend vagrant{cluster_flag}")
     return 0

@@ -93,8 +93,12 @@ SUT_FAULT_REASONS: dict[tuple[str, str], str] = {
 
 # On hosts that are VMs of `kchaos vagrant up`, lose_unsynced is a power loss of the whole guest (its
 # qemu SIGKILLed, then a boot from its disk: vm_faults.py). No FUSE mount is involved, so it reaches any
-# system, memory-mapped files included (measured on Kafka: docs/concepts/suts.md; the box has no etcd).
+# system, memory-mapped files included (measured on Kafka and etcd: docs/concepts/suts.md).
 VM_POWER_LOSS = "lose_unsynced"
+# On hosts whose clock faults step the host's own kernel clock (`clock = "guest"`, as `kchaos vagrant
+# up` writes for its VMs: remote_faults.py), no shim is involved, so a clock fault reaches any program,
+# Go's included (measured on etcd: docs/concepts/suts.md).
+GUEST_CLOCK = "clock"
 
 
 def sut_problem(
@@ -104,13 +108,16 @@ def sut_problem(
     brokers: int = 0,
     faults: Sequence[str] = (),
     vm_hosts: bool = False,
+    guest_clocks: bool = False,
 ) -> str | None:
     """Why `sut` cannot run on `backend`, with a workload written for `workload_suts`, with broker-only
-    nodes or with these fault kinds; None when it can. `vm_hosts`: every host is a VM (VM_POWER_LOSS)."""
+    nodes or with these fault kinds; None when it can. `vm_hosts`: every host is a VM (VM_POWER_LOSS);
+    `guest_clocks`: every host's clock faults step its own kernel clock (GUEST_CLOCK)."""
     backends = SUT_BACKENDS.get(sut)
     if backends is not None and backend not in backends:
         return f"{sut} is not available on the {backend} backend (it runs on {', '.join(backends)})"
-    refused = SUT_UNREACHED_FAULTS.get(sut, frozenset()) - ({VM_POWER_LOSS} if vm_hosts else set())
+    reached_anyway = ({VM_POWER_LOSS} if vm_hosts else set()) | ({GUEST_CLOCK} if guest_clocks else set())
+    refused = SUT_UNREACHED_FAULTS.get(sut, frozenset()) - reached_anyway
     unreached = [kind for kind in faults if kind in refused]
     if unreached:
         reasons = "; ".join(dict.fromkeys(r for k in unreached if (r := SUT_FAULT_REASONS.get((sut, k)))))

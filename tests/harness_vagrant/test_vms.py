@@ -5,8 +5,9 @@ also when `up` itself was SIGKILLed mid-boot. No skip: if no VM boots, these fai
 
 Also: a planted bug the simulator found, reproduced on the VMs (`kchaos reproduce --backend vagrant`),
 the whole-VM faults (power loss, VM pause, netem in the guests), `kchaos heal` booting a VM that a
-run killed mid-power-loss left off, and Apache Kafka on the guests' own Java under a kill and a power
-loss. All share one module cluster (1 GiB guests, so that a Kafka node fits).
+run killed mid-power-loss left off, Apache Kafka on the guests' own Java under a kill and a power
+loss, and the guests' own etcd under kills, power losses and clock steps. All share one module cluster
+(1 GiB guests, so that a Kafka node fits).
 
 Takes minutes: the first run builds the box with debootstrap (~7 min here, then cached by content
 hash); booting three VMs under TCG ~1 min; each run ~4 min (Python is ~13x slower in a TCG guest);
@@ -360,6 +361,62 @@ def test_apache_kafka_on_the_vms_survives_a_kill_and_a_power_loss_of_its_leader(
     for address in made.vms.values():
         left = guest_run(key, address, "pgrep -f '[k]afka[.]Kafka'", timeout=60)
         assert left.stdout.strip() == "", left.stdout
+
+
+@pytest.mark.timeout(1200)  # etcd starts in seconds even in a TCG guest; the power-lost VM boots again
+def test_etcd_on_the_vms_survives_a_kill_a_power_loss_and_steps_of_its_clock(cluster_dir, tmp_path):
+    """etcd as the system under test on the VMs, each guest running the box's own etcd 3.4. Two faults
+    reach it only here: a power loss of a member's whole VM (bbolt cannot open a file on the lazyfs
+    mount) and steps of its guest's kernel clock (etcd is Go and reads the clock without libc, so
+    libfaketime misses it). Every acknowledged write is still read back (linearizable register)."""
+    result = run_on_vms(
+        cluster_dir / "inventory.toml",
+        tmp_path,
+        sut="etcd",
+        workload="register",
+        seed=1,  # draws a kill of a majority, a clock step, a power loss, a kill of the leader
+        nemesis=("kill", "lose_unsynced", "clock"),
+        nemesis_options={"clock": {"modes": ["bump", "strobe"]}},  # rate needs libfaketime
+        time_limit_s=30.0,
+        nemesis_duration_s=8.0,
+        recovery_s=120.0,  # a power-lost VM boots again under TCG before its member serves
+        recovery_tail_s=5.0,
+    )
+    run = result.run.path
+    started = {f for f, _ in _fault_starts(run)}
+    assert {"start-kill", "start-lose_unsynced", "start-clock"} <= started, started
+    assert result.valid is True and result.exit_code == 0, result.checker_lines
+    verdicts = json.loads((run / "results.json").read_text())["checkers"]
+    assert verdicts["linearizable"]["valid"] is True, verdicts
+    ledger = [json.loads(line) for line in (run / LEDGER_NAME).read_text().splitlines()]
+    assert any(rec.get("kind") == "vm_power" for rec in ledger), ledger
+    assert any(rec.get("kind") == "guest_clock" for rec in ledger), "no clock step reached a guest"
+    assert not any(rec.get("kind") == "ssh_clock" for rec in ledger)  # no libfaketime on the VMs
+    assert not Ledger.load(run / LEDGER_NAME).outstanding()
+    spawned = [rec for rec in ledger if rec.get("kind") == "ssh_process"]
+    assert spawned and all(rec["argv"][0] == "etcd" for rec in spawned)  # each guest's own etcd
+    made = Cluster.load(cluster_dir)
+    key = Box(cache_root() / made.box).key
+    # The power-lost member started again after its guest's new boot (etcd's zap log, in the guest's UTC).
+    (lost,) = _fault_targets(run)["lose_unsynced"]
+    booted = float(guest_run(key, made.vms[f"kc{lost[1:]}"], "awk '/^btime/ {print $2}' /proc/stat", timeout=60).stdout)
+    assert _etcd_starts(run / "nodes" / lost / "stderr.log")[-1] >= booted, lost
+    for node in sorted(p.name for p in (run / "nodes").iterdir()):
+        status_doc = json.loads((run / "nodes" / node / "etcd-status.json").read_text())
+        assert status_doc["version"].startswith("3.4"), status_doc
+    for address in made.vms.values():
+        left = guest_run(key, address, "pgrep -x etcd", timeout=60)
+        assert left.stdout.strip() == "", left.stdout
+
+
+def _etcd_starts(stderr_log: Path) -> list[float]:
+    """When an etcd member's log says it started, as epoch seconds (zap's "ts", the guest's UTC)."""
+    starts = []
+    for line in stderr_log.read_text(errors="replace").splitlines():
+        if '"msg":"starting an etcd server"' in line:
+            stamp = json.loads(line)["ts"]
+            starts.append(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+    return starts
 
 
 def _fault_targets(run: Path) -> dict[str, set[str]]:

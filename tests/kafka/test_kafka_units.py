@@ -63,9 +63,11 @@ def test_kafka_is_refused_on_sim_and_for_unreached_faults_with_the_reason():
         load_test(None, {"sut": "kafka", "backend": "netns", "workload": "register"})
 
 
-def _inventory(tmp_path: Path, vms: tuple[bool, ...]) -> str:
+def _inventory(tmp_path: Path, vms: tuple[bool, ...], clocks: tuple[str, ...] = ()) -> str:
     hosts = "".join(
-        f'[[hosts]]\nname = "h{i}"\naddress = "10.0.0.{i}"\n' + (f'vm = "{tmp_path}"\n' if vm else "")
+        f'[[hosts]]\nname = "h{i}"\naddress = "10.0.0.{i}"\n'
+        + (f'vm = "{tmp_path}"\n' if vm else "")
+        + (f'clock = "{clocks[i - 1]}"\n' if clocks else "")
         for i, vm in enumerate(vms, 1)
     )
     path, key = tmp_path / "inventory.toml", tmp_path / "id_ed25519"
@@ -291,3 +293,23 @@ def test_a_container_gets_the_jdk_directory_and_the_etc_files_it_links_to():
     for link in (p for p in home.rglob("*") if p.is_symlink() and p.resolve().is_relative_to("/etc")):
         assert any(link.resolve().is_relative_to(m) for m in mounts), link
     assert not any(a != b and a.is_relative_to(b) for a in mounts for b in mounts)  # outermost only
+
+
+def test_a_clock_fault_reaches_etcd_only_where_it_steps_the_hosts_own_clock(tmp_path):
+    """etcd (Go) reads the clock without libc, so libfaketime misses it and clock faults are refused; on
+    hosts with `clock = "guest"` (the VMs of `kchaos vagrant up`) the fault steps the host's kernel clock,
+    which every program reads. One host with the shim and the refusal stands."""
+    guest = _inventory(tmp_path, (True, True, True), ("guest", "guest", "guest"))
+    spec = load_test(
+        None, {"sut": "etcd", "workload": "register", "backend": "ssh", "inventory": guest, "nemesis": "clock"}
+    )
+    assert spec.nemesis == ("clock",)
+    mixed = _inventory(tmp_path, (True, True, True), ("guest", "libfaketime", "guest"))
+    with pytest.raises(UserError, match="clock faults cannot be done to etcd nodes"):
+        load_test(
+            None, {"sut": "etcd", "workload": "register", "backend": "ssh", "inventory": mixed, "nemesis": "clock"}
+        )
+    with pytest.raises(UserError, match="disk_stall faults cannot be done to etcd nodes"):  # still the shim's
+        load_test(
+            None, {"sut": "etcd", "workload": "register", "backend": "ssh", "inventory": guest, "nemesis": "disk_stall"}
+        )
