@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import secrets
 import subprocess
@@ -43,14 +44,27 @@ from harness.backends.vm_box import Box, add_to_vagrant, cache_root, ensure_box
 from harness.backends.vm_cache import lease, prune, release
 from vocab.errors import UserError
 
+log = logging.getLogger("kchaos.backends")
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DIR = REPO_ROOT / "vagrant" / ".cluster"
 FIRST_HOST = 10  # kcN gets .(10 + N), as in vagrant/Vagrantfile
 BOOT_TIMEOUT_S = 600.0
+# The guest kernel's own report of a task stuck in uninterruptible sleep (its hung-task detector, 120 s
+# of guest time by default). Seen once here, on a boot after a power loss while a whole test suite loaded
+# the 2 cores: the initramfs's mount of the root file system stayed blocked for 10 minutes, and the VM
+# never came up. A boot that reports it will not finish: a power-on cuts it short and boots once more,
+# keeping its console as logs/NAME.console.hung-N.
+HUNG_TASK = "blocked for more than"
+POWER_ON_ATTEMPTS = 2
 STATE = "cluster.json"
 # MiB per guest: an Apache Kafka node is about 350 MB of RSS in its guest (docs/concepts/suts.md), more than
 # 512 MiB holds with the guest's own share. Memory a guest does not touch costs the host nothing.
 DEFAULT_MEMORY_MB = 1024
+
+
+class BootHung(BackendError):
+    """The guest's kernel reported a hung task during the boot (`HUNG_TASK`): ssh will never answer."""
 
 
 @dataclass
@@ -226,6 +240,9 @@ def _wait_ssh(directory: Path, ledger: Ledger, box: Box, name: str, address: str
     while time.monotonic() < deadline:
         if not is_same_process(proc.fields["pid"], proc.fields["starttime"]):
             raise BackendError(f"VM {name}: qemu exited during boot: {_last_line(directory / 'logs', name)}")
+        hung = _hung_task(directory / "logs" / f"{name}.console")
+        if hung is not None:
+            raise BootHung(f"VM {name}: its boot hung: {hung}")
         try:
             done = guest_run(box.key, address, "true", timeout=15)
         except subprocess.TimeoutExpired:
@@ -234,6 +251,17 @@ def _wait_ssh(directory: Path, ledger: Ledger, box: Box, name: str, address: str
             return
         time.sleep(1)
     raise BackendError(f"VM {name}: no ssh after {BOOT_TIMEOUT_S:.0f} s: {_last_line(directory / 'logs', name)}")
+
+
+def _hung_task(console: Path) -> str | None:
+    """The guest kernel's first hung-task report on this boot's console, or None."""
+    try:
+        text = console.read_text(errors="replace")
+    except OSError:
+        return None
+    if HUNG_TASK not in text:
+        return None
+    return next(line.strip() for line in text.splitlines() if HUNG_TASK in line)
 
 
 def _last_line(logs: Path, name: str) -> str:
@@ -312,9 +340,22 @@ def power_on(directory: Path, name: str) -> bool:
     recorded = _qemu_entries(ledger, name)
     if not recorded:
         raise BackendError(f"{directory}: VM {name} is not in this cluster's ledger")
-    _start_qemu(directory, ledger, cluster.netns, name, recorded[-1].fields["argv"])
-    _wait_ssh(directory, ledger, box, name, cluster.vms[name])
-    return True
+    argv, attempt = recorded[-1].fields["argv"], 1
+    while True:
+        _start_qemu(directory, ledger, cluster.netns, name, argv)
+        try:
+            _wait_ssh(directory, ledger, box, name, cluster.vms[name])
+            return True
+        except BootHung as hung:
+            power_off(directory, name)
+            console = directory / "logs" / f"{name}.console"
+            kept = console.with_name(f"{console.name}.hung-{attempt}")
+            console.replace(kept)  # the next boot's qemu truncates the console
+            if attempt == POWER_ON_ATTEMPTS:
+                raise
+            log.warning("%s; booting it once more (its console: %s)", hung, kept)
+            attempt += 1
+            ledger = Ledger.load(directory / LEDGER_NAME)  # power_off marked the hung qemu done there
 
 
 def live_qemu(directory: Path, name: str) -> tuple[int, int] | None:
