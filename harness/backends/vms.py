@@ -259,9 +259,7 @@ def _hung_task(console: Path) -> str | None:
         text = console.read_text(errors="replace")
     except OSError:
         return None
-    if HUNG_TASK not in text:
-        return None
-    return next(line.strip() for line in text.splitlines() if HUNG_TASK in line)
+    return next((line.strip() for line in text.splitlines() if HUNG_TASK in line), None)
 
 
 def _last_line(logs: Path, name: str) -> str:

@@ -50,15 +50,14 @@ MEMBER_SETTINGS: dict[str, str] = {"heartbeat-interval": "100", "election-timeou
 MIN_VERSION = (3, 4)
 
 
-def etcd_version(output: str, etcd: str) -> str:
-    """The version in what `etcd --version` printed; DBError when there is none or it is too old
-    (`etcd` names the program in the message: a path, or a host's etcd)."""
-    m = re.search(r"etcd Version: (\d+)\.(\d+)(\.\d+)?", output)
+def check_version(output: str, etcd: str) -> None:
+    """DBError when what `etcd --version` printed names no version or one too old (`etcd` names the
+    program in the message: a path, or a host's etcd)."""
+    m = re.search(r"etcd Version: (\d+)\.(\d+)", output)
     if m is None:
         raise DBError(f"{etcd} --version printed no version")
     if (int(m[1]), int(m[2])) < MIN_VERSION:
         raise DBError(f"{etcd} is etcd {m[1]}.{m[2]}; --sut etcd needs etcd {MIN_VERSION[0]}.{MIN_VERSION[1]}+")
-    return f"{m[1]}.{m[2]}{m[3] or ''}"
 
 
 def etcd_binary() -> str:
@@ -118,7 +117,7 @@ class EtcdDB(ProgramDB):
                 f"{where}: not found (--sut etcd over ssh needs etcd {MIN_VERSION[0]}.{MIN_VERSION[1]}+ on "
                 "every host: apt-get install etcd-server there)"
             )
-        etcd_version(done.stdout + done.stderr, where)
+        check_version(done.stdout + done.stderr, where)
         return "etcd"
 
     def flags(self, node: str) -> list[str]:
